@@ -1,0 +1,32 @@
+"""dml_numba: DirectML's operators as generated Numba loop nests (CPU, CUDA) and vectorised NumPy.
+
+>>> import numpy as np, dml_numba as dml
+>>> x = dml.TensorDesc(dml.DataType.FLOAT32, (1, 1, 2, 3))
+>>> desc = dml.TileOperatorDesc(x, dml.TensorDesc(dml.DataType.FLOAT32, (1, 1, 4, 3)), (1, 1, 2, 1))
+>>> op = dml.compile_operator(desc, device="numpy")
+>>> op(np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3))[0, 0, :, 0]
+array([0., 3., 0., 3.], dtype=float32)
+"""
+from ._api import CompiledOperator, compile_operator
+from ._cache import cache
+from ._dtypes import DataType
+from ._errors import DeviceUnavailableError, ValidationError
+from ._registry import available_devices, device_status
+from .ops import *  # noqa: F401,F403 - the descriptors, enums and functions
+from .ops import (FUSABLE_ACTIVATIONS, ConvolutionDirection, ConvolutionMode,
+                  ConvolutionOperatorDesc, LpPooling1OperatorDesc, LpPoolingOperatorDesc,
+                  Padding1OperatorDesc, PaddingMode, PaddingOperatorDesc, Slice1OperatorDesc,
+                  SliceOperatorDesc, TileOperatorDesc, convolution, lp_pooling, padding, slice1,
+                  tile)
+from .tensor import TensorDesc
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DataType", "TensorDesc", "PaddingMode", "ConvolutionMode", "ConvolutionDirection",
+    "PaddingOperatorDesc", "Padding1OperatorDesc", "LpPoolingOperatorDesc",
+    "LpPooling1OperatorDesc", "ConvolutionOperatorDesc", "TileOperatorDesc", "SliceOperatorDesc",
+    "Slice1OperatorDesc", "FUSABLE_ACTIVATIONS", "compile_operator", "CompiledOperator",
+    "ValidationError", "DeviceUnavailableError", "padding", "lp_pooling", "convolution", "tile",
+    "slice1", "cache", "available_devices", "device_status", "__version__",
+] + [a.__name__ for a in FUSABLE_ACTIVATIONS]

@@ -1,0 +1,71 @@
+"""compile_operator and the compiled operator: validate -> key -> lowering; bind -> run."""
+from __future__ import annotations
+
+from ._cache import cache
+from ._errors import ValidationError
+from ._registry import get_device, get_lowering
+from .ops._base import OperatorDesc
+from .tensor import TensorDesc
+
+
+def packed(desc: OperatorDesc) -> OperatorDesc:
+    """The desc with every tensor's strides dropped: kernels see N-d views, so buffer strides
+    never change generated code and must not split the cache."""
+    tensors = {}
+    for name in desc.input_fields + (desc.output_field,):
+        t = getattr(desc, name)
+        if t is not None and t.strides is not None:
+            tensors[name] = TensorDesc(t.data_type, t.sizes)
+    return desc.replace_tensors(**tensors) if tensors else desc
+
+
+class CompiledOperator:
+    """``op(*inputs, out=None)``: inputs in DirectML binding order; returns the output."""
+
+    def __init__(self, desc, device, kernel):
+        self.desc = desc
+        self.device = device
+        self.kernel = kernel
+        self._owner = type(desc).__name__
+        self._inputs = desc.bound_inputs()
+        self._output = desc.output
+
+    def __call__(self, *inputs, out=None, stream=None):
+        if len(inputs) != len(self._inputs):
+            names = ", ".join(f for f, _ in self._inputs)
+            raise ValidationError(f"{self._owner}: {len(inputs)} inputs are invalid; expected "
+                                  f"{len(self._inputs)} ({names})")
+        return self.device.call(self.kernel, self._owner, self._inputs, inputs, out,
+                                self._output, stream)
+
+    @property
+    def source(self) -> str | None:
+        """The generated source of the kernel (None for the vectorised device)."""
+        return getattr(self.kernel, "source", None)
+
+    def __repr__(self):
+        return f"<CompiledOperator {self._owner} on {self.device.name!r}>"
+
+
+def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
+    """Compile ``desc`` for ``device`` ("numpy", "cpu" or "cuda"); cached per desc and options.
+
+    Options (CPU): ``parallel`` = None (automatic by work size), True or False.
+    """
+    if not isinstance(desc, OperatorDesc):
+        raise ValidationError(f"compile_operator.desc: {type(desc).__name__} is invalid; expected "
+                              "an operator descriptor such as PaddingOperatorDesc")
+    opts = tuple(sorted(options.items()))
+    return cache.get_or_build(("operator", desc, device, opts),
+                              lambda: _build(desc, device, dict(opts)))
+
+
+def _build(desc, device, options):
+    dev = get_device(device)
+    canon = packed(desc.canonical())
+    factory = get_lowering(type(canon), device)
+    return CompiledOperator(desc, dev, factory(canon, options))
+
+
+def run_functional(desc, inputs, device, out):
+    return compile_operator(desc, device)(*inputs, out=out)

@@ -1,0 +1,82 @@
+"""What every operator descriptor shares: frozen, validated on construction, canonicalisable."""
+from __future__ import annotations
+
+from dataclasses import fields
+
+from .._dtypes import DataType
+from .._errors import Checker
+from ..tensor import TensorDesc
+
+
+class OperatorDesc:
+    """Mixin for the frozen operator dataclasses.
+
+    ``__post_init__`` turns sequences into tuples and integers into enums (so the desc is
+    hashable and canonical) and validates every field; an invalid desc cannot be constructed.
+    """
+
+    #: names of the tensor fields bound as inputs, in DirectML binding order
+    input_fields: tuple[str, ...] = ("input_tensor",)
+    output_field: str = "output_tensor"
+
+    def __post_init__(self):
+        self._validate(Checker(type(self).__name__))
+
+    def _set(self, name, value):
+        object.__setattr__(self, name, value)
+
+    def _validate(self, c: Checker):  # pragma: no cover - every operator overrides it
+        raise NotImplementedError
+
+    # -- what binding and dispatch need ---------------------------------------------------
+    def bound_inputs(self) -> tuple[tuple[str, TensorDesc], ...]:
+        """(field, desc) of every input present, in binding order (an absent bias is skipped)."""
+        return tuple((f, getattr(self, f)) for f in self.input_fields if getattr(self, f) is not None)
+
+    @property
+    def output(self) -> TensorDesc:
+        return getattr(self, self.output_field)
+
+    def canonical(self) -> "OperatorDesc":
+        """The newest descriptor version this one is equivalent to (itself by default)."""
+        return self
+
+    def replace_tensors(self, **tensors) -> "OperatorDesc":
+        """A copy whose tensors are packed (strides dropped): what a kernel on bound views sees."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update(tensors)
+        return type(self)(**values)
+
+
+def check_tensor(c: Checker, field: str, value, *, optional: bool = False) -> TensorDesc | None:
+    return c.instance(field, value, TensorDesc, "a TensorDesc", optional=optional)
+
+
+def check_rank(c: Checker, field: str, t: TensorDesc, lo: int, hi: int):
+    if not lo <= t.rank <= hi:
+        c.fail(f"{field}.sizes", t.sizes,
+               f"expected {lo} dimensions" if lo == hi else f"expected {lo} to {hi} dimensions")
+
+
+def check_type(c: Checker, field: str, t: TensorDesc, allowed, note: str = ""):
+    if t.data_type not in allowed:
+        names = ", ".join(DataType(a).name for a in allowed)
+        c.fail(f"{field}.data_type", t.data_type.name, f"expected one of {names}{note}")
+
+
+def check_same_type(c: Checker, field: str, t: TensorDesc, ref: TensorDesc, ref_field: str):
+    if t.data_type != ref.data_type:
+        c.fail(f"{field}.data_type", t.data_type.name,
+               f"expected {ref.data_type.name}, the data type of {ref_field}")
+
+
+def check_same_rank(c: Checker, field: str, t: TensorDesc, ref: TensorDesc, ref_field: str):
+    if t.rank != ref.rank:
+        c.fail(f"{field}.sizes", t.sizes,
+               f"expected {ref.rank} dimensions, the dimension count of {ref_field}")
+
+
+def check_output_sizes(c: Checker, field: str, t: TensorDesc, expected, why: str):
+    expected = tuple(expected)
+    if t.sizes != expected:
+        c.fail(f"{field}.sizes", t.sizes, f"expected {expected} ({why})")
