@@ -18,9 +18,9 @@ from .ops import (FUSABLE_ACTIVATIONS, ConvolutionDirection, ConvolutionMode,
                   Padding1OperatorDesc, PaddingMode, PaddingOperatorDesc, Slice1OperatorDesc,
                   SliceOperatorDesc, TileOperatorDesc, convolution, lp_pooling, padding, slice1,
                   tile)
+from ._version import __version__
 from .tensor import TensorDesc
 
-__version__ = "0.1.0"
 
 __all__ = [
     "DataType", "TensorDesc", "PaddingMode", "ConvolutionMode", "ConvolutionDirection",

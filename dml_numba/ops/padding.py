@@ -166,3 +166,18 @@ def _enum_by_name(enum_type, name, owner, field):
     except KeyError:
         Checker(owner).fail(field, name, "expected one of " +
                             ", ".join(m.name.lower() for m in enum_type))
+
+
+_PAD_KIND = {PaddingMode.CONSTANT: "shift", PaddingMode.EDGE: "clamp",
+             PaddingMode.REFLECTION: "reflect", PaddingMode.SYMMETRIC: "symmetric",
+             PaddingMode.WRAP: "wrap"}
+
+
+def gather_plan(desc: Padding1OperatorDesc):
+    """Per-axis index maps for the jitted backends (see dml_numba._gather)."""
+    from .._gather import AxisMap, GatherPlan
+
+    kind = _PAD_KIND[desc.padding_mode]
+    maps = tuple(AxisMap(kind, n, o, a) for n, o, a in
+                 zip(desc.input_tensor.sizes, desc.output_tensor.sizes, desc.start_padding))
+    return GatherPlan(maps, desc.padding_value if kind == "shift" else None)

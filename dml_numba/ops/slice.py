@@ -130,3 +130,12 @@ def slice1(x, offsets, sizes, strides=None, *, device="cpu", out=None):
     desc = Slice1OperatorDesc(inp, TensorDesc(inp.data_type, out_sizes), tuple(offsets), sizes,
                               strides)
     return run_functional(desc, (x,), device, out)
+
+
+def gather_plan(desc: Slice1OperatorDesc):
+    """Per-axis index maps for the jitted backends: ``i = start + stride * o``."""
+    from .._gather import AxisMap, GatherPlan
+
+    return GatherPlan(tuple(AxisMap("affine", n, o, a, s) for n, o, a, s in
+                            zip(desc.input_tensor.sizes, desc.output_tensor.sizes, desc.starts(),
+                                desc.input_window_strides)))

@@ -55,3 +55,11 @@ def tile(x, repeats, *, device="cpu", out=None):
         sizes = inp.sizes
     return run_functional(TileOperatorDesc(inp, TensorDesc(inp.data_type, sizes), r), (x,),
                           device, out)
+
+
+def gather_plan(desc: TileOperatorDesc):
+    """Per-axis index maps for the jitted backends: ``i = o mod n``."""
+    from .._gather import AxisMap, GatherPlan
+
+    return GatherPlan(tuple(AxisMap("tile", n, o) for n, o in
+                            zip(desc.input_tensor.sizes, desc.output_tensor.sizes)))

@@ -1,0 +1,101 @@
+"""Shared pieces of source generation: an indentation-aware writer, literals, index arithmetic.
+
+Generated modules are plain Python that Numba compiles (CPU) or numba-cuda compiles (CUDA), so
+the same helpers serve both backends.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+
+import numpy as np
+
+
+class SourceWriter:
+    """``w("line")`` at the current depth; ``with w.block("for i in range(n):")`` indents."""
+
+    def __init__(self):
+        self._lines: list[str] = []
+        self._depth = 0
+
+    def __call__(self, text: str = "") -> None:
+        self._lines.append("    " * self._depth + text if text else "")
+
+    @contextmanager
+    def block(self, header: str):
+        self(header)
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+
+    def text(self) -> str:
+        return "\n".join(self._lines) + "\n"
+
+
+def literal(value, dtype) -> str:
+    """Source for a scalar of numpy ``dtype`` (exact for 64-bit integers, inf/nan for floats)."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        v = float(value)
+        body = ("np.nan" if math.isnan(v) else "np.inf" if v == math.inf
+                else "-np.inf" if v == -math.inf else repr(v))
+    else:
+        body = str(int(value))
+    return f"np.{dt.name}({body})"
+
+
+def decompose(w: SourceWriter, flat: str, names, sizes) -> None:
+    """Unflatten row-major ``flat`` into coordinates ``names`` of constant ``sizes``."""
+    if len(names) == 1:
+        w(f"{names[0]} = {flat}")
+        return
+    w(f"t = {flat}")
+    for name, size in zip(reversed(names[1:]), reversed(sizes[1:])):
+        w(f"{name} = t % {size}")
+        w(f"t = t // {size}")
+    w(f"{names[0]} = t")
+
+
+def index(*parts) -> str:
+    return ", ".join(str(p) for p in parts)
+
+
+def open_window_loops(w: SourceWriter, stack, taps, coords, sizes, *, starts, steps, dilations,
+                      transposed: bool, flip: bool):
+    """Open nested loops over window taps ``taps`` (one per spatial dim) whose input coordinate
+    ``coords[d]`` is inside ``[0, sizes[d])``; returns the filter index expressions.
+
+    Forward (gather): ``a = o*step + k*dilation - start``. Transposed (the adjoint, gathered):
+    ``t = o + start - k*dilation``; tap valid when ``t >= 0``, ``t % step == 0`` and
+    ``a = t // step < size`` (``t >= 0`` is checked before ``%``). ``stack`` is an ExitStack
+    that owns the opened blocks. ``flip`` reverses the filter index (CONVOLUTION mode).
+    """
+    outs, kernel = starts["o"], starts["k"]
+    findex = []
+    for d, (k, a) in enumerate(zip(taps, coords)):
+        n, s, dil, p = sizes[d], steps[d], dilations[d], starts["pad"][d]
+        stack.enter_context(w.block(f"for {k} in range({kernel[d]}):"))
+        o = outs[d]
+        if not transposed:
+            w(f"{a} = {o} * {s} + {k} * {dil} - {p}" if s != 1 or p else f"{a} = {o} + {k} * {dil}")
+            stack.enter_context(w.block(f"if {a} >= 0 and {a} < {n}:"))
+        else:
+            w(f"{a} = {o} + {p} - {k} * {dil}")
+            cond = f"{a} >= 0" + (f" and {a} % {s} == 0" if s != 1 else "")
+            stack.enter_context(w.block(f"if {cond}:"))
+            if s != 1:
+                w(f"{a} = {a} // {s}")
+            stack.enter_context(w.block(f"if {a} < {n}:"))
+        findex.append(f"{kernel[d] - 1} - {k}" if flip else k)
+    return findex
+
+
+def accumulate_power(v: str, p: int) -> str:
+    """``v ** p`` for a small integer p as products (exact, and what the vectoriser likes)."""
+    return " * ".join([v] * p) if p <= 8 else f"{v} ** {p}"
+
+
+def lp_root(acc: str, p: int) -> str:
+    return acc if p == 1 else f"math.sqrt({acc})" if p == 2 else f"{acc} ** {1.0 / p!r}"
