@@ -48,14 +48,35 @@ def literal(value, dtype) -> str:
 
 def decompose(w: SourceWriter, flat: str, names, sizes) -> None:
     """Unflatten row-major ``flat`` into coordinates ``names`` of constant ``sizes``."""
-    if len(names) == 1:
-        w(f"{names[0]} = {flat}")
+    live = [(n, s) for n, s in zip(names, sizes) if s > 1]
+    for name, size in zip(names, sizes):
+        if size == 1:
+            w(f"{name} = 0")
+    if not live:
+        return
+    if len(live) == 1:
+        w(f"{live[0][0]} = {flat}")
         return
     w(f"t = {flat}")
-    for name, size in zip(reversed(names[1:]), reversed(sizes[1:])):
+    for name, size in reversed(live[1:]):
         w(f"{name} = t % {size}")
         w(f"t = t // {size}")
-    w(f"{names[0]} = t")
+    w(f"{live[0][0]} = t")
+
+
+def describe(desc) -> list[str]:
+    """One readable line per field of a descriptor (tensors as TYPE sizes)."""
+    from dataclasses import fields
+
+    lines = [type(desc).__name__]
+    for f in fields(desc):
+        v = getattr(desc, f.name)
+        if hasattr(v, "data_type") and hasattr(v, "sizes"):
+            v = f"{v.data_type.name} {v.sizes}"
+        elif hasattr(v, "name") and hasattr(v, "value"):
+            v = v.name
+        lines.append(f"  {f.name} = {v}")
+    return lines
 
 
 def index(*parts) -> str:

@@ -1,0 +1,34 @@
+"""Shared fixtures: an isolated disk cache, the CUDA simulator when there is no GPU, devices."""
+import os
+import shutil
+import tempfile
+
+import pytest
+
+# Keep the test run's generated modules apart from the user's cache (unless asked otherwise).
+os.environ.setdefault("DML_NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="dml_numba_test_cache_"))
+# Numba's CUDA simulator must be chosen before numba.cuda is first imported.
+if "NUMBA_ENABLE_CUDASIM" not in os.environ and not shutil.which("nvidia-smi"):
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", help="run tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"):
+        return
+    skip = pytest.mark.skip(reason="slow: opt in with --runslow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+HOST_DEVICES = ["numpy", "cpu"]
+
+
+@pytest.fixture(params=HOST_DEVICES)
+def device(request):
+    """Every host device; the CUDA device has its own tests in tests/cuda (tiny shapes)."""
+    return request.param

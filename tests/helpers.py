@@ -1,0 +1,103 @@
+"""Test helpers: independent oracles and comparison rules."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+import dml_numba as dml
+from dml_numba._dtypes import tolerance
+
+DTYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
+          np.uint16, np.uint32, np.uint64]
+
+
+def random_array(shape, dtype, rng=None, lo=-50, hi=50):
+    rng = rng or np.random.default_rng(0)
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return rng.uniform(-2, 2, size=shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(max(lo, info.min), min(hi, info.max), size=shape, endpoint=True).astype(dtype)
+
+
+def assert_close(actual, expected, dtype):
+    """One tolerance table (dml_numba._dtypes.TOLERANCES) for convolution and pooling."""
+    rtol, atol = tolerance(dml.DataType.from_numpy(dtype))
+    assert actual.dtype == np.dtype(dtype)
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64),
+                               rtol=rtol, atol=atol)
+
+
+def assert_exact(actual, expected):
+    assert actual.shape == expected.shape
+    assert actual.dtype == expected.dtype
+    if actual.dtype.kind == "f":  # bit-exact, NaN-aware
+        np.testing.assert_array_equal(actual.view(f"u{actual.itemsize}"),
+                                      expected.view(f"u{expected.itemsize}"))
+    else:
+        np.testing.assert_array_equal(actual, expected)
+
+
+# -- brute-force oracles: plain loops straight from SEMANTICS' pseudo-code -------------------
+
+def brute_conv_forward(x, w, b, strides, dilations, start, flip=False, groups=1, out_spatial=None):
+    n_, cin = x.shape[:2]
+    cout = w.shape[0]
+    k = w.shape[2:]
+    cg, mg = cin // groups, cout // groups
+    y = np.zeros((n_, cout) + tuple(out_spatial))
+    for n, m in itertools.product(range(n_), range(cout)):
+        g = m // mg
+        for o in itertools.product(*(range(s) for s in out_spatial)):
+            acc = 0.0
+            for c in range(cg):
+                for t in itertools.product(*(range(kk) for kk in k)):
+                    xi = tuple(oo * s + tt * d - p for oo, s, tt, d, p in
+                               zip(o, strides, t, dilations, start))
+                    if all(0 <= v < S for v, S in zip(xi, x.shape[2:])):
+                        ft = tuple(kk - 1 - tt for kk, tt in zip(k, t)) if flip else t
+                        acc += float(x[(n, g * cg + c) + xi]) * float(w[(m, c) + ft])
+            y[(n, m) + o] = acc + (float(b.reshape(-1)[m]) if b is not None else 0.0)
+    return y
+
+
+def brute_conv_backward(x, w, b, strides, dilations, start, out_spatial, flip=False, groups=1):
+    """Scatter form of the transposed convolution (SEMANTICS 2.2)."""
+    n_, cin = x.shape[:2]
+    cog = w.shape[1]
+    k = w.shape[2:]
+    cig = cin // groups
+    y = np.zeros((n_, cog * groups) + tuple(out_spatial))
+    for n, ci in itertools.product(range(n_), range(cin)):
+        g = ci // cig
+        for xi in itertools.product(*(range(s) for s in x.shape[2:])):
+            for col in range(cog):
+                for t in itertools.product(*(range(kk) for kk in k)):
+                    o = tuple(v * s + tt * d - p for v, s, tt, d, p in
+                              zip(xi, strides, t, dilations, start))
+                    if all(0 <= v < S for v, S in zip(o, out_spatial)):
+                        ft = tuple(kk - 1 - tt for kk, tt in zip(k, t)) if flip else t
+                        y[(n, g * cog + col) + o] += float(x[(n, ci) + xi]) * float(w[(ci, col) + ft])
+    if b is not None:
+        y += b.reshape((1, -1) + (1,) * len(out_spatial)).astype(np.float64)
+    return y
+
+
+def onnx_run(op_type, inputs, **attrs):
+    """Run one ONNX node with onnx.reference (an independent implementation)."""
+    import onnx
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    names = [f"in{i}" for i in range(len(inputs))]
+    node = helper.make_node(op_type, names, ["out"], **attrs)
+    elem = helper.np_dtype_to_tensor_dtype(inputs[0].dtype)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, elem, None) for n in names],
+        [helper.make_tensor_value_info("out", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    del onnx, TensorProto
+    return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))[0]
