@@ -1,0 +1,98 @@
+"""LP pooling against onnx.reference LpPool and a brute-force loop; INFERRED choices pinned."""
+import itertools
+
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from tests.helpers import assert_close, onnx_run, random_array
+
+CASES = [  # shape, window, strides, start, end, dilations, p
+    ((2, 3, 9, 10), (3, 2), (2, 3), (1, 0), (1, 2), (1, 1), 2),
+    ((1, 2, 7, 5), (2, 2), (1, 1), (0, 1), (2, 0), (2, 2), 1),
+    ((2, 1, 4, 5, 6), (2, 3, 2), (1, 2, 2), (1, 1, 0), (0, 1, 1), (1, 1, 2), 3),
+    ((3, 2, 8, 6), (4, 3), (3, 2), (2, 1), (2, 1), (1, 1), 4),
+]
+
+
+def _desc(x, window, strides, start, end, dil, p, out_spatial=None):
+    t = dml.DataType.from_numpy(x.dtype)
+    if out_spatial is None:
+        out_spatial = [(n + a + b - ((w - 1) * d + 1)) // s + 1 for n, a, b, w, d, s in
+                       zip(x.shape[2:], start, end, window, dil, strides)]
+    return dml.LpPooling1OperatorDesc(dml.TensorDesc(t, x.shape),
+                                      dml.TensorDesc(t, x.shape[:2] + tuple(out_spatial)),
+                                      strides, window, start, end, dil, p)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_matches_onnx_reference(device, case):
+    shape, window, strides, start, end, dil, p = case
+    x = random_array(shape, np.float32)
+    y = dml.compile_operator(_desc(x, window, strides, start, end, dil, p), device)(x)
+    ref = onnx_run("LpPool", [x], kernel_shape=list(window), strides=list(strides),
+                   pads=list(start) + list(end), dilations=list(dil), p=p)
+    assert_close(y, ref, np.float32)
+
+
+def brute(x, window, strides, start, dil, p, out_spatial):
+    y = np.zeros(x.shape[:2] + tuple(out_spatial))
+    for idx in np.ndindex(*y.shape):
+        n, c, o = idx[0], idx[1], idx[2:]
+        acc = 0.0
+        for k in itertools.product(*(range(w) for w in window)):
+            xi = tuple(oo * s + kk * d - a for oo, s, kk, d, a in zip(o, strides, k, dil, start))
+            if all(0 <= v < S for v, S in zip(xi, x.shape[2:])):
+                acc += abs(float(x[(n, c) + xi])) ** p
+        y[idx] = acc ** (1 / p)
+    return y
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_brute_force_every_float_type(device, dtype):
+    x = random_array((2, 3, 6, 7), dtype)
+    d = _desc(x, (3, 2), (2, 1), (1, 1), (0, 1), (1, 2), 2)
+    y = dml.compile_operator(d, device)(x)
+    assert_close(y, brute(x, (3, 2), (2, 1), (1, 1), (1, 2), 2, d.output_tensor.sizes[2:]), dtype)
+
+
+def test_one_spatial_dimension_extension(device):
+    """dml_numba extension: 3-D tensors (DirectML pools 4-D and 5-D only)."""
+    x = random_array((2, 3, 11), np.float64)
+    d = _desc(x, (3,), (2,), (1,), (2,), (2,), 3)
+    assert_close(dml.compile_operator(d, device)(x),
+                 brute(x, (3,), (2,), (1,), (2,), 3, d.output_tensor.sizes[2:]), np.float64)
+
+
+def test_inferred_ceil_mode_output_reads_past_end_as_padding(device):
+    """INFERRED (SEMANTICS 3): an output up to the ceil-mode size is accepted; taps past the
+    padded end count as padding (zero)."""
+    x = random_array((1, 2, 5, 5), np.float32)
+    d = _desc(x, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), 2, out_spatial=(3, 3))  # floor: 2
+    y = dml.compile_operator(d, device)(x)
+    assert_close(y, brute(x, (2, 2), (2, 2), (0, 0), (1, 1), 2, (3, 3)), np.float32)
+    assert y[0, 0, 2, 2] == pytest.approx(abs(float(x[0, 0, 4, 4])))
+
+
+def test_lp_pooling_v1_equals_lp_pooling1_with_unit_dilation(device):
+    x = random_array((2, 2, 5, 6), np.float32)
+    t = dml.DataType.FLOAT32
+    old = dml.LpPoolingOperatorDesc(dml.TensorDesc(t, x.shape), dml.TensorDesc(t, (2, 2, 2, 3)),
+                                    (2, 2), (2, 2), (0, 0), (0, 1), 2)
+    new = _desc(x, (2, 2), (2, 2), (0, 0), (0, 1), (1, 1), 2)
+    np.testing.assert_array_equal(dml.compile_operator(old, device)(x),
+                                  dml.compile_operator(new, device)(x))
+
+
+def test_window_entirely_in_padding_is_zero(device):
+    x = random_array((1, 1, 2, 2), np.float32) + 5
+    d = _desc(x, (2, 2), (3, 3), (3, 0), (0, 0), (1, 1), 1, out_spatial=None)
+    y = dml.compile_operator(d, device)(x)
+    assert y[0, 0, 0].tolist() == [0.0]
+
+
+def test_nan_propagates(device):
+    """No in-band sentinel: a real NaN inside the window yields NaN."""
+    x = np.array([[[1.0, np.nan, 2.0, 3.0]]], np.float32)
+    y = dml.lp_pooling(x, (2,), (2,), p=2, device=device)
+    assert np.isnan(y[0, 0, 0]) and y[0, 0, 1] == pytest.approx(np.sqrt(13))
