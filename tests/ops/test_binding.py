@@ -1,0 +1,121 @@
+"""Binding arrays and DirectML-style buffers; out= checks; nothing written when refused."""
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from tests.helpers import assert_exact
+
+F32 = dml.DataType.FLOAT32
+
+
+def _tile_desc(in_strides=None, out_strides=None):
+    return dml.TileOperatorDesc(dml.TensorDesc(F32, (2, 3), in_strides),
+                                dml.TensorDesc(F32, (4, 3), out_strides), (2, 1))
+
+
+def test_any_memory_layout_is_the_tensor(device):
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    op = dml.compile_operator(_tile_desc(), device)
+    for x in (np.asfortranarray(base[:2, :3]),     # Fortran order
+              base[::-2, 4::-2][:, :3],          # negative strides
+              base[:3, :2].T):                   # a transposed view
+        assert_exact(op(x), np.tile(x, (2, 1)))
+
+
+def test_pitched_buffer_is_read_through_strides(device):
+    """A 2x3 tensor with row stride 5 (DirectML's 'padding between rows' example)."""
+    buf = np.arange(10, dtype=np.float32)
+    y = dml.compile_operator(_tile_desc(in_strides=(5, 1)), device)(buf)
+    expected = np.array([[0, 1, 2], [5, 6, 7]], np.float32)
+    assert_exact(y, np.tile(expected, (2, 1)))
+
+
+def test_stride_zero_broadcasts(device):
+    """Strides {0, 1}: every row reads the same 3 elements (SEMANTICS 1.3)."""
+    buf = np.array([7, 8, 9], np.float32)
+    y = dml.compile_operator(_tile_desc(in_strides=(0, 1)), device)(buf)
+    assert_exact(y, np.tile([[7, 8, 9]], (4, 1)).astype(np.float32))
+
+
+def test_output_buffer_written_through_strides(device):
+    out = np.full(20, -1, np.float32)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    res = dml.compile_operator(_tile_desc(out_strides=(5, 1)), device)(x, out=out)
+    assert res is out
+    view = out.reshape(4, 5)
+    assert_exact(view[:, :3], np.tile(x, (2, 1)))
+    assert (view[:, 3:] == -1).all()  # bytes between pitched rows untouched here
+
+
+def test_out_array_is_returned(device):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = np.empty((4, 3), np.float32)
+    assert dml.tile(x, (2, 1), device=device, out=out) is out
+    assert_exact(out, np.tile(x, (2, 1)))
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda x: x.astype(np.float64), "input_tensor: dtype float64 is invalid; expected float32"),
+    (lambda x: x[:1], r"input_tensor: shape \(1, 3\) is invalid"),
+    (lambda x: np.zeros(3, np.float32), "input_tensor: a buffer of 12 bytes is invalid; expected at least 24"),
+    (lambda x: x.tolist(), "input_tensor: list is invalid; expected a numpy.ndarray"),
+])
+def test_bad_inputs_refused(device, bad, match):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with pytest.raises(dml.ValidationError, match="TileOperatorDesc." + match):
+        dml.compile_operator(_tile_desc(), device)(bad(x))
+
+
+def _read_only(shape):
+    a = np.zeros(shape, np.float32)
+    a.setflags(write=False)
+    return a
+
+
+@pytest.mark.parametrize("out,match", [
+    (np.zeros((4, 3), np.float64), "out: dtype float64"),
+    (np.zeros((3, 3), np.float32), r"out: shape \(3, 3\)"),
+    (_read_only((4, 3)), "out: a read-only array is invalid"),
+    (np.zeros(4, np.float32), "out: a buffer of 16 bytes is invalid"),
+], ids=["dtype", "shape", "read-only", "short-buffer"])
+def test_bad_out_refused_and_nothing_written(device, out, match):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    before = out.copy()
+    with pytest.raises(dml.ValidationError, match="TileOperatorDesc." + match):
+        dml.compile_operator(_tile_desc(), device)(x, out=out)
+    np.testing.assert_array_equal(out, before)
+
+
+def test_out_overlapping_input_refused_nothing_written(device):
+    buf = np.arange(20, dtype=np.float32)
+    x, out = buf[:6].reshape(2, 3), buf[4:16].reshape(4, 3)
+    before = buf.copy()
+    with pytest.raises(dml.ValidationError, match="TileOperatorDesc.out: an array overlapping input 0"):
+        dml.compile_operator(_tile_desc(), device)(x, out=out)
+    np.testing.assert_array_equal(buf, before)
+
+
+def test_disjoint_views_of_one_buffer_are_fine(device):
+    buf = np.arange(20, dtype=np.float32)
+    x, out = buf[:6].reshape(2, 3), buf[8:20].reshape(4, 3)
+    dml.compile_operator(_tile_desc(), device)(x, out=out)
+    assert_exact(out, np.tile(np.arange(6, dtype=np.float32).reshape(2, 3), (2, 1)))
+
+
+def test_output_strides_that_alias_refused(device):
+    with pytest.raises(dml.ValidationError, match=r"out: strides \(0, 1\) are invalid for an output"):
+        dml.compile_operator(_tile_desc(out_strides=(0, 1)), device)(
+            np.zeros((2, 3), np.float32), out=np.zeros(16, np.float32))
+
+
+def test_wrong_input_count(device):
+    d = dml.ConvolutionOperatorDesc(dml.TensorDesc(F32, (1, 1, 3)), dml.TensorDesc(F32, (1, 1, 2)),
+                                    None, dml.TensorDesc(F32, (1, 1, 2)), 1, 0, (1,), (1,), (0,),
+                                    (0,), (0,), 1)
+    with pytest.raises(dml.ValidationError, match=r"ConvolutionOperatorDesc: 1 inputs are invalid; expected 2 \(input_tensor, filter_tensor\)"):
+        dml.compile_operator(d, device)(np.zeros((1, 1, 3), np.float32))
+
+
+def test_stream_refused_on_host(device):
+    with pytest.raises(dml.ValidationError, match="stream"):
+        dml.compile_operator(_tile_desc(), device)(np.zeros((2, 3), np.float32), stream=object())
