@@ -40,7 +40,8 @@ class KernelCache:
         """Keep generated source for inspection; print it when DML_NUMBA_DEBUG=1."""
         self._sources[key] = source
         if os.environ.get("DML_NUMBA_DEBUG", "") not in ("", "0"):
-            print(f"# ---- dml_numba generated source for {key[:2]!r} ----\n{source}", flush=True)
+            print(f"# ---- dml_numba generated source ({getattr(key, 'op', '?')}) ----\n{source}",
+                  flush=True)
 
     def sources(self) -> dict:
         return dict(self._sources)
