@@ -7,19 +7,23 @@
 >>> op(np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3))[0, 0, :, 0]
 array([0., 3., 0., 3.], dtype=float32)
 """
-from ._api import CompiledOperator, compile_operator
-from ._cache import cache
-from ._dtypes import DataType
-from ._errors import DeviceUnavailableError, ValidationError
-from ._registry import available_devices, device_status
-from .ops import *  # noqa: F401,F403 - the descriptors, enums and functions
-from .ops import (FUSABLE_ACTIVATIONS, ConvolutionDirection, ConvolutionMode,
+from . import _compat
+
+_compat.install()
+
+from ._api import CompiledOperator, compile_operator  # noqa: E402
+from ._cache import cache  # noqa: E402
+from ._dtypes import DataType  # noqa: E402
+from ._errors import DeviceUnavailableError, ValidationError  # noqa: E402
+from ._registry import available_devices, device_status  # noqa: E402
+from .ops import *  # noqa: F401,F403,E402 - the descriptors, enums and functions
+from .ops import (FUSABLE_ACTIVATIONS,  # noqa: E402 ConvolutionDirection, ConvolutionMode,
                   ConvolutionOperatorDesc, LpPooling1OperatorDesc, LpPoolingOperatorDesc,
                   Padding1OperatorDesc, PaddingMode, PaddingOperatorDesc, Slice1OperatorDesc,
                   SliceOperatorDesc, TileOperatorDesc, convolution, lp_pooling, padding, slice1,
                   tile)
-from ._version import __version__
-from .tensor import TensorDesc
+from ._version import __version__  # noqa: E402
+from .tensor import TensorDesc  # noqa: E402
 
 
 __all__ = [

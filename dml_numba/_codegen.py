@@ -57,11 +57,12 @@ def decompose(w: SourceWriter, flat: str, names, sizes) -> None:
     if len(live) == 1:
         w(f"{live[0][0]} = {flat}")
         return
-    w(f"t = {flat}")
-    for name, size in reversed(live[1:]):
-        w(f"{name} = t % {size}")
-        w(f"t = t // {size}")
-    w(f"{live[0][0]} = t")
+    src = flat  # fresh names each step: prange forbids reassigning its index or an alias of it
+    for step, (name, size) in enumerate(reversed(live[1:])):
+        w(f"{name} = {src} % {size}")
+        w(f"t{step} = {src} // {size}")
+        src = f"t{step}"
+    w(f"{live[0][0]} = {src}")
 
 
 def describe(desc) -> list[str]:

@@ -139,7 +139,19 @@ def _emit_gather_body(w, loop, plan, desc):
         _emit_row(w, outer, inner, last, plan.constant is not None)
 
     if rank == 1:
-        row()
+        if loop == "range":
+            row()
+            return
+        with w.block(f"for o0 in {loop}({last.size}):"):  # parallel: one element per iteration
+            last.emit(w, "o0", "i0")
+            cond = last.inside("o0") if plan.constant is not None else None
+            if cond:
+                with w.block(f"if {cond}:"):
+                    w("y[o0] = x[i0]")
+                with w.block("else:"):
+                    w("y[o0] = v")
+            else:
+                w("y[o0] = x[i0]")
         return
     rows = prod(m.size for m in maps[:-1])
     with w.block(f"for f in {loop}({rows}):"):

@@ -1,0 +1,3 @@
+"""placeholder"""
+from .._registry import mark_unavailable
+mark_unavailable("cuda", "not built yet")

@@ -1,0 +1,109 @@
+"""A catalogue of small operator cases (desc + inputs) covering every operator, mode, direction,
+rank class and dtype class; shared by the parallel-CPU, CUDA-simulator and PTX tests."""
+from __future__ import annotations
+
+import numpy as np
+
+import dml_numba as dml
+from tests.helpers import random_array
+
+T = dml.TensorDesc
+CC, CV = dml.ConvolutionMode.CROSS_CORRELATION, dml.ConvolutionMode.CONVOLUTION
+FWD, BWD = dml.ConvolutionDirection.FORWARD, dml.ConvolutionDirection.BACKWARD
+
+
+def _t(dtype, shape):
+    return T(dml.DataType.from_numpy(dtype), shape)
+
+
+def pad_case(mode, dtype, shape, start, end, value=0):
+    out = tuple(n + a + b for n, a, b in zip(shape, start, end))
+    dt = dml.DataType.from_numpy(dtype)
+    if np.dtype(dtype).kind != "f":
+        value = int(value)
+    desc = dml.Padding1OperatorDesc(_t(dtype, shape), _t(dtype, out), mode, dt, value, start, end)
+    return desc, [random_array(shape, dtype)]
+
+
+def conv_case(xs, ws, s, d, a, b, g, direction=FWD, mode=CC, bias=True, act=None, dtype=np.float32,
+              op=None):
+    nd = len(xs) - 2
+    op = op or (0,) * nd
+    k = ws[2:]
+    if direction == FWD:
+        spatial = tuple((n + p + q - ((kk - 1) * dd + 1)) // ss + 1 for n, p, q, kk, dd, ss in
+                        zip(xs[2:], a, b, k, d, s))
+        cout = ws[0]
+    else:
+        spatial = tuple((n - 1) * ss + (kk - 1) * dd + 1 - p - q + o for n, p, q, kk, dd, ss, o in
+                        zip(xs[2:], a, b, k, d, s, op))
+        cout = ws[1] * g
+    rng = np.random.default_rng(5)
+    inputs = [random_array(xs, dtype, rng), random_array(ws, dtype, rng)]
+    bdesc = None
+    if bias:
+        bdesc = _t(dtype, (1, cout) + (1,) * nd)
+        inputs.append(random_array((1, cout) + (1,) * nd, dtype, rng))
+    desc = dml.ConvolutionOperatorDesc(_t(dtype, xs), _t(dtype, ws), bdesc,
+                                       _t(dtype, (xs[0], cout) + spatial), mode, direction, s, d,
+                                       a, b, op, g, act)
+    return desc, inputs
+
+
+def pool_case(xs, w, s, a, b, d, p, dtype=np.float32):
+    spatial = tuple((n + q + r - ((ww - 1) * dd + 1)) // ss + 1 for n, q, r, ww, dd, ss in
+                    zip(xs[2:], a, b, w, d, s))
+    desc = dml.LpPooling1OperatorDesc(_t(dtype, xs), _t(dtype, xs[:2] + spatial), s, w, a, b, d, p)
+    return desc, [random_array(xs, dtype)]
+
+
+def tile_case(dtype, shape, reps):
+    out = tuple(n * r for n, r in zip(shape, reps))
+    return dml.TileOperatorDesc(_t(dtype, shape), _t(dtype, out), reps), [random_array(shape, dtype)]
+
+
+def slice_case(dtype, shape, offs, sizes, strides):
+    out = tuple(1 + (n - 1) // abs(s) for n, s in zip(sizes, strides))
+    desc = dml.Slice1OperatorDesc(_t(dtype, shape), _t(dtype, out), offs, sizes, strides)
+    return desc, [random_array(shape, dtype)]
+
+
+M = dml.PaddingMode
+
+
+def catalogue():
+    """name -> (desc, inputs). Tiny shapes: the CUDA simulator runs one thread per element."""
+    return {
+        "pad-constant-f32-4d": pad_case(M.CONSTANT, np.float32, (2, 1, 3, 2), (0, 1, 1, 2), (1, 0, 2, 1), 9.5),
+        "pad-edge-i8-3d": pad_case(M.EDGE, np.int8, (2, 3, 2), (1, 0, 3), (0, 2, 1)),
+        "pad-reflection-f16-2d": pad_case(M.REFLECTION, np.float16, (3, 2), (4, 3), (5, 2)),
+        "pad-symmetric-u64-1d": pad_case(M.SYMMETRIC, np.uint64, (3,), (7,), (5,)),
+        "pad-wrap-f64-5d": pad_case(M.WRAP, np.float64, (1, 2, 1, 2, 3), (0, 1, 1, 0, 4), (1, 0, 2, 3, 2)),
+        "pad-constant-i64-big": pad_case(M.CONSTANT, np.int64, (2, 2), (1, 0), (0, 1), 2**62 + 3),
+        "tile-u16-3d": tile_case(np.uint16, (2, 1, 3), (2, 3, 2)),
+        "tile-f16-8d": tile_case(np.float16, (1, 2, 1, 2, 1, 1, 2, 1), (2, 1, 2, 1, 1, 2, 1, 2)),
+        "slice-i32-neg": slice_case(np.int32, (4, 5, 3), (1, 0, 0), (3, 5, 3), (-2, 2, -1)),
+        "slice-f32-1d": slice_case(np.float32, (9,), (2,), (7,), (3,)),
+        "pool-p2-4d": pool_case((2, 2, 5, 4), (2, 3), (2, 1), (1, 0), (0, 1), (1, 1), 2),
+        "pool-p3-dil-3d": pool_case((1, 2, 7), (2,), (2,), (1,), (1,), (2,), 3, np.float64),
+        "pool-p1-f16-5d": pool_case((1, 1, 3, 3, 4), (2, 2, 2), (1, 2, 1), (0, 1, 0), (1, 0, 1), (1, 1, 2), 1, np.float16),
+        "conv-fwd-groups": conv_case((2, 4, 4, 5), (6, 2, 3, 2), (1, 2), (1, 1), (1, 0), (0, 1), 2),
+        "conv-fwd-convmode-dil": conv_case((1, 2, 5, 4), (2, 2, 2, 2), (1, 1), (2, 1), (0, 1), (1, 0), 1, mode=CV),
+        "conv-fwd-depthwise-relu": conv_case((1, 3, 4, 4), (3, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 3, act=dml.ActivationReluOperatorDesc()),
+        "conv-fwd-1d-gelu-f64": conv_case((2, 2, 7), (3, 2, 3), (2,), (1,), (1,), (1,), 1, act=dml.ActivationGeluOperatorDesc(), dtype=np.float64),
+        "conv-fwd-3d-f16": conv_case((1, 2, 3, 3, 4), (2, 2, 2, 2, 2), (1, 1, 2), (1, 1, 1), (0, 1, 0), (1, 0, 1), 1, dtype=np.float16),
+        "conv-bwd-stride2": conv_case((1, 2, 3, 2), (2, 3, 3, 2), (2, 2), (1, 1), (1, 0), (0, 1), 1, direction=BWD),
+        "conv-bwd-groups-outpad": conv_case((2, 4, 2, 3), (4, 1, 2, 3), (2, 3), (1, 2), (0, 1), (1, 0), 2, direction=BWD, op=(1, 2)),
+        "conv-bwd-convmode-elu": conv_case((1, 2, 4), (2, 2, 3), (3,), (2,), (2,), (1,), 1, direction=BWD, mode=CV, act=dml.ActivationEluOperatorDesc(0.5)),
+        "conv-fwd-clip-nobias": conv_case((1, 2, 3, 4), (2, 2, 2, 2), (1, 1), (1, 1), (0, 0), (0, 0), 1, bias=False, act=dml.ElementWiseClipOperatorDesc(-0.5, 0.5, (2.0, 0.1))),
+    }
+
+
+def compare(desc, y, ref):
+    """Exact for data movement, the tolerance table for convolution and pooling."""
+    from tests.helpers import assert_close, assert_exact
+
+    if isinstance(desc, (dml.ConvolutionOperatorDesc, dml.LpPooling1OperatorDesc)):
+        assert_close(y, ref, desc.output_tensor.dtype)
+    else:
+        assert_exact(y, ref)
