@@ -121,3 +121,62 @@ def accumulate_power(v: str, p: int) -> str:
 
 def lp_root(acc: str, p: int) -> str:
     return acc if p == 1 else f"math.sqrt({acc})" if p == 2 else f"{acc} ** {1.0 / p!r}"
+
+
+# -- the per-output-element computation of the reduction operators, shared by cpu/ and cuda/ --
+# Each writes the value of output element (n, channel, o0..o{nd-1}) into ``y``. ``load`` wraps an
+# input read (CUDA converts half to float there); ``acc`` is the accumulator type's name.
+
+def pool_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> None:
+    from contextlib import ExitStack
+
+    nd = len(o)
+    a = [f"a{i}" for i in range(nd)]
+    w(f"acc = numba.{acc}(0.0)")
+    with ExitStack() as stack:
+        open_window_loops(w, stack, [f"k{i}" for i in range(nd)], a, desc.input_tensor.sizes[2:],
+                          starts={"o": o, "k": desc.window_size, "pad": desc.start_padding},
+                          steps=desc.strides, dilations=desc.dilations, transposed=False,
+                          flip=False)
+        xin = "x[" + index("n", "c", *a) + "]"
+        w(f"v = abs({load(xin)})")
+        w(f"acc += {accumulate_power('v', desc.p)}")
+    w(f"y[{index('n', 'c', *o)}] = {lp_root('acc', desc.p)}")
+
+
+def conv_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> None:
+    """Convolution at output (n, m, o...): FORWARD gathers input taps; BACKWARD is the adjoint
+    in gather form (race-free). Bias and the fused activation form the epilogue."""
+    from contextlib import ExitStack
+
+    from .ops.convolution import ConvolutionDirection, ConvolutionMode
+
+    nd = len(o)
+    a = [f"a{i}" for i in range(nd)]
+    cin = desc.input_tensor.sizes[1]
+    cout = desc.output_tensor.sizes[1]
+    g = desc.group_count
+    forward = desc.direction == ConvolutionDirection.FORWARD
+    cg, mg = cin // g, cout // g
+    w(f"g = m // {mg}")
+    if not forward:
+        w(f"col = m - g * {mg}")
+    w(f"acc = numba.{acc}(0.0)")
+    with ExitStack() as stack:
+        stack.enter_context(w.block(f"for c in range({cg}):"))
+        w(f"ci = g * {cg} + c")
+        fidx = open_window_loops(
+            w, stack, [f"k{i}" for i in range(nd)], a, desc.input_tensor.sizes[2:],
+            starts={"o": o, "k": desc.filter_tensor.sizes[2:], "pad": desc.start_padding},
+            steps=desc.strides, dilations=desc.dilations, transposed=not forward,
+            flip=desc.mode == ConvolutionMode.CONVOLUTION)
+        widx = index("m", "c", *fidx) if forward else index("ci", "col", *fidx)
+        xin, win = "x[" + index("n", "ci", *a) + "]", "w[" + widx + "]"
+        w(f"acc += {load(xin)} * {load(win)}")
+    # the epilogue has its own variable so the accumulator's type stays narrow
+    bin_ = "b[" + index(0, "m", *([0] * nd)) + "]"
+    bias = f" + {load(bin_)}" if desc.bias_tensor is not None else ""
+    w(f"v = acc{bias}")
+    if desc.fused_activation is not None:
+        w(f"v = {desc.fused_activation.expression('v')}")
+    w(f"y[{index('n', 'm', *o)}] = v")
