@@ -5,7 +5,6 @@ Every message names the operator, the field, the value and what was expected, e.
 """
 from __future__ import annotations
 
-import enum
 import numbers
 import operator
 
@@ -63,7 +62,7 @@ class Checker:
             self.fail(field, value, "expected a finite real number")
         return value
 
-    def enum(self, field: str, value, enum_type: type[enum.IntEnum]):
+    def enum(self, field: str, value, enum_type):
         try:
             if isinstance(value, bool):
                 raise ValueError
