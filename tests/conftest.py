@@ -17,6 +17,8 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
+    # the PTX check compiles every CUDA kernel the other tests created: run it last
+    items.sort(key=lambda item: "ptx" in item.keywords)
     if config.getoption("--runslow"):
         return
     skip = pytest.mark.skip(reason="slow: opt in with --runslow")
@@ -26,6 +28,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 HOST_DEVICES = ["numpy", "cpu"]
+ALL_DEVICES = HOST_DEVICES + ["cuda"]
 
 
 @pytest.fixture(params=HOST_DEVICES)

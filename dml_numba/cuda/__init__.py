@@ -1,3 +1,35 @@
-"""placeholder"""
-from .._registry import mark_unavailable
-mark_unavailable("cuda", "not built yet")
+"""The "cuda" device: generated ``@cuda.jit`` kernels (numba-cuda).
+
+The emitters and PTX compilation import without a GPU (``kernel_for(desc).ptx(cc)``), so kernels
+can be checked with NVIDIA's compiler anywhere; the device itself registers only when
+``numba.cuda`` imports and finds a GPU or Numba's simulator (``NUMBA_ENABLE_CUDASIM=1``).
+"""
+from .._registry import get_lowering, mark_unavailable, register_device
+
+try:
+    from numba import cuda as _cuda
+except ImportError as exc:  # pragma: no cover - numba-cuda is in the test extras
+    mark_unavailable("cuda", f"numba-cuda is not installed ({exc}); "
+                             "pip install 'dml_numba[cuda]'")
+else:
+    from . import convolution, lp_pooling, padding, slice, tile  # noqa: F401 - lowerings
+    from ._device import CudaDevice
+
+    if _cuda.is_available():
+        register_device(CudaDevice(_cuda))
+    else:
+        mark_unavailable("cuda", "numba.cuda found no usable GPU (no driver or device); set "
+                                 "NUMBA_ENABLE_CUDASIM=1 before importing to use Numba's simulator")
+
+
+def kernel_for(desc):
+    """The CUDA kernel object for ``desc`` without needing a GPU (for PTX checks)."""
+    from .._api import packed
+
+    canon = packed(desc.canonical())
+    from .._registry import _lowerings
+
+    return _lowerings[(type(canon), "cuda")](canon, {})
+
+
+del get_lowering

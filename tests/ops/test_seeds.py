@@ -6,6 +6,13 @@ import numpy as np
 import pytest
 
 import dml_numba as dml
+from tests.conftest import ALL_DEVICES
+
+
+@pytest.fixture(params=ALL_DEVICES)
+def device(request):
+    """The seed examples must hold on every device, CUDA (hardware or simulator) included."""
+    return request.param
 
 F32 = dml.DataType.FLOAT32
 SEED_PAD_INPUT = np.array([[1, 2, 3, 4], [5, 6, 7, 8], [1, 2, 3, 4], [5, 6, 7, 8]],

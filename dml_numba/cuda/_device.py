@@ -1,0 +1,99 @@
+"""Binding for the "cuda" device.
+
+NumPy inputs are validated and bound exactly as on the host devices (any layout, strided 1-D
+buffers), copied to the GPU, and the result comes back as NumPy (into ``out`` if given). Device
+arrays -- Numba's, or anything with ``__cuda_array_interface__`` (CuPy, PyTorch CUDA tensors) --
+stay on the GPU and the result is a device array; such arrays must have the desc's shape (strided
+1-D *device* buffers are not supported: bind a view of the tensor's shape instead).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._errors import ValidationError
+from ..tensor import check_no_overlap, view_host
+
+
+def is_device_array(cuda, a) -> bool:
+    """Numba device arrays and anything with ``__cuda_array_interface__`` (the simulator has
+    only its own fake arrays and no ``is_cuda_array``)."""
+    if hasattr(cuda, "is_cuda_array"):
+        return cuda.is_cuda_array(a) or cuda.devicearray.is_cuda_ndarray(a)
+    return cuda.devicearray.is_cuda_ndarray(a)
+
+
+def as_device_array(cuda, a):
+    if cuda.devicearray.is_cuda_ndarray(a):
+        return a
+    return cuda.as_cuda_array(a)
+
+
+def _overlap(a, b) -> bool:
+    """Whether two device arrays share memory: pointer ranges on hardware; on the simulator,
+    whose arrays wrap host arrays (``_ary``), the host arrays."""
+    if hasattr(a, "__cuda_array_interface__") and hasattr(b, "__cuda_array_interface__"):
+        lo_a, lo_b = a.__cuda_array_interface__["data"][0], b.__cuda_array_interface__["data"][0]
+        return lo_a < lo_b + b.nbytes and lo_b < lo_a + a.nbytes
+    return np.may_share_memory(getattr(a, "_ary", a), getattr(b, "_ary", b))
+
+
+def _check_device_array(cuda, a, tdesc, owner, field):
+    where = f"{owner}.{field}"
+    d = as_device_array(cuda, a)
+    if d.dtype != tdesc.dtype:
+        raise ValidationError(f"{where}: dtype {d.dtype} is invalid; expected {tdesc.dtype} "
+                              f"({tdesc.data_type.name})")
+    if tuple(d.shape) != tdesc.sizes:
+        raise ValidationError(f"{where}: device array shape {tuple(d.shape)} is invalid; expected "
+                              f"{tdesc.sizes} (strided 1-D buffers are accepted only as NumPy)")
+    return d
+
+
+class CudaDevice:
+    name = "cuda"
+
+    def __init__(self, cuda):
+        self.cuda = cuda
+
+    def call(self, kernel, owner, input_specs, inputs, out, out_desc, stream):
+        cuda = self.cuda
+        on_device = False
+        host_views, dev_inputs = [], []
+        for a, (field, t) in zip(inputs, input_specs):
+            if isinstance(a, np.ndarray):
+                v = view_host(a, t, owner, field)
+                host_views.append(v)
+                dev_inputs.append(v)
+            elif is_device_array(cuda, a):
+                dev_inputs.append(_check_device_array(cuda, a, t, owner, field))
+                on_device = True
+            else:
+                raise ValidationError(f"{owner}.{field}: {type(a).__name__} is invalid; expected a "
+                                      "numpy.ndarray or a CUDA device array")
+        host_out = None
+        if out is None:
+            d_out = cuda.device_array(out_desc.sizes, out_desc.dtype, stream=stream or 0)
+        elif isinstance(out, np.ndarray):
+            host_out = view_host(out, out_desc, owner, "out", writable=True)
+            check_no_overlap(host_out, host_views, owner)
+            d_out = cuda.device_array(out_desc.sizes, out_desc.dtype, stream=stream or 0)
+        elif is_device_array(cuda, out):
+            d_out = _check_device_array(cuda, out, out_desc, owner, "out")
+            for i, d in enumerate(dev_inputs):
+                if not isinstance(d, np.ndarray) and _overlap(d, d_out):
+                        raise ValidationError(f"{owner}.out: a device array overlapping input {i} "
+                                              "is invalid; expected an output that shares no "
+                                              "memory with the inputs")
+        else:
+            raise ValidationError(f"{owner}.out: {type(out).__name__} is invalid; expected a "
+                                  "numpy.ndarray or a CUDA device array")
+        # every check passed: only now copy and launch
+        dev_inputs = [cuda.to_device(np.ascontiguousarray(d), stream=stream or 0)
+                      if isinstance(d, np.ndarray) else d for d in dev_inputs]
+        kernel(dev_inputs, d_out, stream)
+        if host_out is not None:
+            host_out[...] = d_out.copy_to_host(stream=stream or 0)
+            return out
+        if out is not None:
+            return out
+        return d_out if on_device else d_out.copy_to_host(stream=stream or 0)

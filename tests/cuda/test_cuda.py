@@ -1,0 +1,89 @@
+"""The "cuda" device on Numba's simulator (or a real GPU when present): every catalogue case
+agrees with the vectorised device; device arrays stay on the device; the same errors as every
+other device; nothing written when a call is refused."""
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from tests.cases import catalogue, compare
+
+pytestmark = pytest.mark.cuda
+CASES = catalogue()
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    from numba import cuda as numba_cuda
+
+    assert dml.device_status()["cuda"] == "available", dml.device_status()["cuda"]
+    return numba_cuda
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_case_agrees_with_numpy(cuda, name):
+    desc, inputs = CASES[name]
+    ref = dml.compile_operator(desc, "numpy")(*inputs)
+    y = dml.compile_operator(desc, "cuda")(*inputs)
+    assert isinstance(y, np.ndarray)  # numpy in, numpy out
+    compare(desc, y, ref)
+
+
+def test_device_arrays_stay_on_device(cuda):
+    desc, inputs = CASES["conv-fwd-groups"]
+    d_inputs = [cuda.to_device(a) for a in inputs]
+    y = dml.compile_operator(desc, "cuda")(*d_inputs)
+    from dml_numba.cuda._device import is_device_array
+
+    assert is_device_array(cuda, y) and not isinstance(y, np.ndarray)
+    compare(desc, y.copy_to_host(), dml.compile_operator(desc, "numpy")(*inputs))
+
+
+def test_device_out_and_stream(cuda):
+    desc, inputs = CASES["pad-reflection-f16-2d"]
+    stream = cuda.stream()
+    d_out = cuda.device_array(desc.output_tensor.sizes, np.float16)
+    res = dml.compile_operator(desc, "cuda")(cuda.to_device(inputs[0]), out=d_out, stream=stream)
+    stream.synchronize()
+    assert res is d_out
+    compare(desc, d_out.copy_to_host(), dml.compile_operator(desc, "numpy")(*inputs))
+
+
+def test_host_out_and_strided_host_buffer(cuda):
+    t = dml.DataType.INT32
+    desc = dml.TileOperatorDesc(dml.TensorDesc(t, (2, 3), (5, 1)), dml.TensorDesc(t, (4, 3)), (2, 1))
+    buf = np.arange(10, dtype=np.int32)
+    out = np.zeros((4, 3), np.int32)
+    assert dml.compile_operator(desc, "cuda")(buf, out=out) is out
+    np.testing.assert_array_equal(out, np.tile(np.array([[0, 1, 2], [5, 6, 7]], np.int32), (2, 1)))
+
+
+def test_same_errors_as_host_devices(cuda):
+    desc, inputs = CASES["slice-i32-neg"]
+    messages = []
+    for device in ("numpy", "cpu", "cuda"):
+        with pytest.raises(dml.ValidationError) as info:
+            dml.compile_operator(desc, device)(inputs[0].astype(np.int64))
+        messages.append(str(info.value))
+    assert len(set(messages)) == 1 and "Slice1OperatorDesc.input_tensor: dtype int64" in messages[0]
+
+
+def test_bad_device_input_refused(cuda):
+    desc, inputs = CASES["tile-u16-3d"]
+    with pytest.raises(dml.ValidationError, match=r"TileOperatorDesc.input_tensor: device array shape"):
+        dml.compile_operator(desc, "cuda")(cuda.to_device(inputs[0].reshape(-1)))
+
+
+def test_overlapping_device_out_refused_nothing_written(cuda):
+    t = dml.DataType.FLOAT32
+    desc = dml.Slice1OperatorDesc(dml.TensorDesc(t, (6,)), dml.TensorDesc(t, (6,)), (0,), (6,), (-1,))
+    d = cuda.to_device(np.arange(6, dtype=np.float32))
+    with pytest.raises(dml.ValidationError, match="overlapping input 0"):
+        dml.compile_operator(desc, "cuda")(d, out=d)
+    np.testing.assert_array_equal(d.copy_to_host(), np.arange(6, dtype=np.float32))
+
+
+def test_generated_cuda_source_is_inspectable(cuda):
+    desc, _ = CASES["conv-bwd-stride2"]
+    op = dml.compile_operator(desc, "cuda")
+    assert "@cuda.jit" in op.source and "cuda.gridsize(1)" in op.source
+    assert "atomic" not in op.source  # backward convolution in gather form
