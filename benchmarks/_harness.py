@@ -1,0 +1,70 @@
+"""Timing helpers for the benchmark scripts: medians of repeated runs, ratios in one run."""
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import time
+
+
+def median_time(fn, *, repeat: int = 7, number: int = 1, warmup: int = 1) -> float:
+    """Median seconds per call of ``fn`` over ``repeat`` samples of ``number`` calls each."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - t0) / number)
+    return statistics.median(samples)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import numba
+    import numpy as np
+
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"NumPy {np.__version__}, Numba {numba.__version__} ({numba.config.NUMBA_NUM_THREADS} "
+            "threads)")
+
+
+def torch_or_none():
+    try:
+        import torch
+
+        return torch
+    except ImportError:
+        return None
+
+
+def run_python(code: str, env=None) -> str:
+    out = subprocess.run(["python3", "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, **(env or {})))
+    if out.returncode:
+        raise RuntimeError(out.stderr)
+    return out.stdout
+
+
+class Table:
+    def __init__(self, title, columns):
+        self.title, self.columns, self.rows = title, columns, []
+
+    def add(self, *row):
+        self.rows.append(row)
+        print("  " + " | ".join(str(c) for c in row), flush=True)
+
+    def markdown(self) -> str:
+        lines = [f"### {self.title}", "", "| " + " | ".join(self.columns) + " |",
+                 "|" + "---|" * len(self.columns)]
+        lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in self.rows]
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,93 @@
+"""Dispatch and compile costs: a cached call on a tiny tensor, compiling a new specialisation,
+and a new process's first result with a warm disk cache."""
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+
+import numpy as np
+
+import dml_numba as dml
+from benchmarks._harness import Table, median_time, run_python, torch_or_none
+
+WARM_START = """
+import time, json
+t0 = time.perf_counter()
+import numpy as np, dml_numba as dml
+t1 = time.perf_counter()
+F32 = dml.DataType.FLOAT32
+d = dml.PaddingOperatorDesc(dml.TensorDesc(F32, (2, 3, 40, 50)), dml.TensorDesc(F32, (2, 3, 44, 58)),
+                            dml.PaddingMode.REFLECTION, 0.0, (0, 0, 2, 4), (0, 0, 2, 4))
+y = dml.compile_operator(d, "cpu")(np.ones((2, 3, 40, 50), np.float32))
+t2 = time.perf_counter()
+print(json.dumps({"import": t1 - t0, "first_result": t2 - t1}))
+"""
+
+
+def run(quick: bool = False) -> Table:
+    torch = torch_or_none()
+    table = Table("Dispatch and compile, 'cpu' device", ["measure", "value", "reference",
+                                                         "ratio"])
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    f32 = dml.DataType.FLOAT32
+    desc = dml.PaddingOperatorDesc(dml.TensorDesc(f32, (1, 1, 4, 4)), dml.TensorDesc(f32, (1, 1, 6, 6)),
+                                   dml.PaddingMode.REFLECTION, 0.0, (0, 0, 1, 1), (0, 0, 1, 1))
+    op = dml.compile_operator(desc, "cpu")
+    y = op(x)
+    t_op = median_time(lambda: op(x, out=y), repeat=15, number=2000)
+    t_fn = median_time(lambda: dml.padding(x, (0, 0, 1, 1), (0, 0, 1, 1), "reflection", out=y),
+                       repeat=15, number=500)
+    t_compile_cached = median_time(lambda: dml.compile_operator(desc, "cpu"), repeat=15,
+                                   number=2000)
+    if torch is not None:
+        tx = torch.from_numpy(x)
+        t_t = median_time(lambda: torch.nn.functional.pad(tx, (1, 1, 1, 1), mode="reflect"),
+                          repeat=15, number=2000)
+        table.add("cached op(x, out=y), 1x1x4x4 reflection pad", f"{t_op * 1e6:.2f} us",
+                  f"torch F.pad {t_t * 1e6:.2f} us", f"{t_t / t_op:.2f}x faster")
+        table.add("functional dml.padding(..., out=y)", f"{t_fn * 1e6:.2f} us",
+                  f"torch F.pad {t_t * 1e6:.2f} us", f"{t_t / t_fn:.2f}x")
+    else:
+        table.add("cached op(x, out=y)", f"{t_op * 1e6:.2f} us", "n/a", "n/a")
+    table.add("compile_operator on a desc already seen", f"{t_compile_cached * 1e6:.2f} us", "", "")
+
+    # compiling new specialisations (disk cache off so nothing is reused)
+    import os
+
+    os.environ["DML_NUMBA_DISK_CACHE"] = "0"
+    times = []
+    for i, mode in enumerate(["edge", "reflection", "symmetric", "wrap", "constant"] * (1 if quick else 2)):
+        shape = (2, 3, 30 + i, 41 + i)
+        xi = np.ones(shape, np.float32)
+        t0 = time.perf_counter()
+        dml.padding(xi, (0, 1, 2, 3), (1, 0, 3, 2), mode, device="cpu")
+        times.append(time.perf_counter() - t0)
+    for i in range(2 if quick else 4):
+        xi = np.ones((2, 4, 20 + i, 21), np.float32)
+        wi = np.ones((8, 4, 3, 3), np.float32)
+        t0 = time.perf_counter()
+        dml.convolution(xi, wi, start_padding=(1, 1), end_padding=(1, 1), device="cpu")
+        times.append(time.perf_counter() - t0)
+    os.environ.pop("DML_NUMBA_DISK_CACHE")
+    times.sort()
+    table.add("compile a new specialisation (pads 4-D, conv 3x3), median / max",
+              f"{times[len(times) // 2]:.3f} s / {times[-1]:.3f} s", "target 2 s",
+              f"{2 / times[-1]:.1f}x under")
+
+    with tempfile.TemporaryDirectory() as d:
+        env = {"DML_NUMBA_CACHE_DIR": d}
+        run_python(WARM_START, env)  # populate the disk cache
+        runs = [json.loads(run_python(WARM_START, env)) for _ in range(3 if quick else 5)]
+        first = sorted(r["first_result"] for r in runs)[len(runs) // 2]
+        imp = sorted(r["import"] for r in runs)[len(runs) // 2]
+        cold = json.loads(run_python(WARM_START, {"DML_NUMBA_CACHE_DIR": d + "/cold"}))
+    table.add("new process, warm disk cache: first result after `import dml_numba`",
+              f"{first:.3f} s", "target 0.2 s", f"{0.2 / first:.2f}x")
+    table.add("  (import dml_numba itself; first result with a cold cache)",
+              f"{imp:.3f} s; {cold['first_result']:.3f} s", "", "")
+    return table
+
+
+if __name__ == "__main__":
+    run()
