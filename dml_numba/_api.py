@@ -67,5 +67,22 @@ def _build(desc, device, options):
     return CompiledOperator(desc, dev, factory(canon, options))
 
 
-def run_functional(desc, inputs, device, out):
-    return compile_operator(desc, device)(*inputs, out=out)
+def _signature(value):
+    """A hashable stand-in for a functional-layer argument (arrays by type, shape and dtype)."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return (type(value), tuple(value.shape), value.dtype)
+    if isinstance(value, list):
+        return tuple(_signature(v) for v in value)
+    return value
+
+
+def run_functional(name, args, make_desc, inputs, device, out):
+    """Run a functional-layer call; the compiled operator is memoised on the call's signature
+    (shapes, dtypes, parameters, device), so a repeated call skips building the descriptor."""
+    key = ("functional", name, tuple(_signature(a) for a in args), device)
+    try:
+        hash(key)
+    except TypeError:  # an unhashable parameter: no memo, same result
+        return compile_operator(make_desc(), device)(*inputs, out=out)
+    op = cache.get_or_build(key, lambda: compile_operator(make_desc(), device))
+    return op(*inputs, out=out)

@@ -134,3 +134,22 @@ def test_disk_cache_can_be_switched_off(tmp_path):
 def test_debug_prints_generated_source(tmp_path):
     out = _run({"DML_NUMBA_CACHE_DIR": str(tmp_path), "DML_NUMBA_DEBUG": "1"})
     assert "dml_numba generated source" in out and "def kernel(x, y):" in out
+
+
+def test_functional_memo_keys_on_every_parameter(device):
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    a = dml.padding(x, (0, 1), (1, 0), "constant", 1, device=device)
+    b = dml.padding(x, (0, 1), (1, 0), "constant", 2, device=device)
+    c = dml.padding(x, (0, 1), (1, 0), "edge", 2, device=device)
+    d = dml.padding(x.astype(np.int64), (0, 1), (1, 0), "constant", 2, device=device)
+    assert a[0, 0] == 1 and b[0, 0] == 2 and c[0, 0] == 0 and d.dtype == np.int64
+    np.testing.assert_array_equal(dml.padding(x, [0, 1], np.array([1, 0]), device=device),
+                                  np.pad(x, [(0, 1), (1, 0)]))  # unhashable arguments still work
+
+
+def test_repeated_functional_call_builds_no_descriptor(monkeypatch):
+    x = np.ones((2, 2), np.float32)
+    dml.tile(x, (2, 3))
+    monkeypatch.setattr(dml.TileOperatorDesc, "__post_init__",
+                        lambda self: (_ for _ in ()).throw(AssertionError("desc rebuilt")))
+    assert dml.tile(x, (2, 3)).shape == (4, 6)

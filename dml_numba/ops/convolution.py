@@ -183,38 +183,42 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     """
     from .._api import run_functional
 
-    inp = TensorDesc.like(x)
-    flt = TensorDesc.like(filter)
-    nd = inp.rank - 2
-    ones, zeros = (1,) * nd, (0,) * nd
-    s = tuple(strides) if strides is not None else ones
-    d = tuple(dilations) if dilations is not None else ones
-    a = tuple(start_padding) if start_padding is not None else zeros
-    b = tuple(end_padding) if end_padding is not None else zeros
-    op = tuple(output_padding) if output_padding is not None else zeros
-    mode, direction = ConvolutionMode(mode), ConvolutionDirection(direction)
+    nd = getattr(x, "ndim", 0) - 2
     inputs = [x, filter]
-    bdesc = None
     if bias is not None:
         if getattr(bias, "ndim", None) == 1:
             bias = bias.reshape((1, -1) + (1,) * nd)
-        bdesc = TensorDesc.like(bias)
         inputs.append(bias)
-    try:
-        k = flt.sizes[2:]
-        if direction == ConvolutionDirection.FORWARD:
-            spatial = tuple(pooled_size(inp.sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
-                            for i in range(nd))
-            cout = flt.sizes[0]
-        else:
-            spatial = tuple(transposed_size(inp.sizes[i + 2], a[i], b[i], k[i], s[i], d[i]) + op[i]
-                            for i in range(nd))
-            cout = flt.sizes[1] * group_count
-        out_sizes = (inp.sizes[0], cout) + spatial
-        if min(out_sizes) < 1:
-            raise ValueError
-    except (IndexError, TypeError, ValueError, ZeroDivisionError):
-        out_sizes = inp.sizes  # the desc names the offending field
-    desc = ConvolutionOperatorDesc(inp, flt, bdesc, TensorDesc(inp.data_type, out_sizes), mode,
-                                   direction, s, d, a, b, op, group_count, fused_activation)
-    return run_functional(desc, tuple(inputs), device, out)
+
+    def make_desc():
+        inp = TensorDesc.like(x)
+        flt = TensorDesc.like(filter)
+        ones, zeros = (1,) * nd, (0,) * nd
+        s = tuple(strides) if strides is not None else ones
+        d = tuple(dilations) if dilations is not None else ones
+        a = tuple(start_padding) if start_padding is not None else zeros
+        b = tuple(end_padding) if end_padding is not None else zeros
+        op = tuple(output_padding) if output_padding is not None else zeros
+        m, direc = ConvolutionMode(mode), ConvolutionDirection(direction)
+        bdesc = TensorDesc.like(bias) if bias is not None else None
+        try:
+            k = flt.sizes[2:]
+            if direc == ConvolutionDirection.FORWARD:
+                spatial = tuple(pooled_size(inp.sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
+                                for i in range(nd))
+                cout = flt.sizes[0]
+            else:
+                spatial = tuple(transposed_size(inp.sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
+                                + op[i] for i in range(nd))
+                cout = flt.sizes[1] * group_count
+            out_sizes = (inp.sizes[0], cout) + spatial
+            if min(out_sizes) < 1:
+                raise ValueError
+        except (IndexError, TypeError, ValueError, ZeroDivisionError):
+            out_sizes = inp.sizes  # the desc names the offending field
+        return ConvolutionOperatorDesc(inp, flt, bdesc, TensorDesc(inp.data_type, out_sizes), m,
+                                       direc, s, d, a, b, op, group_count, fused_activation)
+
+    args = (x, filter, bias, strides, dilations, start_padding, end_padding, output_padding,
+            group_count, mode, direction, fused_activation)
+    return run_functional("convolution", args, make_desc, tuple(inputs), device, out)

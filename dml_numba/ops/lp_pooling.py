@@ -120,21 +120,24 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
     """
     from .._api import run_functional
 
-    inp = TensorDesc.like(x)
-    nd = inp.rank - 2
-    ones, zeros = (1,) * nd, (0,) * nd
-    strides = tuple(strides) if strides is not None else ones
-    window = tuple(window_size)
-    start = tuple(start_padding) if start_padding is not None else zeros
-    end = tuple(end_padding) if end_padding is not None else zeros
-    dil = tuple(dilations) if dilations is not None else ones
-    try:
-        spatial = tuple(pooled_size(n, a, b, w, s, d) for n, a, b, w, s, d in
-                        zip(inp.sizes[2:], start, end, window, strides, dil))
-    except (TypeError, ZeroDivisionError):
-        spatial = inp.sizes[2:]
-    if any(v < 1 for v in spatial) or len(spatial) != nd:
-        spatial = inp.sizes[2:]  # the desc names the offending field
-    outp = TensorDesc(inp.data_type, inp.sizes[:2] + spatial)
-    desc = LpPooling1OperatorDesc(inp, outp, strides, window, start, end, dil, p)
-    return run_functional(desc, (x,), device, out)
+    def make_desc():
+        inp = TensorDesc.like(x)
+        nd = inp.rank - 2
+        ones, zeros = (1,) * nd, (0,) * nd
+        stride = tuple(strides) if strides is not None else ones
+        window = tuple(window_size)
+        start = tuple(start_padding) if start_padding is not None else zeros
+        end = tuple(end_padding) if end_padding is not None else zeros
+        dil = tuple(dilations) if dilations is not None else ones
+        try:
+            spatial = tuple(pooled_size(n, a, b, w, s, d) for n, a, b, w, s, d in
+                            zip(inp.sizes[2:], start, end, window, stride, dil))
+        except (TypeError, ZeroDivisionError):
+            spatial = inp.sizes[2:]
+        if any(v < 1 for v in spatial) or len(spatial) != nd:
+            spatial = inp.sizes[2:]  # the desc names the offending field
+        outp = TensorDesc(inp.data_type, inp.sizes[:2] + spatial)
+        return LpPooling1OperatorDesc(inp, outp, stride, window, start, end, dil, p)
+
+    return run_functional("lp_pooling", (x, window_size, strides, start_padding, end_padding,
+                                         dilations, p), make_desc, (x,), device, out)

@@ -147,17 +147,19 @@ def padding(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value=0, *
     """
     from .._api import run_functional
 
-    if isinstance(mode, str):
-        mode = _enum_by_name(PaddingMode, mode, "padding", "mode")
-    inp = TensorDesc.like(x)
-    start = tuple(start_padding)
-    end = tuple(end_padding)
-    outp = TensorDesc(inp.data_type, padding_output_sizes(inp.sizes, start, end)
-                      if len(start) == len(end) == inp.rank else inp.sizes)
-    if not inp.data_type.is_float and isinstance(value, float) and value.is_integer():
-        value = int(value)
-    desc = Padding1OperatorDesc(inp, outp, mode, inp.data_type, value, start, end)
-    return run_functional(desc, (x,), device, out)
+    def make_desc():
+        m = _enum_by_name(PaddingMode, mode, "padding", "mode") if isinstance(mode, str) else mode
+        inp = TensorDesc.like(x)
+        start, end = tuple(start_padding), tuple(end_padding)
+        outp = TensorDesc(inp.data_type, padding_output_sizes(inp.sizes, start, end)
+                          if len(start) == len(end) == inp.rank else inp.sizes)
+        v = value
+        if not inp.data_type.is_float and isinstance(v, float) and v.is_integer():
+            v = int(v)
+        return Padding1OperatorDesc(inp, outp, m, inp.data_type, v, start, end)
+
+    return run_functional("padding", (x, start_padding, end_padding, mode, value), make_desc,
+                          (x,), device, out)
 
 
 def _enum_by_name(enum_type, name, owner, field):

@@ -118,18 +118,20 @@ def slice1(x, offsets, sizes, strides=None, *, device="cpu", out=None):
     """
     from .._api import run_functional
 
-    inp = TensorDesc.like(x)
-    sizes = tuple(sizes)
-    strides = tuple(strides) if strides is not None else (1,) * len(sizes)
-    try:
-        out_sizes = tuple(strided_count(n, s) for n, s in zip(sizes, strides))
-        if len(out_sizes) != inp.rank or min(out_sizes) < 1:
-            raise ValueError
-    except (TypeError, ValueError, ZeroDivisionError):
-        out_sizes = inp.sizes
-    desc = Slice1OperatorDesc(inp, TensorDesc(inp.data_type, out_sizes), tuple(offsets), sizes,
-                              strides)
-    return run_functional(desc, (x,), device, out)
+    def make_desc():
+        inp = TensorDesc.like(x)
+        window = tuple(sizes)
+        steps = tuple(strides) if strides is not None else (1,) * len(window)
+        try:
+            out_sizes = tuple(strided_count(n, s) for n, s in zip(window, steps))
+            if len(out_sizes) != inp.rank or min(out_sizes) < 1:
+                raise ValueError
+        except (TypeError, ValueError, ZeroDivisionError):
+            out_sizes = inp.sizes
+        return Slice1OperatorDesc(inp, TensorDesc(inp.data_type, out_sizes), tuple(offsets),
+                                  window, steps)
+
+    return run_functional("slice1", (x, offsets, sizes, strides), make_desc, (x,), device, out)
 
 
 def gather_plan(desc: Slice1OperatorDesc):

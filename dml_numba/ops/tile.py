@@ -48,13 +48,15 @@ def tile(x, repeats, *, device="cpu", out=None):
     """
     from .._api import run_functional
 
-    inp = TensorDesc.like(x)
-    r = tuple(repeats)
-    sizes = tuple(n * k for n, k in zip(inp.sizes, r)) if len(r) == inp.rank else inp.sizes
-    if min(sizes, default=1) < 1:
-        sizes = inp.sizes
-    return run_functional(TileOperatorDesc(inp, TensorDesc(inp.data_type, sizes), r), (x,),
-                          device, out)
+    def make_desc():
+        inp = TensorDesc.like(x)
+        r = tuple(repeats)
+        sizes = tuple(n * k for n, k in zip(inp.sizes, r)) if len(r) == inp.rank else inp.sizes
+        if min(sizes, default=1) < 1:
+            sizes = inp.sizes
+        return TileOperatorDesc(inp, TensorDesc(inp.data_type, sizes), r)
+
+    return run_functional("tile", (x, repeats), make_desc, (x,), device, out)
 
 
 def gather_plan(desc: TileOperatorDesc):
