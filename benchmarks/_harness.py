@@ -9,7 +9,11 @@ import time
 
 
 def median_time(fn, *, repeat: int = 7, number: int = 1, warmup: int = 1) -> float:
-    """Median seconds per call of ``fn`` over ``repeat`` samples of ``number`` calls each."""
+    """Median seconds per call of ``fn`` over ``repeat`` samples of ``number`` calls each.
+
+    Sleeps briefly first so thread pools that spin after their last parallel region (OpenMP in
+    PyTorch and NumPy's BLAS) do not steal cores from the next implementation measured."""
+    time.sleep(0.2)
     for _ in range(warmup):
         fn()
     samples = []

@@ -11,6 +11,12 @@ def _demo(args) -> int:
     return run_demo()
 
 
+def _profile(args) -> int:
+    from .profile import main as profile_main
+
+    return profile_main(args)
+
+
 def _info(args) -> int:
     import platform
 
@@ -48,6 +54,17 @@ def _cache(args) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="dml-numba", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("profile", help="time jitted against vectorised code and peers")
+    p.add_argument("--ops", nargs="+", metavar="OP",
+                   help="operators: padding lp_pooling convolution tile slice1 (default: all)")
+    p.add_argument("--devices", nargs="+", metavar="DEV",
+                   help="numpy cpu cuda (default: every usable one; cuda only on a real GPU)")
+    p.add_argument("--dtype", default="float32", help="numpy dtype name (default float32)")
+    p.add_argument("--quick", action="store_true", help="small sizes: the whole suite in < 2 min")
+    p.add_argument("--no-peers", action="store_true", help="skip NumPy/PyTorch/ONNX Runtime")
+    p.add_argument("--json", metavar="FILE", help="write every row as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="write a chart of the speed-ups")
+    p.set_defaults(fn=_profile)
     sub.add_parser("demo", help="run every operator on every available device").set_defaults(fn=_demo)
     sub.add_parser("info", help="versions, devices, cache folder and counters").set_defaults(fn=_info)
     c = sub.add_parser("cache", help="manage the disk cache of generated kernels")

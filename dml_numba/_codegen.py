@@ -119,8 +119,13 @@ def accumulate_power(v: str, p: int) -> str:
     return " * ".join([v] * p) if p <= 8 else f"{v} ** {p}"
 
 
-def lp_root(acc: str, p: int) -> str:
-    return acc if p == 1 else f"math.sqrt({acc})" if p == 2 else f"{acc} ** {1.0 / p!r}"
+def lp_root(acc: str, p: int, acc_type: str) -> str:
+    """The p-th root in the accumulator's precision (float32 pow is ~2.6x faster than double)."""
+    if p == 1:
+        return acc
+    if p == 2:
+        return f"math.sqrt({acc})"
+    return f"{acc} ** numba.{acc_type}({1.0 / p!r})"
 
 
 # -- the per-output-element computation of the reduction operators, shared by cpu/ and cuda/ --
@@ -141,7 +146,7 @@ def pool_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> Non
         xin = "x[" + index("n", "c", *a) + "]"
         w(f"v = abs({load(xin)})")
         w(f"acc += {accumulate_power('v', desc.p)}")
-    w(f"y[{index('n', 'c', *o)}] = {lp_root('acc', desc.p)}")
+    w(f"y[{index('n', 'c', *o)}] = {lp_root('acc', desc.p, acc)}")
 
 
 def conv_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> None:

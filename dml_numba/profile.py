@@ -1,0 +1,450 @@
+"""``dml-numba profile``: jitted against vectorised, and both against peers.
+
+A built-in suite runs every operator at realistic sizes on every available device and, when
+installed, on peers (NumPy's own functions, PyTorch CPU, ONNX Runtime). For each it reports the
+first call (compile, or disk-cache load) apart from the steady state (median of warm runs),
+throughput (GB/s for data movement, GFLOP/s for convolution and pooling) and the speed-up over
+the vectorised "numpy" device.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import dml_numba as dml
+
+OPS = ("padding", "lp_pooling", "convolution", "tile", "slice1")
+
+
+@dataclass
+class Workload:
+    op: str
+    name: str
+    make: object            # (dtype, rng) -> (desc, inputs)
+    kind: str               # "bytes" (GB/s) or "flops" (GFLOP/s)
+    peers: dict = field(default_factory=dict)  # name -> (desc, inputs) -> callable
+    float_only: bool = False
+
+
+@dataclass
+class Row:
+    op: str
+    workload: str
+    impl: str
+    kind: str               # "device" or "peer"
+    shape: list
+    dtype: str
+    first_call_s: float | None
+    steady_s: float
+    throughput: float
+    throughput_unit: str
+    speedup_vs_numpy: float | None = None
+
+
+def workload(op: str, name: str, spec, kind: str, float_only: bool = False) -> Workload:
+    """A Workload from one of the builders below, whose ``spec`` is ``(make, peers)``."""
+    make, peers = spec
+    return Workload(op, name, make, kind, peers, float_only)
+
+
+# -- the suite ---------------------------------------------------------------------------------
+
+def _t(dtype, shape):
+    return dml.TensorDesc(dml.DataType.from_numpy(dtype), shape)
+
+
+def _data(shape, dtype, rng):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    return rng.integers(0, 100, size=shape).astype(dtype)
+
+
+def _padding(shape, start, end, mode):
+    def make(dtype, rng):
+        out = tuple(n + a + b for n, a, b in zip(shape, start, end))
+        dt = dml.DataType.from_numpy(dtype)
+        desc = dml.Padding1OperatorDesc(_t(dtype, shape), _t(dtype, out), mode, dt,
+                                        1.0 if dt.is_float else 1, start, end)
+        return desc, [_data(shape, dtype, np.random.default_rng(0))]
+
+    np_mode = {dml.PaddingMode.CONSTANT: "constant", dml.PaddingMode.EDGE: "edge",
+               dml.PaddingMode.REFLECTION: "reflect", dml.PaddingMode.SYMMETRIC: "symmetric",
+               dml.PaddingMode.WRAP: "wrap"}[mode]
+    peers = {"numpy.pad": lambda d, xs: (lambda: np.pad(xs[0], list(zip(start, end)), np_mode,
+                                                        **({"constant_values": 1}
+                                                           if np_mode == "constant" else {})))}
+    torch_mode = {"constant": "constant", "edge": "replicate", "reflect": "reflect",
+                  "wrap": "circular"}.get(np_mode)
+    if torch_mode and len(shape) == 4 and start[:2] == end[:2] == (0, 0):
+        pads = (start[3], end[3], start[2], end[2])
+        peers["torch"] = lambda d, xs: _torch_call(
+            lambda torch, tx: torch.nn.functional.pad(tx, pads, mode=torch_mode,
+                                                      **({"value": 1.0}
+                                                         if torch_mode == "constant" else {})),
+            xs)
+    ort_mode = {"constant": "constant", "edge": "edge", "reflect": "reflect", "wrap": "wrap"}.get(np_mode)
+    if ort_mode:
+        peers["onnxruntime"] = lambda d, xs: _ort_call(
+            "Pad", xs, extra_inputs=[np.array(list(start) + list(end), np.int64)],
+            mode=ort_mode)
+    return make, peers
+
+
+def _conv(xs, ws, s, p, g, direction=0, act=None):
+    def make(dtype, rng):
+        x = _data(xs, dtype, rng)
+        w = (_data(ws, dtype, rng) * 0.1).astype(dtype)
+        cout = ws[0] if direction == 0 else ws[1] * g
+        b = _data((1, cout, 1, 1), dtype, rng)
+        if direction == 0:
+            spatial = tuple((n + 2 * pp - k) // ss + 1 for n, pp, k, ss in zip(xs[2:], p, ws[2:], s))
+        else:
+            spatial = tuple((n - 1) * ss + k - 2 * pp for n, pp, k, ss in zip(xs[2:], p, ws[2:], s))
+        desc = dml.ConvolutionOperatorDesc(
+            _t(dtype, xs), _t(dtype, ws), _t(dtype, b.shape), _t(dtype, (xs[0], cout) + spatial),
+            dml.ConvolutionMode.CROSS_CORRELATION, direction, s, (1, 1), p, p, (0, 0), g, act)
+        return desc, [x, w, b]
+
+    if direction == 0:
+        torch_fn = lambda torch, x, w, b: torch.nn.functional.conv2d(x, w, b.reshape(-1), s, p, 1, g)  # noqa: E731
+        ort = lambda d, xs_: _ort_call("Conv", [xs_[0], xs_[1], xs_[2].reshape(-1)], strides=list(s),  # noqa: E731
+                                       pads=list(p) * 2, group=g)
+    else:
+        torch_fn = lambda torch, x, w, b: torch.nn.functional.conv_transpose2d(x, w, b.reshape(-1), s, p, 0, g)  # noqa: E731
+        ort = lambda d, xs_: _ort_call("ConvTranspose", [xs_[0], xs_[1], xs_[2].reshape(-1)],  # noqa: E731
+                                       strides=list(s), pads=list(p) * 2, group=g)
+    return make, {"torch": lambda d, xs_: _torch_call(torch_fn, xs_), "onnxruntime": ort}
+
+
+def _pool(xs, w, s, p):
+    def make(dtype, rng):
+        spatial = tuple((n - ww) // ss + 1 for n, ww, ss in zip(xs[2:], w, s))
+        desc = dml.LpPooling1OperatorDesc(_t(dtype, xs), _t(dtype, xs[:2] + spatial), s, w,
+                                          (0, 0), (0, 0), (1, 1), p)
+        return desc, [_data(xs, dtype, rng)]
+
+    return make, {
+        # PyTorch and ONNX Runtime have no |x|: they get |x| as input, which gives equal results
+        "torch": lambda d, xs_: _torch_call(
+            lambda torch, x: torch.nn.functional.lp_pool2d(x, p, w, s), [np.abs(xs_[0])]),
+        "onnxruntime": lambda d, xs_: _ort_call("LpPool", [np.abs(xs_[0])], kernel_shape=list(w),
+                                                strides=list(s), p=p),
+    }
+
+
+def _tile(xs, reps):
+    def make(dtype, rng):
+        out = tuple(n * r for n, r in zip(xs, reps))
+        return dml.TileOperatorDesc(_t(dtype, xs), _t(dtype, out), reps), [_data(xs, dtype, rng)]
+
+    return make, {"numpy.tile": lambda d, x: (lambda: np.tile(x[0], reps)),
+                  "torch": lambda d, x: _torch_call(lambda torch, t: t.repeat(*reps), x),
+                  "onnxruntime": lambda d, x: _ort_call("Tile", x, extra_inputs=[np.array(reps, np.int64)])}
+
+
+def _slice(xs, offs, sizes, strides):
+    def make(dtype, rng):
+        out = tuple(1 + (n - 1) // abs(s) for n, s in zip(sizes, strides))
+        desc = dml.Slice1OperatorDesc(_t(dtype, xs), _t(dtype, out), offs, sizes, strides)
+        return desc, [_data(xs, dtype, rng)]
+
+    def np_slices():
+        out = []
+        for o, n, s in zip(offs, sizes, strides):
+            start = o + (n - 1 if s < 0 else 0)
+            stop = start + s * (1 + (n - 1) // abs(s))
+            out.append(slice(start, stop if stop >= 0 else None, s))
+        return tuple(out)
+
+    return make, {"numpy (strided copy)": lambda d, x: (lambda: np.ascontiguousarray(x[0][np_slices()]))}
+
+
+def suite(quick: bool) -> list[Workload]:
+    """The built-in workloads; ``quick`` shrinks batch and image sizes (whole run < 2 min)."""
+    img = (1, 3, 540, 960) if quick else (1, 3, 1080, 1920)
+    n = 1 if quick else 8
+    act = (4, 16, 128, 128) if quick else (8, 16, 256, 256)
+    M = dml.PaddingMode
+    items = [
+        ("padding", f"reflection pad 16 on image {img}", _padding(img, (0, 0, 16, 16), (0, 0, 16, 16), M.REFLECTION), "bytes", False),
+        ("padding", f"constant pad 3 on {act}", _padding(act, (0, 0, 3, 3), (0, 0, 3, 3), M.CONSTANT), "bytes", False),
+        ("padding", f"symmetric pad 8 on {act}", _padding(act, (0, 0, 8, 8), (0, 0, 8, 8), M.SYMMETRIC), "bytes", False),
+        ("lp_pooling", f"p=2 3x3/2 on ({n}, 64, 56, 56)", _pool((n, 64, 56, 56), (3, 3), (2, 2), 2), "flops", True),
+        ("convolution", f"3x3 64->64 on ({n}, 64, 56, 56)", _conv((n, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), 1), "flops", True),
+        ("convolution", f"depthwise 3x3 on ({n}, 128, 56, 56)", _conv((n, 128, 56, 56), (128, 1, 3, 3), (1, 1), (1, 1), 128), "flops", True),
+        ("convolution", f"transposed 3x3/2 64->32 on ({n}, 64, 28, 28)", _conv((n, 64, 28, 28), (64, 32, 3, 3), (2, 2), (1, 1), 1, direction=1), "flops", True),
+        ("tile", f"tile (1,1,2,2) of {act[:2] + (act[2] // 2, act[3] // 2)}", _tile(act[:2] + (act[2] // 2, act[3] // 2), (1, 1, 2, 2)), "bytes", False),
+        ("slice1", f"reverse C and W of {act}", _slice(act, (0, 0, 0, 0), act, (1, -1, 1, -1)), "bytes", False),
+        ("slice1", f"every 2nd row of {act}", _slice(act, (0, 0, 0, 0), act, (1, 1, 2, 1)), "bytes", False),
+    ]
+    return [workload(*item) for item in items]
+
+
+# -- peers ---------------------------------------------------------------------------------------
+
+class PeerUnavailable(Exception):
+    pass
+
+
+def _torch_call(fn, arrays):
+    try:
+        import torch
+    except ImportError:
+        raise PeerUnavailable("torch is not installed") from None
+    tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
+
+    def call():
+        with torch.no_grad():
+            return fn(torch, *tensors)
+
+    return call
+
+
+def _ort_call(op_type, inputs, extra_inputs=(), **attrs):
+    try:
+        import onnxruntime as ort
+        from onnx import helper
+    except ImportError:
+        raise PeerUnavailable("onnxruntime/onnx is not installed") from None
+    arrays = list(inputs) + list(extra_inputs)
+    names = [f"in{i}" for i in range(len(arrays))]
+    elem = helper.np_dtype_to_tensor_dtype(arrays[0].dtype)
+    info = [helper.make_tensor_value_info(nm, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+            for nm, a in zip(names, arrays)]
+    graph = helper.make_graph([helper.make_node(op_type, names, ["out"], **attrs)], "g", info,
+                              [helper.make_tensor_value_info("out", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # an op/dtype ORT does not implement
+        raise PeerUnavailable(f"onnxruntime cannot run it ({str(exc).splitlines()[0][:80]})") from None
+    feed = dict(zip(names, arrays))
+    return lambda: session.run(None, feed)
+
+
+# -- measuring -------------------------------------------------------------------------------------
+
+def _steady(fn, budget_s: float, max_runs: int) -> float:
+    """Median of warm runs: at least 3, until ``budget_s`` is spent or ``max_runs`` reached."""
+    fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < 3 or (len(times) < max_runs and time.perf_counter() - start < budget_s):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _work(workload: Workload, desc, inputs) -> float:
+    if workload.kind == "bytes":
+        return float(sum(a.nbytes for a in inputs) + desc.output.element_count * desc.output.dtype.itemsize)
+    if isinstance(desc, dml.ConvolutionOperatorDesc):
+        w = desc.filter_tensor.sizes
+        taps = int(np.prod(w[2:]))
+        if desc.direction == dml.ConvolutionDirection.FORWARD:
+            return 2.0 * desc.output_tensor.element_count * w[1] * taps
+        return 2.0 * desc.input_tensor.element_count * w[1] * taps
+    return 2.0 * desc.output_tensor.element_count * int(np.prod(desc.window_size))
+
+
+def _device_runner(device: str, desc, inputs):
+    """(first-call seconds, warm callable) for ``device``; CUDA keeps data on the device."""
+    if device == "cuda":
+        from numba import cuda
+
+        d_in = [cuda.to_device(a) for a in inputs]
+        t0 = time.perf_counter()
+        op = dml.compile_operator(desc, "cuda")
+        out = op(*d_in)
+        cuda.synchronize()
+        first = time.perf_counter() - t0
+
+        def warm():
+            op(*d_in, out=out)
+            cuda.synchronize()
+
+        return first, warm
+    t0 = time.perf_counter()
+    op = dml.compile_operator(desc, device)
+    out = op(*inputs)
+    first = time.perf_counter() - t0
+    return first, lambda: op(*inputs, out=out)
+
+
+class Progress:
+    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.total, self.done, self.enabled = total, 0, enabled
+        self.tty = sys.stderr.isatty()
+
+    def step(self, label: str):
+        self.done += 1
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {label}"
+        if self.tty:
+            sys.stderr.write("\r" + line[:110].ljust(110))
+            if self.done == self.total:
+                sys.stderr.write("\n")
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def default_devices() -> list[str]:
+    """numpy and cpu; cuda only on real hardware (the simulator would time Python threads)."""
+    devices = [d for d in dml.available_devices() if d != "cuda"]
+    if "cuda" in dml.available_devices():
+        from numba import config
+
+        if not config.ENABLE_CUDASIM:
+            devices.append("cuda")
+    return devices
+
+
+def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progress=True,
+        workloads=None) -> list[Row]:
+    dtype = np.dtype(dtype)
+    ops = list(ops or OPS)
+    devices = list(devices or default_devices())
+    if "numpy" not in devices:
+        devices.insert(0, "numpy")  # the reference every speed-up is measured against
+    chosen = [w for w in (workloads if workloads is not None else suite(quick)) if w.op in ops]
+    if dtype.kind != "f":
+        chosen = [w for w in chosen if not w.float_only]
+    budget, max_runs = (0.3, 7) if quick else (1.0, 25)
+    total = sum(len(devices) + (len(w.peers) if peers else 0) for w in chosen)
+    bar = Progress(total, progress)
+    rows: list[Row] = []
+    rng = np.random.default_rng(0)
+    for w in chosen:
+        desc, inputs = w.make(dtype, rng)
+        work = _work(w, desc, inputs)
+        unit = "GB/s" if w.kind == "bytes" else "GFLOP/s"
+        ref = None
+        for device in devices:
+            bar.step(f"{w.name} on {device}")
+            first, warm = _device_runner(device, desc, inputs)
+            steady = _steady(warm, budget, max_runs)
+            ref = steady if device == "numpy" else ref
+            rows.append(Row(w.op, w.name, device, "device", list(desc.output.sizes), dtype.name,
+                            first, steady, work / steady / 1e9, unit,
+                            ref / steady if ref else None))
+        for name, factory in (w.peers.items() if peers else ()):
+            bar.step(f"{w.name} with {name}")
+            try:
+                fn = factory(desc, inputs)
+                t0 = time.perf_counter()
+                fn()
+                first = time.perf_counter() - t0
+                steady = _steady(fn, budget, max_runs)
+            except PeerUnavailable:
+                continue
+            except Exception:  # a peer that cannot do this dtype or shape
+                continue
+            rows.append(Row(w.op, w.name, name, "peer", list(desc.output.sizes), dtype.name, first,
+                            steady, work / steady / 1e9, unit, ref / steady if ref else None))
+    return rows
+
+
+# -- reporting -------------------------------------------------------------------------------------
+
+def table(rows: list[Row]) -> str:
+    head = f"{'workload':44s} {'impl':20s} {'first call':>11s} {'steady':>10s} {'throughput':>16s} {'vs numpy':>9s}"
+    lines = [head, "-" * len(head)]
+    last = None
+    for r in rows:
+        name = r.workload if r.workload != last else ""
+        last = r.workload
+        first = f"{r.first_call_s * 1e3:9.1f}ms" if r.first_call_s is not None else ""
+        speed = f"{r.speedup_vs_numpy:8.2f}x" if r.speedup_vs_numpy else ""
+        lines.append(f"{name[:44]:44s} {r.impl[:20]:20s} {first:>11s} {r.steady_s * 1e3:8.2f}ms "
+                     f"{r.throughput:9.2f} {r.throughput_unit:6s} {speed:>9s}")
+    return "\n".join(lines)
+
+
+def metadata() -> dict:
+    import numba
+
+    return {"dml_numba": dml.__version__, "python": platform.python_version(),
+            "numpy": np.__version__, "numba": numba.__version__, "machine": platform.machine(),
+            "processor": platform.processor(), "threads": numba.config.NUMBA_NUM_THREADS}
+
+
+def write_json(rows: list[Row], path) -> None:
+    with open(path, "w") as f:
+        json.dump({"meta": metadata(), "rows": [dataclasses.asdict(r) for r in rows]}, f, indent=1)
+
+
+def plot(rows: list[Row], path) -> None:
+    """Horizontal bars per workload: speed-up of every implementation over the numpy device."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads = list(dict.fromkeys(r.workload for r in rows))
+    impls = list(dict.fromkeys(r.impl for r in rows))
+    colors = plt.get_cmap("tab10")
+    height = 0.8 / max(len(impls), 1)
+    fig, ax = plt.subplots(figsize=(11, 0.55 * len(workloads) * max(len(impls), 3) / 3 + 1.5))
+    for j, impl in enumerate(impls):
+        ys, xs = [], []
+        for i, wl in enumerate(workloads):
+            for r in rows:
+                if r.workload == wl and r.impl == impl and r.speedup_vs_numpy:
+                    ys.append(i + (j - (len(impls) - 1) / 2) * height)
+                    xs.append(r.speedup_vs_numpy)
+        ax.barh(ys, xs, height=height, color=colors(j % 10), label=impl)
+    ax.set_yticks(range(len(workloads)))
+    ax.set_yticklabels(workloads, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("speed-up over the vectorised numpy device (steady state, log scale)")
+    ax.set_title(f"dml_numba profile ({rows[0].dtype if rows else ''})")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(args) -> int:
+    bad = [o for o in (args.ops or []) if o not in OPS]
+    if bad:
+        print(f"profile: unknown --ops {bad}; expected some of {', '.join(OPS)}", file=sys.stderr)
+        return 2
+    try:
+        dml.DataType.from_numpy(args.dtype)
+    except (TypeError, dml.ValidationError) as exc:
+        print(f"profile: --dtype {args.dtype!r} is invalid: {exc}", file=sys.stderr)
+        return 2
+    if args.devices:
+        status = dml.device_status()
+        for d in args.devices:
+            if status.get(d) != "available":
+                print(f"profile: device {d!r} is not usable here: {status.get(d, 'unknown device')}",
+                      file=sys.stderr)
+                return 2
+    rows = run(args.ops, args.devices, args.dtype, args.quick, peers=not args.no_peers)
+    print(table(rows))
+    if args.json:
+        write_json(rows, args.json)
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot(rows, args.plot)
+        print(f"wrote {args.plot}")
+    return 0

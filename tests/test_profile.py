@@ -1,0 +1,77 @@
+"""`dml-numba profile` end to end on a tiny suite: the table, the JSON schema, the chart."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import dml_numba as dml
+from dml_numba import profile
+from dml_numba.__main__ import main
+
+
+def tiny_suite():
+    M = dml.PaddingMode
+    return [
+        profile.workload("padding", "tiny reflection pad",
+                         profile._padding((2, 3, 8, 9), (0, 0, 2, 1), (0, 0, 1, 3), M.REFLECTION), "bytes"),
+        profile.workload("convolution", "tiny conv",
+                         profile._conv((1, 2, 6, 5), (4, 2, 3, 3), (1, 1), (1, 1), 1), "flops", True),
+        profile.workload("slice1", "tiny slice", profile._slice((3, 8), (0, 1), (3, 7), (-1, 2)), "bytes"),
+    ]
+
+
+def test_rows_cover_every_device_and_measure_throughput():
+    rows = profile.run(devices=["numpy", "cpu"], quick=True, progress=False, workloads=tiny_suite())
+    impls = {(r.workload, r.impl) for r in rows}
+    for w in ("tiny reflection pad", "tiny conv", "tiny slice"):
+        assert (w, "numpy") in impls and (w, "cpu") in impls
+    assert ("tiny reflection pad", "numpy.pad") in impls  # NumPy's own function as a peer
+    for r in rows:
+        assert r.steady_s > 0 and r.throughput > 0
+        assert r.throughput_unit == ("GFLOP/s" if r.workload == "tiny conv" else "GB/s")
+        assert r.speedup_vs_numpy == pytest.approx(
+            next(x.steady_s for x in rows if x.workload == r.workload and x.impl == "numpy")
+            / r.steady_s)
+        if r.kind == "device":
+            assert r.first_call_s is not None and r.first_call_s > 0
+    assert "tiny conv" in profile.table(rows)
+
+
+def test_integer_dtype_skips_float_only_operators():
+    rows = profile.run(devices=["cpu"], dtype="int16", quick=True, peers=False, progress=False,
+                       workloads=tiny_suite())
+    assert {r.workload for r in rows} == {"tiny reflection pad", "tiny slice"}
+    assert all(r.dtype == "int16" for r in rows)
+
+
+def test_cli_writes_json_and_plot(tmp_path, capsys):
+    js, png = tmp_path / "p.json", tmp_path / "p.png"
+    code = main(["profile", "--quick", "--ops", "tile", "slice1", "--devices", "numpy", "cpu",
+                 "--no-peers", "--json", str(js), "--plot", str(png)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "vs numpy" in out and "tile (1,1,2,2)" in out
+    data = json.loads(js.read_text())
+    assert set(data["meta"]) >= {"dml_numba", "numba", "numpy", "python"}
+    keys = {"op", "workload", "impl", "kind", "shape", "dtype", "first_call_s", "steady_s",
+            "throughput", "throughput_unit", "speedup_vs_numpy"}
+    assert data["rows"] and all(set(r) == keys for r in data["rows"])
+    assert {r["op"] for r in data["rows"]} == {"tile", "slice1"}
+    assert {r["impl"] for r in data["rows"]} == {"numpy", "cpu"}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--ops", "gemm"], "unknown --ops"),
+    (["--dtype", "complex64"], "--dtype 'complex64' is invalid"),
+    (["--devices", "tpu"], "device 'tpu' is not usable"),
+])
+def test_cli_refuses_bad_options(args, message, capsys):
+    assert main(["profile", "--quick"] + args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_console_entry_point_runs():
+    out = subprocess.run([sys.executable, "-m", "dml_numba", "info"], capture_output=True, text=True)
+    assert out.returncode == 0 and "device cpu" in out.stdout and "disk cache" in out.stdout
