@@ -91,9 +91,11 @@ class CpuKernel:
 
 
 def _signature(arg_types):
+    """Numba types for ``[(numpy dtype, ndim)]``; ndim 0 is a scalar."""
     import numba
 
-    return tuple(numba.types.Array(numba.from_dtype(dt), nd, "C") for dt, nd in arg_types)
+    return tuple(numba.types.Array(numba.from_dtype(dt), nd, "C") if nd else
+                 numba.from_dtype(dt) for dt, nd in arg_types)
 
 
 def build(key: KernelKey, source: str, arg_types):

@@ -1,0 +1,62 @@
+"""Both CPU convolution algorithms (row-wise direct, im2col/col2im + BLAS) agree with the
+vectorised device on every catalogue case, in both parallel variants; the automatic choice, the
+1x1 fast path and chunked batches are exercised explicitly."""
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from dml_numba.cpu import convolution as cpu_conv
+from tests.cases import catalogue, compare, conv_case
+
+CASES = {k: v for k, v in catalogue().items() if k.startswith("conv")}
+CASES["conv-fwd-1x1-groups"] = conv_case((2, 4, 3, 5), (6, 2, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 2)
+CASES["conv-fwd-1x1-stride2"] = conv_case((2, 4, 5, 5), (6, 4, 1, 1), (2, 2), (1, 1), (0, 0), (0, 0), 1)
+
+
+@pytest.mark.parametrize("parallel", [None, True, False], ids=["auto", "parallel", "serial"])
+@pytest.mark.parametrize("algorithm", ["direct", "gemm"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_algorithm_agrees_with_numpy(name, algorithm, parallel):
+    desc, inputs = CASES[name]
+    op = dml.compile_operator(desc, "cpu", algorithm=algorithm, parallel=parallel)
+    assert op.kernel.algorithm == algorithm
+    compare(desc, op(*inputs), dml.compile_operator(desc, "numpy")(*inputs))
+
+
+def test_unpadded_stride1_1x1_skips_im2col():
+    desc, inputs = CASES["conv-fwd-1x1-groups"]
+    op = dml.compile_operator(desc, "cpu", algorithm="gemm")
+    assert op.kernel.skip_im2col and "im2col" not in op.source
+    desc2, _ = CASES["conv-fwd-1x1-stride2"]
+    assert not dml.compile_operator(desc2, "cpu", algorithm="gemm").kernel.skip_im2col
+
+
+@pytest.mark.parametrize("name", ["conv-fwd-groups", "conv-bwd-groups-outpad"])
+def test_batches_larger_than_the_column_budget_are_chunked(monkeypatch, name):
+    desc, inputs = CASES[name]
+    monkeypatch.setattr(cpu_conv, "COLUMNS_BUDGET_BYTES", 1)  # one image per chunk
+    kernel = cpu_conv.ConvolutionKernel(desc, {"algorithm": "gemm"})
+    assert kernel.chunk == 1 and desc.input_tensor.sizes[0] > 1
+    out = np.empty(desc.output_tensor.sizes, desc.output_tensor.dtype)
+    kernel(list(inputs), out)
+    compare(desc, out, dml.compile_operator(desc, "numpy")(*inputs))
+
+
+def test_automatic_choice():
+    f32 = dml.DataType.FLOAT32
+
+    def desc(cin, cout, g, k=3):
+        return dml.ConvolutionOperatorDesc(
+            dml.TensorDesc(f32, (1, cin, 8, 8)), dml.TensorDesc(f32, (cout, cin // g, k, k)), None,
+            dml.TensorDesc(f32, (1, cout, 8 - k + 1, 8 - k + 1)), 1, 0, (1, 1), (1, 1), (0, 0),
+            (0, 0), (0, 0), g)
+
+    assert cpu_conv.choose_algorithm(desc(64, 64, 1)) == "gemm"
+    assert cpu_conv.choose_algorithm(desc(64, 64, 64)) == "direct"  # depthwise
+    assert cpu_conv.choose_algorithm(desc(4, 4, 1)) == "direct"     # too small for BLAS
+
+
+def test_bad_algorithm_refused():
+    desc, _ = CASES["conv-fwd-groups"]
+    with pytest.raises(dml.ValidationError, match="compile_operator.algorithm: 'winograd'"):
+        dml.compile_operator(desc, "cpu", algorithm="winograd")
