@@ -17,10 +17,11 @@ enough to pay for itself; ``compile_operator(desc, "cpu", algorithm="direct"|"ge
 from __future__ import annotations
 
 import threading
+from contextlib import ExitStack
 
 import numpy as np
 
-from .._codegen import SourceWriter, decompose, index, open_window_loops
+from .._codegen import SourceWriter, conv_epilogue, decompose, index, open_window_loops
 from .._dims import prod
 from .._dtypes import DataType, accumulator
 from .._errors import ValidationError
@@ -76,37 +77,24 @@ def _emit_direct(key) -> str:
             yrow = lambda j: f"y[{index('n', 'm', *o, j)}]"  # noqa: E731
             with w.block(f"for j in range({o_l}):"):
                 w(f"{yrow('j')} = 0")
-            from contextlib import ExitStack
-
             with ExitStack() as stack:
                 stack.enter_context(w.block(f"for c in range({cg}):"))
                 w(f"ci = g * {cg} + c")
-                for i in range(nd - 1):  # outer spatial taps, with their bounds tests
-                    k, s, dil, p, n = ksz[i], d.strides[i], d.dilations[i], d.start_padding[i], sizes_in[i]
-                    stack.enter_context(w.block(f"for k{i} in range({k}):"))
-                    if forward:
-                        w(f"{a[i]} = {o[i]} * {s} + k{i} * {dil} - {p}")
-                        stack.enter_context(w.block(f"if {a[i]} >= 0 and {a[i]} < {n}:"))
-                    else:
-                        w(f"{a[i]} = {o[i]} + {p} - k{i} * {dil}")
-                        cond = f"{a[i]} >= 0" + (f" and {a[i]} % {s} == 0" if s != 1 else "")
-                        stack.enter_context(w.block(f"if {cond}:"))
-                        if s != 1:
-                            w(f"{a[i]} = {a[i]} // {s}")
-                        stack.enter_context(w.block(f"if {a[i]} < {n}:"))
-                fo = [f"{ksz[i] - 1} - k{i}" if flip else f"k{i}" for i in range(nd - 1)]
+                fo = open_window_loops(  # outer spatial taps, with their bounds tests
+                    w, stack, [f"k{i}" for i in range(nd - 1)], a, sizes_in[:-1],
+                    starts={"o": o, "k": ksz[:-1], "pad": d.start_padding[:-1]},
+                    steps=d.strides[:-1], dilations=d.dilations[:-1], transposed=not forward,
+                    flip=flip)
                 for kk in range(k_l):  # the last axis' taps, unrolled with constant ranges
                     fk = k_l - 1 - kk if flip else kk
                     off = kk * d_l - p_l
                     widx = index("m", "c", *fo, fk) if forward else index("ci", "col", *fo, fk)
-                    if forward:  # y[j] += x[j*s + off] for 0 <= j*s + off < n_l
-                        lo = max(0, -(off // s_l))
-                        hi = min(o_l, (n_l - 1 - off) // s_l + 1) if n_l - 1 - off >= 0 else 0
-                        xi, yi = f"j * {s_l} + {off}" if s_l != 1 else f"j + {off}", "j"
-                    else:  # y[j*s + off] += x[j] for 0 <= j*s + off < o_l
-                        lo = max(0, -(off // s_l))
-                        hi = min(n_l, (o_l - 1 - off) // s_l + 1) if o_l - 1 - off >= 0 else 0
-                        xi, yi = "j", f"j * {s_l} + {off}" if s_l != 1 else f"j + {off}"
+                    # j runs over ``span`` elements; j*s + off must land inside [0, limit)
+                    span, limit = (o_l, n_l) if forward else (n_l, o_l)
+                    lo = max(0, -(off // s_l))
+                    hi = min(span, (limit - 1 - off) // s_l + 1) if limit - 1 - off >= 0 else 0
+                    strided = f"j * {s_l} + {off}" if s_l != 1 else f"j + {off}"
+                    xi, yi = (strided, "j") if forward else ("j", strided)
                     if hi <= lo:
                         continue
                     w(f"wv = w[{widx}]")
@@ -114,11 +102,7 @@ def _emit_direct(key) -> str:
                         w(f"{yrow(yi)} += x[{index('n', 'ci', *a, xi)}] * wv")
             if d.bias_tensor is not None or d.fused_activation is not None:
                 with w.block(f"for j in range({o_l}):"):
-                    bias = f" + b[{index(0, 'm', *([0] * nd))}]" if d.bias_tensor is not None else ""
-                    w(f"v = {yrow('j')}{bias}")
-                    if d.fused_activation is not None:
-                        w(f"v = {d.fused_activation.expression('v')}")
-                    w(f"{yrow('j')} = v")
+                    conv_epilogue(w, d, yrow("j"), yrow("j"))
     return w.text()
 
 
@@ -208,8 +192,6 @@ def _emit_col2im(key) -> str:
             w(f"col = m - g * {cog}")
             with w.block(f"for {o[-1]} in range({out[-1]}):"):
                 w(f"acc = numba.{acc}(0.0)")
-                from contextlib import ExitStack
-
                 with ExitStack() as stack:
                     fidx = open_window_loops(
                         w, stack, [f"k{i}" for i in range(nd)], a, sizes_in,
@@ -217,11 +199,7 @@ def _emit_col2im(key) -> str:
                         dilations=d.dilations, transposed=True, flip=False)
                     row = f"col * {prod(ksz)} + {_flat(fidx, list(ksz))}"
                     w(f"acc += cols[nn, g, {row}, {_flat(a, list(sizes_in))}]")
-                bias = f" + b[{index(0, 'm', *([0] * nd))}]" if d.bias_tensor is not None else ""
-                w(f"v = acc{bias}")
-                if d.fused_activation is not None:
-                    w(f"v = {d.fused_activation.expression('v')}")
-                w(f"y[{index('n', 'm', *o)}] = v")
+                conv_epilogue(w, d, "acc", f"y[{index('n', 'm', *o)}]")
     return w.text()
 
 
@@ -240,10 +218,7 @@ def _emit_epilogue(key) -> str:
             if d.bias_tensor is not None:
                 w(f"bm = b[{index(0, 'm', *([0] * nd))}]")
             with w.block(f"for j in range({inner}):"):
-                w("v = y[n, m, j]" + (" + bm" if d.bias_tensor is not None else ""))
-                if d.fused_activation is not None:
-                    w(f"v = {d.fused_activation.expression('v')}")
-                w("y[n, m, j] = v")
+                conv_epilogue(w, d, "y[n, m, j]", "y[n, m, j]", bias="bm")
     return w.text()
 
 

@@ -1,22 +1,13 @@
 """Convolution on CUDA: one thread per output element; BACKWARD in gather form (no atomics)."""
-from .._codegen import SourceWriter, conv_element, decompose
-from .._dtypes import accumulator
+from .._codegen import conv_element
 from .._registry import register
 from ..ops.convolution import ConvolutionOperatorDesc
-from ._emit import CudaKernel, element_loop, half_load, header, make_key
+from ._emit import CudaKernel, emit_reduction, make_key
 
 
 def emit(key) -> str:
-    d = key.desc
-    w = SourceWriter()
-    header(w, key)
-    o = [f"o{i}" for i in range(d.input_tensor.rank - 2)]
-    args = "x, w, b, y" if d.bias_tensor is not None else "x, w, y"
-    with element_loop(w, key, args, d.output_tensor.element_count):
-        decompose(w, "f", ["n", "m"] + o, d.output_tensor.sizes)
-        conv_element(w, d, o, acc=accumulator(d.input_tensor.data_type).name,
-                     load=half_load(d.input_tensor.data_type))
-    return w.text()
+    args = "x, w, b, y" if key.desc.bias_tensor is not None else "x, w, y"
+    return emit_reduction(key, args, "m", conv_element)
 
 
 @register(ConvolutionOperatorDesc, "cuda")

@@ -76,6 +76,18 @@ def check_same_rank(c: Checker, field: str, t: TensorDesc, ref: TensorDesc, ref_
                f"expected {ref.rank} dimensions, the dimension count of {ref_field}")
 
 
+def check_unary_tensors(c: Checker, desc, types, lo_rank: int, hi_rank: int, note: str = ""):
+    """Input and output tensors of a one-input operator: present, rank in range, the input's
+    type allowed, the output of the same type and rank. Returns (input, output)."""
+    inp = check_tensor(c, "input_tensor", desc.input_tensor)
+    out = check_tensor(c, "output_tensor", desc.output_tensor)
+    check_rank(c, "input_tensor", inp, lo_rank, hi_rank)
+    check_type(c, "input_tensor", inp, types, note)
+    check_same_type(c, "output_tensor", out, inp, "input_tensor")
+    check_same_rank(c, "output_tensor", out, inp, "input_tensor")
+    return inp, out
+
+
 def check_output_sizes(c: Checker, field: str, t: TensorDesc, expected, why: str):
     expected = tuple(expected)
     if t.sizes != expected:

@@ -20,19 +20,14 @@ from .._dims import dilated_extent, pooled_size, pooled_size_ceil
 from .._dtypes import COMPUTE_TYPES
 from .._errors import Checker
 from ..tensor import TensorDesc
-from ._base import (OperatorDesc, check_rank, check_same_rank, check_same_type, check_tensor,
-                    check_type)
+from ._base import OperatorDesc, check_unary_tensors
 
 _EXT = " (FLOAT64 is a dml_numba extension)"
 
 
 def _validate_pooling(c: Checker, d, dilations):
-    inp = check_tensor(c, "input_tensor", d.input_tensor)
-    out = check_tensor(c, "output_tensor", d.output_tensor)
-    check_rank(c, "input_tensor", inp, 3, 5)
-    check_type(c, "input_tensor", inp, COMPUTE_TYPES, _EXT)
-    check_same_type(c, "output_tensor", out, inp, "input_tensor")
-    check_same_rank(c, "output_tensor", out, inp, "input_tensor")
+    """Check every field; store the canonical tuples on ``d`` (dilations only if it has them)."""
+    inp, out = check_unary_tensors(c, d, COMPUTE_TYPES, 3, 5, _EXT)
     nd = inp.rank - 2
     strides = c.int_tuple("strides", d.strides, length=nd, lo=1)
     window = c.int_tuple("window_size", d.window_size, length=nd, lo=1)
@@ -56,7 +51,10 @@ def _validate_pooling(c: Checker, d, dilations):
             c.fail(f"output_tensor.sizes[{i + 2}]", o,
                    f"expected {lo}" + (f" to {hi} (floor to ceil mode)" if hi != lo else "") +
                    " = (in + start + end - ((window-1)*dilation+1)) // stride + 1")
-    return strides, window, start, end, dil, p
+    for name, v in (("strides", strides), ("window_size", window), ("start_padding", start),
+                    ("end_padding", end), ("dilations", dil), ("p", p)):
+        if hasattr(d, name):
+            d._set(name, v)
 
 
 @dataclass(frozen=True)
@@ -78,10 +76,7 @@ class LpPooling1OperatorDesc(OperatorDesc):
     p: int
 
     def _validate(self, c):
-        s, w, a, b, d, p = _validate_pooling(c, self, self.dilations)
-        for name, v in zip(("strides", "window_size", "start_padding", "end_padding",
-                            "dilations", "p"), (s, w, a, b, d, p)):
-            self._set(name, v)
+        _validate_pooling(c, self, self.dilations)
 
 
 @dataclass(frozen=True)
@@ -98,10 +93,7 @@ class LpPoolingOperatorDesc(OperatorDesc):
 
     def _validate(self, c):
         nd = self.input_tensor.rank - 2 if isinstance(self.input_tensor, TensorDesc) else 0
-        s, w, a, b, _, p = _validate_pooling(c, self, (1,) * max(nd, 0))
-        for name, v in zip(("strides", "window_size", "start_padding", "end_padding", "p"),
-                           (s, w, a, b, p)):
-            self._set(name, v)
+        _validate_pooling(c, self, (1,) * max(nd, 0))
 
     def canonical(self):
         return LpPooling1OperatorDesc(self.input_tensor, self.output_tensor, self.strides,

@@ -22,8 +22,7 @@ import numpy as np
 from .._dtypes import ALL_TYPES, DataType
 from .._errors import Checker
 from ..tensor import MAX_RANK, TensorDesc
-from ._base import (OperatorDesc, check_output_sizes, check_rank, check_same_rank,
-                    check_same_type, check_tensor, check_type)
+from ._base import OperatorDesc, check_output_sizes, check_unary_tensors
 
 
 class PaddingMode(enum.IntEnum):
@@ -53,13 +52,8 @@ def convert_padding_value(value: float, data_type: DataType):
     return int(min(max(math.trunc(value), info.min), info.max))
 
 
-def _validate_common(c: Checker, desc, value_field_done=False):
-    inp = check_tensor(c, "input_tensor", desc.input_tensor)
-    out = check_tensor(c, "output_tensor", desc.output_tensor)
-    check_rank(c, "input_tensor", inp, 1, MAX_RANK)
-    check_type(c, "input_tensor", inp, ALL_TYPES)
-    check_same_type(c, "output_tensor", out, inp, "input_tensor")
-    check_same_rank(c, "output_tensor", out, inp, "input_tensor")
+def _validate_common(c: Checker, desc):
+    inp, out = check_unary_tensors(c, desc, ALL_TYPES, 1, MAX_RANK)
     desc._set("padding_mode", c.enum("padding_mode", desc.padding_mode, PaddingMode))
     start = c.int_tuple("start_padding", desc.start_padding, length=inp.rank, lo=0)
     end = c.int_tuple("end_padding", desc.end_padding, length=inp.rank, lo=0)

@@ -18,18 +18,11 @@ from dataclasses import dataclass
 from .._dims import strided_count
 from .._dtypes import ALL_TYPES
 from ..tensor import MAX_RANK, TensorDesc
-from ._base import (OperatorDesc, check_rank, check_same_rank, check_same_type, check_tensor,
-                    check_type)
+from ._base import OperatorDesc, check_unary_tensors
 
 
 def _tensors(c, d):
-    inp = check_tensor(c, "input_tensor", d.input_tensor)
-    out = check_tensor(c, "output_tensor", d.output_tensor)
-    check_rank(c, "input_tensor", inp, 1, MAX_RANK)
-    check_type(c, "input_tensor", inp, ALL_TYPES)
-    check_same_type(c, "output_tensor", out, inp, "input_tensor")
-    check_same_rank(c, "output_tensor", out, inp, "input_tensor")
-    return inp, out
+    return check_unary_tensors(c, d, ALL_TYPES, 1, MAX_RANK)
 
 
 @dataclass(frozen=True)

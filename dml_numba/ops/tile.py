@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from .._dtypes import ALL_TYPES
 from ..tensor import MAX_RANK, TensorDesc
-from ._base import (OperatorDesc, check_output_sizes, check_rank, check_same_rank,
-                    check_same_type, check_tensor, check_type)
+from ._base import OperatorDesc, check_output_sizes, check_unary_tensors
 
 
 @dataclass(frozen=True)
@@ -26,12 +25,7 @@ class TileOperatorDesc(OperatorDesc):
     repeats: tuple
 
     def _validate(self, c):
-        inp = check_tensor(c, "input_tensor", self.input_tensor)
-        out = check_tensor(c, "output_tensor", self.output_tensor)
-        check_rank(c, "input_tensor", inp, 1, MAX_RANK)
-        check_type(c, "input_tensor", inp, ALL_TYPES)
-        check_same_type(c, "output_tensor", out, inp, "input_tensor")
-        check_same_rank(c, "output_tensor", out, inp, "input_tensor")
+        inp, out = check_unary_tensors(c, self, ALL_TYPES, 1, MAX_RANK)
         r = c.int_tuple("repeats", self.repeats, length=inp.rank, lo=1)
         self._set("repeats", r)
         check_output_sizes(c, "output_tensor", out, (n * k for n, k in zip(inp.sizes, r)),
