@@ -25,6 +25,23 @@ def median_time(fn, *, repeat: int = 7, number: int = 1, warmup: int = 1) -> flo
     return statistics.median(samples)
 
 
+def paired_times(fn_a, fn_b, *, repeat: int = 9) -> tuple[float, float]:
+    """Medians of ``fn_a`` and ``fn_b`` sampled alternately, so that both see the same machine
+    state (a shared, noisy machine drifts between consecutive measurements)."""
+    time.sleep(0.2)
+    fn_a(), fn_b()
+    a, b = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn_a()
+        t1 = time.perf_counter()
+        fn_b()
+        t2 = time.perf_counter()
+        a.append(t1 - t0)
+        b.append(t2 - t1)
+    return statistics.median(a), statistics.median(b)
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:

@@ -7,7 +7,7 @@ import numba
 import numpy as np
 
 import dml_numba as dml
-from benchmarks._harness import Table, median_time, torch_or_none
+from benchmarks._harness import Table, median_time, paired_times, torch_or_none
 
 
 @numba.njit(parallel=True, cache=True)
@@ -29,15 +29,13 @@ def run(quick: bool = False) -> Table:
                   ["workload", "dml_numba ms", "GB/s", "vs parallel copy", "peer", "peer ms",
                    "speed-up vs peer", "PyTorch ms", "speed-up vs PyTorch"])
 
-    copies = {}
-
-    def copy_ratio(t, out_nbytes):
-        """t(parallel Numba copy of the output's bytes) / t(operator): 1.0 = the memory limit."""
-        if out_nbytes not in copies:
-            src = np.ones(out_nbytes // 4, np.float32)
-            dst = np.empty_like(src)
-            copies[out_nbytes] = median_time(lambda: _parallel_copy(src, dst), repeat=2 * repeat)
-        return copies[out_nbytes] / t
+    def timed(fn, out_nbytes):
+        """(t(operator), t(copy)/t(operator)): the copy moves the output's bytes with a parallel
+        Numba loop, sampled alternately with the operator; 1.0 = the memory limit."""
+        src = np.ones(out_nbytes // 4, np.float32)
+        dst = np.empty_like(src)
+        t, t_copy = paired_times(fn, lambda: _parallel_copy(src, dst), repeat=2 * repeat)
+        return t, t_copy / t
 
     pads = ((0, 0, 4, 4), (0, 0, 4, 4))
     torch_modes = {"constant": "constant", "edge": "replicate", "reflection": "reflect",
@@ -47,7 +45,7 @@ def run(quick: bool = False) -> Table:
     for mode in ["constant", "edge", "reflection", "symmetric", "wrap"]:
         out = np.empty(tuple(n + a + b for n, a, b in zip(shape, *pads)), np.float32)
         fn = lambda: dml.padding(x, pads[0], pads[1], mode, device="cpu", out=out)  # noqa: E731
-        t = median_time(fn, repeat=repeat)
+        t, ratio = timed(fn, out.nbytes)
         np.testing.assert_array_equal(out, np.pad(x, list(zip(*pads)), mode=np_modes[mode]))
         t_np = median_time(lambda: np.pad(x, list(zip(*pads)), mode=np_modes[mode]), repeat=repeat)
         t_torch = ""
@@ -57,39 +55,39 @@ def run(quick: bool = False) -> Table:
                                                                   mode=torch_modes[mode]),
                                   repeat=repeat)
         gbs = (x.nbytes + out.nbytes) / t / 1e9
-        table.add(f"padding {mode}", _fmt(t * 1e3), _fmt(gbs), _fmt(copy_ratio(t, out.nbytes)),
+        table.add(f"padding {mode}", _fmt(t * 1e3), _fmt(gbs), _fmt(ratio),
                   "np.pad", _fmt(t_np * 1e3), _fmt(t_np / t),
                   _fmt(t_torch * 1e3) if t_torch else "n/a (no such mode)",
                   _fmt(t_torch / t) if t_torch else "n/a")
 
     xs = x[:, :, :128, :128].copy()
     out = np.empty(shape, np.float32)
-    t = median_time(lambda: dml.tile(xs, (1, 1, 2, 2), device="cpu", out=out), repeat=repeat)
+    t, ratio = timed(lambda: dml.tile(xs, (1, 1, 2, 2), device="cpu", out=out), out.nbytes)
     np.testing.assert_array_equal(out, np.tile(xs, (1, 1, 2, 2)))
     t_np = median_time(lambda: np.tile(xs, (1, 1, 2, 2)), repeat=repeat)
     t_torch = median_time(lambda: torch.from_numpy(xs).repeat(1, 1, 2, 2), repeat=repeat) if torch else 0
     table.add("tile (1,1,2,2)", _fmt(t * 1e3), _fmt((xs.nbytes + out.nbytes) / t / 1e9),
-              _fmt(copy_ratio(t, out.nbytes)), "np.tile", _fmt(t_np * 1e3), _fmt(t_np / t),
+              _fmt(ratio), "np.tile", _fmt(t_np * 1e3), _fmt(t_np / t),
               _fmt(t_torch * 1e3) if torch else "n/a", _fmt(t_torch / t) if torch else "n/a")
 
     out = np.empty(shape, np.float32)
-    t = median_time(lambda: dml.slice1(x, (0, 0, 0, 0), shape, (1, -1, 1, -1), device="cpu", out=out),
-                    repeat=repeat)
+    t, ratio = timed(lambda: dml.slice1(x, (0, 0, 0, 0), shape, (1, -1, 1, -1), device="cpu",
+                                        out=out), out.nbytes)
     np.testing.assert_array_equal(out, x[:, ::-1, :, ::-1])
     t_np = median_time(lambda: np.copyto(out, x[:, ::-1, :, ::-1]), repeat=repeat)
     t_torch = median_time(lambda: torch.flip(torch.from_numpy(x), (1, 3)), repeat=repeat) if torch else 0
     table.add("slice1 reversing C and W", _fmt(t * 1e3), _fmt(2 * x.nbytes / t / 1e9),
-              _fmt(copy_ratio(t, out.nbytes)), "NumPy strided copy", _fmt(t_np * 1e3),
+              _fmt(ratio), "NumPy strided copy", _fmt(t_np * 1e3),
               _fmt(t_np / t), _fmt(t_torch * 1e3) if torch else "n/a",
               _fmt(t_torch / t) if torch else "n/a")
 
     out = np.empty((8, 16, 128, 256), np.float32)
-    t = median_time(lambda: dml.slice1(x, (0, 0, 0, 0), shape, (1, 1, 2, 1), device="cpu", out=out),
-                    repeat=repeat)
+    t, ratio = timed(lambda: dml.slice1(x, (0, 0, 0, 0), shape, (1, 1, 2, 1), device="cpu",
+                                        out=out), out.nbytes)
     t_np = median_time(lambda: np.copyto(out, x[:, :, ::2, :]), repeat=repeat)
     t_torch = median_time(lambda: torch.from_numpy(x)[:, :, ::2, :].contiguous(), repeat=repeat) if torch else 0
     table.add("slice1 every 2nd row", _fmt(t * 1e3), _fmt(2 * out.nbytes / t / 1e9),
-              _fmt(copy_ratio(t, out.nbytes)), "NumPy strided copy", _fmt(t_np * 1e3),
+              _fmt(ratio), "NumPy strided copy", _fmt(t_np * 1e3),
               _fmt(t_np / t), _fmt(t_torch * 1e3) if torch else "n/a",
               _fmt(t_torch / t) if torch else "n/a")
     return table

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from benchmarks._harness import machine
 
+MARKER = "<!-- analysis: kept when the tables above are regenerated -->"
 SUITES = ["bench_data_movement", "bench_lp_pooling", "bench_dispatch", "bench_convolution"]
 
 
@@ -26,11 +27,15 @@ def main(argv=None):
         mod = importlib.import_module(f"benchmarks.{name}")
         parts.append(mod.run(quick=args.quick).markdown())
     if args.write:
+        path = Path(__file__).with_name("RESULTS.md")
+        kept = ""
+        if path.exists() and MARKER in path.read_text():
+            kept = path.read_text().split(MARKER, 1)[1]  # the hand-written analysis survives
         cmd = "python3 -m benchmarks.run_all --write" + (" --quick" if args.quick else "")
         head = (f"# Benchmark results\n\nMeasured {datetime.date.today()} on {machine()}.\n"
                 f"Command: `{cmd}`. Every ratio compares timings taken in the same run "
                 "(medians); the machine is shared and noisy, so read ratios, not single times.\n\n")
-        Path(__file__).with_name("RESULTS.md").write_text(head + "\n".join(parts))
+        path.write_text(head + "\n".join(parts) + "\n" + MARKER + kept)
 
 
 if __name__ == "__main__":

