@@ -21,6 +21,7 @@ import numpy as np
 import dml_numba as dml
 
 OPS = ("padding", "lp_pooling", "convolution", "tile", "slice1")
+SETTLE_S = 0.05  # pause before each steady-state measurement, for other thread pools to idle
 
 
 @dataclass
@@ -328,21 +329,28 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
     budget, max_runs = (0.3, 7) if quick else (1.0, 25)
     total = sum(len(devices) + (len(w.peers) if peers else 0) for w in chosen)
     bar = Progress(total, progress)
-    rows: list[Row] = []
     rng = np.random.default_rng(0)
+    prepared = []
     for w in chosen:
         desc, inputs = w.make(dtype, rng)
-        work = _work(w, desc, inputs)
+        prepared.append((w, desc, inputs, _work(w, desc, inputs)))
+    # Every device first, then every peer: a peer's thread pool (ONNX Runtime, PyTorch, BLAS)
+    # keeps spinning for a while after it returns and would steal cores from the next
+    # measurement (seen: a 0.05 ms kernel timed at 8 ms right after ONNX Runtime).
+    device_rows: dict = {}
+    for w, desc, inputs, work in prepared:
         unit = "GB/s" if w.kind == "bytes" else "GFLOP/s"
-        ref = None
         for device in devices:
             bar.step(f"{w.name} on {device}")
             first, warm = _device_runner(device, desc, inputs)
+            time.sleep(SETTLE_S)
             steady = _steady(warm, budget, max_runs)
-            ref = steady if device == "numpy" else ref
-            rows.append(Row(w.op, w.name, device, "device", list(desc.output.sizes), dtype.name,
-                            first, steady, work / steady / 1e9, unit,
-                            ref / steady if ref else None))
+            device_rows.setdefault(w.name, []).append(
+                Row(w.op, w.name, device, "device", list(desc.output.sizes), dtype.name, first,
+                    steady, work / steady / 1e9, unit))
+    peer_rows: dict = {}
+    for w, desc, inputs, work in prepared:
+        unit = "GB/s" if w.kind == "bytes" else "GFLOP/s"
         for name, factory in (w.peers.items() if peers else ()):
             bar.step(f"{w.name} with {name}")
             try:
@@ -350,13 +358,22 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
                 t0 = time.perf_counter()
                 fn()
                 first = time.perf_counter() - t0
+                time.sleep(SETTLE_S)
                 steady = _steady(fn, budget, max_runs)
             except PeerUnavailable:
                 continue
             except Exception:  # a peer that cannot do this dtype or shape
                 continue
-            rows.append(Row(w.op, w.name, name, "peer", list(desc.output.sizes), dtype.name, first,
-                            steady, work / steady / 1e9, unit, ref / steady if ref else None))
+            peer_rows.setdefault(w.name, []).append(
+                Row(w.op, w.name, name, "peer", list(desc.output.sizes), dtype.name, first,
+                    steady, work / steady / 1e9, unit))
+    rows: list[Row] = []
+    for w, *_ in prepared:
+        group = device_rows.get(w.name, []) + peer_rows.get(w.name, [])
+        ref = next((r.steady_s for r in group if r.impl == "numpy"), None)
+        for r in group:
+            r.speedup_vs_numpy = ref / r.steady_s if ref else None
+        rows += group
     return rows
 
 
