@@ -1,4 +1,4 @@
-"""``dml-numba`` / ``python -m dml_numba``: demo, info and cache management."""
+"""``dml-numba`` / ``python -m dml_numba``: profile, demo, info and cache management."""
 from __future__ import annotations
 
 import argparse
