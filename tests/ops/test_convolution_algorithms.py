@@ -54,6 +54,7 @@ def test_automatic_choice():
     assert cpu_conv.choose_algorithm(desc(64, 64, 1)) == "gemm"
     assert cpu_conv.choose_algorithm(desc(64, 64, 64)) == "direct"  # depthwise
     assert cpu_conv.choose_algorithm(desc(4, 4, 1)) == "direct"     # too small for BLAS
+    assert cpu_conv.choose_algorithm(desc(128, 128, 8)) == "direct"  # 16 output channels a group
 
 
 def test_bad_algorithm_refused():
