@@ -75,7 +75,8 @@ def _emit_direct(key) -> str:
             w(f"g = m // {mg}")
             if not forward:
                 w(f"col = m - g * {mg}")
-            yrow = lambda j: f"y[{index('n', 'm', *o, j)}]"  # noqa: E731
+            w(f"yr = y[{index('n', 'm', *o)}]")  # 1-D row views keep LLVM's work small
+            yrow = lambda j: f"yr[{j}]"  # noqa: E731
             with w.block(f"for j in range({o_l}):"):
                 w(f"{yrow('j')} = 0")
 
@@ -88,6 +89,7 @@ def _emit_direct(key) -> str:
                         starts={"o": o, "k": ksz[:-1], "pad": d.start_padding[:-1]},
                         steps=d.strides[:-1], dilations=d.dilations[:-1], transposed=not forward,
                         flip=flip)
+                    w(f"xr = x[{index('n', 'ci', *a)}]")
                     for kk in range(k_l):  # the last axis' taps, unrolled with constant ranges
                         fk = k_l - 1 - kk if flip else kk
                         off = kk * d_l - p_l
@@ -102,7 +104,7 @@ def _emit_direct(key) -> str:
                             continue
                         w(f"wv = w[{widx}]")
                         with w.block(f"for j in range({lo}, {hi}):"):
-                            w(f"{yrow(yi)} += x[{index('n', 'ci', *a, xi)}] * wv")
+                            w(f"{yrow(yi)} += xr[{xi}] * wv")
 
             if forward and prod(ksz) <= FUSED_MAX_TAPS:
                 _emit_fused_rows(w, d, o, a, yrow, per_tap=_per_tap)
@@ -146,17 +148,21 @@ def _emit_fused_rows(w, d, o, a, yrow, per_tap) -> None:
     def xcol(off):
         return f"j * {s_l} + {off}" if s_l != 1 else f"j + {off}"
 
+    def xrow(combo):
+        return "xr_" + "_".join(map(str, combo)) if combo else "xr"
+
     def term(combo, kk, col):
         fidx = [ksz[i] - 1 - t if flip else t for i, t in enumerate(combo)]
         fk = k_l - 1 - kk if flip else kk
-        rows = [f"{o[i]} * {d.strides[i]} + {combo[i] * d.dilations[i] - d.start_padding[i]}"
-                for i in range(nd - 1)]
-        return f"x[{index('n', 'ci', *rows, col)}] * w_{'_'.join(map(str, fidx + [fk]))}"
+        return f"{xrow(combo)}[{col}] * w_{'_'.join(map(str, fidx + [fk]))}"
 
     with w.block(f"if {' and '.join(conds)}:" if conds else "if True:"):
         with w.block(f"for c in range({cg}):"):
             w(f"ci = g * {cg} + c")
             for combo in combos:
+                rows = [f"{o[i]} * {d.strides[i]} + {combo[i] * d.dilations[i] - d.start_padding[i]}"
+                        for i in range(nd - 1)]
+                w(f"{xrow(combo)} = x[{index('n', 'ci', *rows)}]")
                 for kk in range(k_l):
                     fidx = [ksz[i] - 1 - t if flip else t for i, t in enumerate(combo)]
                     fk = k_l - 1 - kk if flip else kk
