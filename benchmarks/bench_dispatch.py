@@ -56,24 +56,37 @@ def run(quick: bool = False) -> Table:
     import os
 
     os.environ["DML_NUMBA_DISK_CACHE"] = "0"
-    times = []
+
+    def compile_time(desc, **options):
+        t0 = time.perf_counter()
+        dml.compile_operator(desc, "cpu", **options)
+        return time.perf_counter() - t0
+
+    pads = []
     for i, mode in enumerate(["edge", "reflection", "symmetric", "wrap", "constant"] * (1 if quick else 2)):
         shape = (2, 3, 30 + i, 41 + i)
-        xi = np.ones(shape, np.float32)
-        t0 = time.perf_counter()
-        dml.padding(xi, (0, 1, 2, 3), (1, 0, 3, 2), mode, device="cpu")
-        times.append(time.perf_counter() - t0)
+        out = (3, 4, 35 + i, 46 + i)
+        pads.append(compile_time(dml.PaddingOperatorDesc(
+            dml.TensorDesc(f32, shape), dml.TensorDesc(f32, out), dml.PaddingMode[mode.upper()],
+            0.0, (0, 1, 2, 3), (1, 0, 3, 2))))
+    convs = {True: [], False: []}
     for i in range(2 if quick else 4):
-        xi = np.ones((2, 4, 20 + i, 21), np.float32)
-        wi = np.ones((8, 4, 3, 3), np.float32)
-        t0 = time.perf_counter()
-        dml.convolution(xi, wi, start_padding=(1, 1), end_padding=(1, 1), device="cpu")
-        times.append(time.perf_counter() - t0)
+        xs, ws = (2, 4, 20 + i, 21), (8, 4, 3, 3)
+        desc = dml.ConvolutionOperatorDesc(
+            dml.TensorDesc(f32, xs), dml.TensorDesc(f32, ws), None, dml.TensorDesc(f32, (2, 8, 20 + i, 21)),
+            1, 0, (1, 1), (1, 1), (1, 1), (1, 1), (0, 0), 1)
+        for par in (False, True):
+            convs[par].append(compile_time(desc, parallel=par))
     os.environ.pop("DML_NUMBA_DISK_CACHE")
-    times.sort()
-    table.add("compile a new specialisation (pads 4-D, conv 3x3), median / max",
-              f"{times[len(times) // 2]:.3f} s / {times[-1]:.3f} s", "target 2 s",
-              f"{2 / times[-1]:.1f}x under")
+
+    def med_max(ts):
+        ts = sorted(ts)
+        return f"{ts[len(ts) // 2]:.3f} s / {ts[-1]:.3f} s", f"{2 / ts[-1]:.1f}x under" if ts[-1] < 2 else f"{ts[-1] / 2:.2f}x over"
+
+    for label, ts in (("padding, 4-D, every mode", pads), ("convolution 3x3, serial kernel", convs[False]),
+                      ("convolution 3x3, parallel kernel", convs[True])):
+        value, ratio = med_max(ts)
+        table.add(f"compile a new specialisation: {label} (median / max)", value, "target 2 s", ratio)
 
     with tempfile.TemporaryDirectory() as d:
         env = {"DML_NUMBA_CACHE_DIR": d}
