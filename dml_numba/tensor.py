@@ -14,11 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._dims import packed_strides, prod
-from ._dtypes import DataType
+from ._dtypes import _TO_NUMPY, DataType
 from ._errors import Checker, ValidationError
 
 MAX_RANK = 8
-_NUMPY = {t: t.numpy for t in DataType}
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class TensorDesc:
 
     @property
     def dtype(self) -> np.dtype:
-        return _NUMPY[self.data_type]
+        return _TO_NUMPY[self.data_type]  # the table itself: this is on every call's path
 
     @property
     def element_strides(self) -> tuple[int, ...]:
@@ -102,6 +101,9 @@ def _where(owner: str, field: str) -> str:
 
 def view_host(array, tdesc: TensorDesc, owner: str, field: str, *, writable: bool = False):
     """The N-d view of ``array`` through which the kernel reads or writes tensor ``tdesc``."""
+    if (type(array) is np.ndarray and array.shape == tdesc.sizes and array.dtype == tdesc.dtype
+            and (not writable or array.flags.writeable)):
+        return array  # the common case, decided before building any message
     where = _where(owner, field)
     if not isinstance(array, np.ndarray):
         if hasattr(array, "__cuda_array_interface__"):
@@ -158,16 +160,11 @@ class HostDevice:
         if stream is not None:
             raise ValidationError(f"{owner}.stream: {stream!r} is invalid; expected None on the "
                                   f"{self.name!r} device (streams are CUDA's)")
-        views = [a if type(a) is np.ndarray and a.shape == t.sizes and a.dtype == t.dtype
-                 else view_host(a, t, owner, f) for a, (f, t) in zip(inputs, input_specs)]
+        views = [view_host(a, t, owner, f) for a, (f, t) in zip(inputs, input_specs)]
         if out is None:
             result = target = np.empty(out_desc.sizes, out_desc.dtype)
         else:
-            if (type(out) is np.ndarray and out.shape == out_desc.sizes
-                    and out.dtype == out_desc.dtype and out.flags.writeable):
-                target = out  # the common case, checked without building a view
-            else:
-                target = view_host(out, out_desc, owner, "out", writable=True)
+            target = view_host(out, out_desc, owner, "out", writable=True)
             check_no_overlap(target, views, owner)
             result = out
         kernel(views, target)
