@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._codegen import SourceWriter
+import numpy as np
+
+from ._codegen import SourceWriter, literal
+from ._dtypes import DataType
 
 PAD_KINDS = ("shift", "clamp", "reflect", "symmetric", "wrap")
 
@@ -67,3 +70,16 @@ class AxisMap:
 class GatherPlan:
     maps: tuple[AxisMap, ...]
     constant: object = None  # the value outside 'shift' axes (CONSTANT padding), else None
+
+
+def storage_dtype(data_type: DataType) -> np.dtype:
+    """What a data-movement kernel sees: float16 moves as its uint16 bits (bit-exact; Numba's CPU
+    target has no half, and on CUDA it keeps the PTX plain integer moves)."""
+    return np.dtype(np.uint16) if data_type == DataType.FLOAT16 else data_type.numpy
+
+
+def constant_literal(value, data_type: DataType) -> str:
+    """Source for the padding constant as the kernel stores it (float16 as its bit pattern)."""
+    if data_type == DataType.FLOAT16:
+        value = int(np.array(value, np.float16).view(np.uint16))
+    return literal(value, storage_dtype(data_type))

@@ -12,10 +12,10 @@ import numpy as np
 
 from .. import _diskcache
 from .._cache import cache
-from .._codegen import SourceWriter, decompose, index, literal, preamble
+from .._codegen import SourceWriter, decompose, index, preamble
 from .._dims import prod
 from .._dtypes import DataType
-from .._gather import PAD_KINDS, GatherPlan
+from .._gather import PAD_KINDS, GatherPlan, constant_literal, storage_dtype
 from .._version import __version__
 
 #: below this many output elements (times window taps for reductions) a serial loop nest is
@@ -48,11 +48,6 @@ def make_key(op: str, desc, options, work: int) -> KernelKey:
                               "expected only 'parallel' on the 'cpu' device")
     return KernelKey(op, desc, resolve_parallel(options.get("parallel"), work),
                      _diskcache.enabled())
-
-
-def storage_dtype(data_type: DataType) -> np.dtype:
-    """What the kernel sees: float16 moves as its uint16 bits (Numba's CPU target has no half)."""
-    return np.dtype(np.uint16) if data_type == DataType.FLOAT16 else data_type.numpy
 
 
 def header(w: SourceWriter, key: KernelKey) -> str:
@@ -119,7 +114,7 @@ def _emit_gather_body(w, loop, plan, desc):
     maps = plan.maps
     rank = len(maps)
     if plan.constant is not None:
-        w(f"v = {literal(_bits(plan.constant, desc.output_tensor.data_type), storage_dtype(desc.output_tensor.data_type))}")
+        w(f"v = {constant_literal(plan.constant, desc.output_tensor.data_type)}")
     outer = [f"o{d}" for d in range(rank - 1)]
     inner = [f"i{d}" for d in range(rank - 1)]
     last = maps[-1]
@@ -156,13 +151,6 @@ def _emit_gather_body(w, loop, plan, desc):
                     w(f"y[{index(*outer, 'j')}] = v")
         else:
             row()
-
-
-def _bits(value, data_type):
-    """A padding value as the kernel stores it (float16 as its bit pattern)."""
-    if data_type == DataType.FLOAT16:
-        return int(np.array(value, np.float16).view(np.uint16))
-    return value
 
 
 def _emit_row(w, outer, inner, m, constant: bool):

@@ -14,9 +14,9 @@ import numpy as np
 
 from .. import _diskcache
 from .._cache import cache
-from .._codegen import SourceWriter, decompose, index, literal, preamble
+from .._codegen import SourceWriter, decompose, index, preamble
 from .._dtypes import DataType, accumulator
-from .._gather import GatherPlan
+from .._gather import GatherPlan, constant_literal, storage_dtype
 from .._version import __version__
 from ._launch import geometry
 
@@ -74,11 +74,6 @@ def emit_reduction(key: CudaKey, args: str, channel: str, element) -> str:
     return w.text()
 
 
-def storage_dtype(data_type: DataType) -> np.dtype:
-    """Data movement moves float16 as its uint16 bits (bit-exact, and plain integer PTX)."""
-    return np.dtype(np.uint16) if data_type == DataType.FLOAT16 else data_type.numpy
-
-
 def half_load(data_type: DataType):
     """Reads of half inputs convert to float32 (fp16 is stored as fp16, computed in fp32)."""
     if data_type == DataType.FLOAT16:
@@ -133,9 +128,7 @@ def emit_gather(key: CudaKey, plan: GatherPlan) -> str:
     header(w, key)
     dt = desc.output_tensor.data_type
     if plan.constant is not None:
-        bits = (int(np.array(plan.constant, np.float16).view(np.uint16))
-                if dt == DataType.FLOAT16 else plan.constant)
-        w(f"V = {literal(bits, storage_dtype(dt))}")
+        w(f"V = {constant_literal(plan.constant, dt)}")
         w()
         w()
     with element_loop(w, key, "x, y", desc.output_tensor.element_count):
