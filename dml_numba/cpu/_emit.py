@@ -72,6 +72,19 @@ class CpuKernel:
         raise NotImplementedError
 
 
+def run_in_accumulator(acc: np.dtype, run, inputs, out) -> None:
+    """``run(inputs, y)`` with inputs and ``y`` in the accumulator type (float16 has no Numba
+    CPU type: it is computed in float32 and stored as half). ``y`` is ``out`` itself when it
+    already has that type and is C-contiguous."""
+    if any(a.dtype != acc for a in inputs):
+        inputs = [a.astype(acc) for a in inputs]
+    direct = out.dtype == acc and out.flags.c_contiguous
+    y = out if direct else np.empty(out.shape, acc)
+    run(inputs, y)
+    if not direct:
+        out[...] = y
+
+
 def _signature(arg_types):
     """Numba types for ``[(numpy dtype, ndim)]``; ndim 0 is a scalar."""
     import numba

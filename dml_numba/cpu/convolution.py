@@ -24,12 +24,12 @@ import numpy as np
 
 from .._codegen import SourceWriter, conv_epilogue, decompose, index, open_window_loops
 from .._dims import prod
-from .._dtypes import DataType, accumulator
+from .._dtypes import accumulator
 from .._errors import ValidationError
 from .._registry import register
 from ..ops.convolution import ConvolutionDirection, ConvolutionMode, ConvolutionOperatorDesc
 from .. import _diskcache
-from ._emit import KernelKey, build, header, make_key
+from ._emit import KernelKey, build, header, make_key, run_in_accumulator
 
 #: bound on the im2col / columns buffer of one call; larger batches are processed in chunks
 COLUMNS_BUDGET_BYTES = 8 << 20  # one 3x3 64-channel 56x56 image: cache-friendly, ~5% faster than 64 MiB
@@ -325,18 +325,16 @@ class ConvolutionKernel:
         self.desc = desc
         self.algorithm = algorithm or choose_algorithm(desc)
         self.acc = accumulator(desc.input_tensor.data_type)
-        self._f16 = desc.input_tensor.data_type == DataType.FLOAT16
         rank = desc.input_tensor.rank
         has_bias = desc.bias_tensor is not None
         cg = desc.input_tensor.sizes[1] // desc.group_count
         taps = prod(desc.filter_tensor.sizes[2:])
         work = desc.output_tensor.element_count * cg * taps
+        key = make_key("convolution", desc, options, work)  # also validates the options
         if self.algorithm == "direct":
-            key = make_key("convolution", desc, options, work)
             self.source = emit(key)
             self.fn = build(key, self.source, [(self.acc, rank)] * (4 if has_bias else 3))
             return
-        make_key("convolution", desc, options, work)  # validates the options
         par = options.get("parallel")
         forward = desc.direction == ConvolutionDirection.FORWARD
         n_ = desc.input_tensor.sizes[0]
@@ -355,8 +353,7 @@ class ConvolutionKernel:
             # thread pools handing the cores back and forth (OpenBLAS threads yield-spin after
             # each call, libgomp's spin too) cost more than the kernels gain (measured: 3x3
             # 64->64 on 8x56x56, 72 GFLOP/s serial vs 42 parallel, see benchmarks/RESULTS.md).
-            key = KernelKey(op, desc, bool(par) if par is not None else False,
-                            _diskcache.enabled())
+            key = KernelKey(op, desc, bool(par), _diskcache.enabled())
             src = emit(key)
             sources.append(src)
             return build(key, src, arg_types)
@@ -385,20 +382,12 @@ class ConvolutionKernel:
         return buf
 
     def __call__(self, inputs, out):
-        if self._f16 or any(a.dtype != self.acc for a in inputs):
-            inputs = [a.astype(self.acc) for a in inputs]
-        direct_out = out.dtype == self.acc and out.flags.c_contiguous
-        y = out if direct_out else np.empty(out.shape, self.acc)
-        if self.algorithm == "direct":
-            self.fn(*inputs, y)
-        else:
-            self._gemm(*inputs, y)
-        if not direct_out:
-            out[...] = y
+        run = (lambda xs, y: self.fn(*xs, y)) if self.algorithm == "direct" else self._gemm
+        run_in_accumulator(self.acc, run, inputs, out)
 
-    def _gemm(self, x, w, b=None, y=None):
-        if y is None:  # called as (x, w, y)
-            b, y = None, b
+    def _gemm(self, inputs, y):
+        x, w = inputs[:2]
+        b = inputs[2] if len(inputs) > 2 else None
         d = self.desc
         nd = x.ndim - 2
         g = d.group_count

@@ -2,14 +2,13 @@
 element over the window (|x|**p summed in the accumulator type, then the p-th root)."""
 from __future__ import annotations
 
-import numpy as np
 
 from .._codegen import SourceWriter, decompose, pool_element
 from .._dims import prod
-from .._dtypes import DataType, accumulator
+from .._dtypes import accumulator
 from .._registry import register
 from ..ops.lp_pooling import LpPooling1OperatorDesc
-from ._emit import CpuKernel, header, make_key
+from ._emit import CpuKernel, header, make_key, run_in_accumulator
 
 
 def emit(key) -> str:
@@ -31,18 +30,12 @@ class LpPoolingKernel(CpuKernel):
     def __init__(self, desc, options):
         work = desc.output_tensor.element_count * prod(desc.window_size)
         key = make_key("lp_pooling", desc, options, work)
-        acc = accumulator(desc.input_tensor.data_type)
+        self.acc = accumulator(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
-        super().__init__(key, emit(key), [(acc, rank), (acc, rank)])
-        self._f16 = desc.input_tensor.data_type == DataType.FLOAT16
+        super().__init__(key, emit(key), [(self.acc, rank), (self.acc, rank)])
 
     def __call__(self, inputs, out):
-        if self._f16:  # Numba's CPU target has no half: compute in float32, store half
-            tmp = np.empty(out.shape, np.float32)
-            self.fn(inputs[0].astype(np.float32), tmp)
-            out[...] = tmp
-        else:
-            self.fn(inputs[0], out)
+        run_in_accumulator(self.acc, lambda xs, y: self.fn(xs[0], y), inputs, out)
 
 
 register(LpPooling1OperatorDesc, "cpu")(LpPoolingKernel)
