@@ -20,6 +20,8 @@ import numpy as np
 
 import dml_numba as dml
 
+from ._dims import pooled_size, transposed_size
+
 OPS = ("padding", "lp_pooling", "convolution", "tile", "slice1")
 SETTLE_S = 0.05  # pause before each steady-state measurement, for other thread pools to idle
 
@@ -105,10 +107,8 @@ def _conv(xs, ws, s, p, g, direction=0, act=None):
         w = (_data(ws, dtype, rng) * 0.1).astype(dtype)
         cout = ws[0] if direction == 0 else ws[1] * g
         b = _data((1, cout, 1, 1), dtype, rng)
-        if direction == 0:
-            spatial = tuple((n + 2 * pp - k) // ss + 1 for n, pp, k, ss in zip(xs[2:], p, ws[2:], s))
-        else:
-            spatial = tuple((n - 1) * ss + k - 2 * pp for n, pp, k, ss in zip(xs[2:], p, ws[2:], s))
+        size = pooled_size if direction == 0 else transposed_size
+        spatial = tuple(size(n, pp, pp, k, ss, 1) for n, pp, k, ss in zip(xs[2:], p, ws[2:], s))
         desc = dml.ConvolutionOperatorDesc(
             _t(dtype, xs), _t(dtype, ws), _t(dtype, b.shape), _t(dtype, (xs[0], cout) + spatial),
             dml.ConvolutionMode.CROSS_CORRELATION, direction, s, (1, 1), p, p, (0, 0), g, act)
@@ -127,7 +127,7 @@ def _conv(xs, ws, s, p, g, direction=0, act=None):
 
 def _pool(xs, w, s, p):
     def make(dtype, rng):
-        spatial = tuple((n - ww) // ss + 1 for n, ww, ss in zip(xs[2:], w, s))
+        spatial = tuple(pooled_size(n, 0, 0, ww, ss) for n, ww, ss in zip(xs[2:], w, s))
         desc = dml.LpPooling1OperatorDesc(_t(dtype, xs), _t(dtype, xs[:2] + spatial), s, w,
                                           (0, 0), (0, 0), (1, 1), p)
         return desc, [_data(xs, dtype, rng)]
