@@ -36,8 +36,11 @@ def _info(args) -> int:
     for name, status in dml.device_status().items():
         print(f"device {name:6s} {status}")
     usage = _diskcache.usage()
-    print(f"disk cache {usage['dir']} ({'on' if _diskcache.enabled() else 'off'}): "
-          f"{usage['modules']} modules, {usage['bytes'] / 1e6:.1f} MB")
+    if usage["on"]:
+        print(f"disk cache on: {usage['library_dir']}: {usage['modules']} modules, "
+              f"{usage['bytes'] / 1e6:.1f} MB")
+    else:
+        print(f"disk cache off: {usage['reason']}")
     print(f"memory cache (this process): {dml.cache.stats()}")
     return 0
 
@@ -46,9 +49,27 @@ def _cache(args) -> int:
     from . import _diskcache
 
     if args.action == "clear":
-        _diskcache.clear_disk()
-        print(f"cleared {_diskcache.cache_dir()}")
+        done = _diskcache.clear()
+    else:
+        done = _diskcache.prune(args.max_bytes)
+    if done["reason"]:
+        print(f"disk cache off, nothing deleted: {done['reason']}")
+        return 1
+    print(f"deleted {done['modules']} cached modules ({done['bytes'] / 1e6:.1f} MB) from "
+          f"{_diskcache.library_dir()}" + (f"; {done['remaining'] / 1e6:.1f} MB remain"
+                                          if "remaining" in done else ""))
     return 0
+
+
+def _byte_count(text: str) -> int:
+    """``12345``, ``500M``, ``2G``, ``1.5GB``: a number of bytes (k/M/G/T are powers of 1024)."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)[bB]?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count (e.g. 500M, 2G)")
+    scale = 1024 ** " kmgt".index(m.group(2).lower() or " ")
+    return int(float(m.group(1)) * scale)
 
 
 def main(argv=None) -> int:
@@ -68,9 +89,15 @@ def main(argv=None) -> int:
     sub.add_parser("demo", help="run every operator on every available device").set_defaults(fn=_demo)
     sub.add_parser("info", help="versions, devices, cache folder and counters").set_defaults(fn=_info)
     c = sub.add_parser("cache", help="manage the disk cache of generated kernels")
-    c.add_argument("action", choices=["clear"])
+    c.add_argument("action", choices=["clear", "prune"],
+                   help="clear: delete every cached kernel; prune: delete the least recently used "
+                        "until the folder holds at most --max-bytes")
+    c.add_argument("--max-bytes", type=_byte_count, default=None, metavar="N",
+                   help="for prune: the size to keep (bytes, or with k/M/G)")
     c.set_defaults(fn=_cache)
     args = parser.parse_args(argv)
+    if getattr(args, "action", None) == "prune" and args.max_bytes is None:
+        parser.error("cache prune needs --max-bytes N")
     return args.fn(args)
 
 

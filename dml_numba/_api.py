@@ -1,10 +1,10 @@
 """compile_operator and the compiled operator: validate -> key -> lowering; bind -> run."""
 from __future__ import annotations
 
-from ._cache import cache
+from ._cache import cache, freeze
 from ._errors import ValidationError
 from ._registry import get_device, get_lowering
-from .ops._base import OperatorDesc
+from .ops._base import DESCRIPTOR_TYPES, OperatorDesc
 from .tensor import TensorDesc
 
 
@@ -52,12 +52,39 @@ def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
 
     Options (CPU): ``parallel`` = None (automatic by work size), True or False.
     """
-    if not isinstance(desc, OperatorDesc):
+    if not isinstance(desc, OperatorDesc) or type(desc) not in DESCRIPTOR_TYPES:
+        what = ("a subclass of " + next(b.__name__ for b in type(desc).__mro__
+                                        if b in DESCRIPTOR_TYPES)
+                if isinstance(desc, OperatorDesc) and any(
+                    b in DESCRIPTOR_TYPES for b in type(desc).__mro__) else None)
         raise ValidationError(f"compile_operator.desc: {type(desc).__name__} is invalid; expected "
-                              "an operator descriptor such as PaddingOperatorDesc")
+                              "one of dml_numba's operator descriptors such as "
+                              "PaddingOperatorDesc" + (f" (not {what})" if what else ""))
     opts = tuple(sorted(options.items()))
-    return cache.get_or_build(("operator", desc, device, opts),
+    check_allocatable(desc)
+    return cache.get_or_build(("operator", freeze(desc), device, freeze(opts)),
                               lambda: _build(desc, device, dict(opts)))
+
+
+def _physical_memory() -> int | None:
+    try:
+        import os
+
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return None
+
+
+def check_allocatable(desc) -> None:
+    """Refuse, before compiling, an output larger than this machine's memory: it could never be
+    allocated (or bound: outputs may not alias, so a buffer needs every byte)."""
+    out = desc.output
+    need = out.element_count * out.data_type.itemsize
+    mem = _physical_memory()
+    if mem is not None and need > mem:
+        raise ValidationError(
+            f"{type(desc).__name__}.{desc.output_field}.sizes: {out.sizes} is invalid; the output "
+            f"needs {need} bytes, expected at most this machine's memory ({mem} bytes)")
 
 
 def _build(desc, device, options):
@@ -68,12 +95,13 @@ def _build(desc, device, options):
 
 
 def _signature(value):
-    """A hashable stand-in for a functional-layer argument (arrays by type, shape and dtype)."""
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
+    """A hashable stand-in for a functional-layer argument: arrays by type, shape and dtype;
+    everything else through :func:`freeze` (floats by bits, bools apart from ints)."""
+    if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "__len__"):
         return (type(value), tuple(value.shape), value.dtype)
-    if isinstance(value, list):
-        return tuple(_signature(v) for v in value)
-    return value
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_signature(v) for v in value)
+    return freeze(value)
 
 
 def run_functional(name, args, make_desc, inputs, device, out):

@@ -1,44 +1,148 @@
-"""The one kernel cache: a lock around building, hit/miss counters, ``clear()``, kept sources.
+"""The one kernel cache: per-key build locks, hit/miss counters, an LRU bound, ``clear()``, kept
+sources; and :func:`freeze`, which makes keys compare floats by their bits.
 
-Keys are hashable tuples whose contents decide everything about what is built (for kernels:
-the canonical descriptor with packed tensors, the backend, the codegen options and the library
-version). The on-disk table of generated modules lives in :mod:`dml_numba._diskcache`.
+Keys are hashable and decide everything about what is built (for kernels: the canonical
+descriptor with packed tensors, the backend, the codegen options and the library version).
+Floats in keys are held by their bit pattern (``-0.0`` and ``0.0`` differ, every NaN of one
+pattern is one entry) and ``True`` is kept apart from ``1``, so a cached value is only ever
+reused for an identical request. The on-disk table of generated modules lives in
+:mod:`dml_numba._diskcache`.
+
+``DML_NUMBA_MEMORY_CACHE_SIZE`` bounds the number of entries (default 2048); the least recently
+used entry goes first, and the generated module it held leaves ``sys.modules``.
 """
 from __future__ import annotations
 
+import enum
 import os
+import struct
+import sys
 import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field, fields, is_dataclass
+
+from ._version import __version__
+
+DEFAULT_MAX_ENTRIES = 2048
+
+
+def freeze(value):
+    """A hashable stand-in for ``value`` that compares floats by bits and bools apart from ints
+    (recursively through tuples, lists, enums and dataclasses such as descriptors)."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, enum.Enum):
+        return (type(value).__name__, value.value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return ("f64", struct.pack("<d", value))
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__,) + tuple(freeze(v) for v in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return (type(value),) + tuple(freeze(getattr(value, f.name)) for f in fields(value))
+    if hasattr(value, "dtype") and hasattr(value, "shape") and not hasattr(value, "__len__"):
+        # a NumPy scalar: its bits in its own type
+        import numpy as np
+
+        a = np.asarray(value)
+        return ("np", a.dtype.str, a.tobytes())
+    return value
+
+
+@dataclass(frozen=True, eq=False)
+class KernelKey:
+    """Everything that changes a generated kernel, for every backend: the backend, the kernel
+    kind, the canonical desc (tensors packed), the codegen options and the library version.
+    ``emit(key)`` reads nothing else. Equality and hash go through :func:`freeze`."""
+
+    backend: str
+    op: str
+    desc: object
+    parallel: bool = False
+    version: str = __version__
+    _id: tuple = field(init=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_id", (self.backend, self.op, freeze(self.desc),
+                                         self.parallel, self.version))
+
+    def __eq__(self, other):
+        return isinstance(other, KernelKey) and self._id == other._id
+
+    def __hash__(self):
+        return hash(self._id)
+
+
+def _max_entries() -> int:
+    try:
+        n = int(os.environ.get("DML_NUMBA_MEMORY_CACHE_SIZE", DEFAULT_MAX_ENTRIES))
+    except ValueError:
+        n = DEFAULT_MAX_ENTRIES
+    return max(n, 1)
 
 
 class KernelCache:
-    def __init__(self):
-        self._table: dict = {}
-        self._sources: dict = {}
-        self._lock = threading.RLock()
+    def __init__(self, max_entries: int | None = None):
+        self._table: OrderedDict = OrderedDict()
+        self._sources: OrderedDict = OrderedDict()
+        self._lock = threading.RLock()  # guards the tables and the per-key locks
+        self._building: dict = {}  # key -> [lock, number of waiters]
+        self.max_entries = max_entries if max_entries is not None else _max_entries()
         self.hits = 0
         self.misses = 0
+        self.evictions = 0
 
     def get_or_build(self, key, build):
-        """The value for ``key``; ``build()`` runs once per key, under the lock."""
+        """The value for ``key``; ``build()`` runs once per key, under that key's own lock
+        (unrelated keys build in parallel)."""
         try:
             value = self._table[key]
         except KeyError:
             pass
         else:
             self.hits += 1
+            try:
+                self._table.move_to_end(key)
+            except KeyError:  # evicted meanwhile: still a valid value
+                pass
             return value
         with self._lock:
-            if key in self._table:
-                self.hits += 1
-                return self._table[key]
-            value = build()
-            self.misses += 1
-            self._table[key] = value
-            return value
+            slot = self._building.setdefault(key, [threading.RLock(), 0])
+            slot[1] += 1
+        try:
+            with slot[0]:
+                with self._lock:
+                    if key in self._table:
+                        self.hits += 1
+                        return self._table[key]
+                value = build()
+                with self._lock:
+                    self.misses += 1
+                    self._table[key] = value
+                    self._evict()
+                return value
+        finally:
+            with self._lock:
+                slot[1] -= 1
+                if slot[1] == 0:
+                    self._building.pop(key, None)
+
+    def _evict(self) -> None:
+        while len(self._table) > self.max_entries:
+            key, value = self._table.popitem(last=False)
+            self._sources.pop(key, None)
+            self.evictions += 1
+            name = getattr(getattr(value, "py_func", None), "__module__", None)
+            if isinstance(name, str) and name.startswith("dml_numba_gen_"):
+                sys.modules.pop(name, None)
 
     def record_source(self, key, source: str) -> None:
         """Keep generated source for inspection; print it when DML_NUMBA_DEBUG=1."""
-        self._sources[key] = source
+        with self._lock:
+            self._sources[key] = source
+            while len(self._sources) > self.max_entries:
+                self._sources.popitem(last=False)
         if os.environ.get("DML_NUMBA_DEBUG", "") not in ("", "0"):
             print(f"# ---- dml_numba generated source ({getattr(key, 'op', '?')}) ----\n{source}",
                   flush=True)
@@ -47,13 +151,14 @@ class KernelCache:
         return dict(self._sources)
 
     def stats(self) -> dict:
-        return {"hits": self.hits, "misses": self.misses, "entries": len(self._table)}
+        return {"hits": self.hits, "misses": self.misses, "entries": len(self._table),
+                "max_entries": self.max_entries, "evictions": self.evictions}
 
     def clear(self) -> None:
         with self._lock:
             self._table.clear()
             self._sources.clear()
-            self.hits = self.misses = 0
+            self.hits = self.misses = self.evictions = 0
 
     def __len__(self):
         return len(self._table)

@@ -86,18 +86,33 @@ def preamble(w: SourceWriter, key, title: str, key_line: str, where_decorator: s
 
 
 def describe(desc) -> list[str]:
-    """One readable line per field of a descriptor (tensors as TYPE sizes)."""
+    """One line per field of a descriptor, built from the field values (tensors as TYPE sizes,
+    enums by name, numbers as numbers), never from ``repr`` of an object: a comment line of
+    generated source must not be able to end early."""
     from dataclasses import fields
 
-    lines = [type(desc).__name__]
-    for f in fields(desc):
-        v = getattr(desc, f.name)
+    def text(v) -> str:
         if hasattr(v, "data_type") and hasattr(v, "sizes"):
-            v = f"{v.data_type.name} {v.sizes}"
-        elif hasattr(v, "name") and hasattr(v, "value"):
-            v = v.name
-        lines.append(f"  {f.name} = {v}")
-    return lines
+            return f"{v.data_type.name} {tuple(int(n) for n in v.sizes)}" + (
+                f" strides {tuple(int(n) for n in v.strides)}" if v.strides is not None else "")
+        if hasattr(v, "name") and hasattr(v, "value") and isinstance(v.value, int):
+            return str(v.name)
+        if isinstance(v, bool) or v is None:
+            return str(v)
+        if isinstance(v, int):
+            return str(int(v))
+        if isinstance(v, float):
+            return repr(float(v))
+        if isinstance(v, tuple):
+            return "(" + ", ".join(text(e) for e in v) + ("," if len(v) == 1 else "") + ")"
+        if hasattr(v, "__dataclass_fields__"):
+            return type(v).__name__ + "(" + ", ".join(
+                f"{f.name}={text(getattr(v, f.name))}" for f in fields(v)) + ")"
+        return "<" + type(v).__name__ + ">"
+
+    lines = [type(desc).__name__] + [f"  {f.name} = {text(getattr(desc, f.name))}"
+                                     for f in fields(desc)]
+    return [line.replace("\n", " ").replace("\r", " ") for line in lines]
 
 
 def index(*parts) -> str:

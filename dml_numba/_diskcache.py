@@ -1,35 +1,86 @@
 """Generated modules as real files, so Numba's ``cache=True`` reuses machine code across processes.
 
-Numba cannot disk-cache functions created by ``exec`` (no source file to key on). Each generated
-module is written to ``<cache dir>/<version>/<name>.py``, where the name holds a hash of the
-source and of the library and Numba versions; it is imported under that name, registered in
-``sys.modules`` before execution (Numba's cache re-imports the module by name), and Numba keeps
-its own index beside it in ``__pycache__``. An entry whose text differs from the source it should
-hold is rewritten; an entry Numba cannot load is purged and rebuilt (never trusted).
+Numba cannot disk-cache functions created by ``exec`` (no source file to key on), so each
+generated module is written to a file whose name holds a hash of its source and of the library
+and Numba versions. The folder is trusted the way pip and OpenSSH trust theirs:
 
-``DML_NUMBA_CACHE_DIR`` chooses the folder (default: the user cache folder);
-``DML_NUMBA_DISK_CACHE=0`` turns the disk cache off (modules are exec'd in memory).
+* layout: ``<root>/dml-numba-cache-v1/`` holds every file the library writes, marked by a
+  ``CACHEDIR.TAG``; ``<root>`` is ``DML_NUMBA_CACHE_DIR`` or the user cache folder. Nothing
+  outside that subfolder is ever written, executed or deleted.
+* trust: the root, the subfolder and its ``__pycache__`` must be real folders owned by the
+  current user and not writable by group or others (folders the library creates are 0700).
+  Otherwise nothing is read from or written to the folder: one warning names the folder and
+  the reason, and every operator is compiled in memory (``cache=False``).
+* execution: a generated module is always executed from the source text the library just
+  generated (compiled here; no ``.pyc`` is ever imported). Its file on disk only gives Numba's
+  cache a path; a file whose bytes differ is rewritten. Numba's own index and data files
+  (``.nbi``/``.nbc``, pickles) are found through a locator of ours that serves only files inside
+  a folder that passed the check; each entry's files are also checked (owner, mode) before use.
+* failures: any exception while loading or compiling an entry purges it and rebuilds it once;
+  a second failure runs that operator from memory with a warning. When a write fails (full
+  disk, read-only folder) the disk cache is switched off for the process, with a warning.
+* housekeeping: ``*.tmp`` files older than an hour are removed when the folder is first used
+  in a process; :func:`clear` and :func:`prune` delete recognised entries only.
+
+``DML_NUMBA_DISK_CACHE=0`` turns the disk cache off.
 """
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
-import shutil
+import re
+import stat
 import sys
-import tempfile
+import threading
+import time
 import types
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from ._version import __version__ as VERSION
 
+SUBDIR = "dml-numba-cache-v1"
+MARKER = "CACHEDIR.TAG"
+MARKER_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+               "# This folder holds dml_numba's cache of generated kernels "
+               "(python -m dml_numba cache clear).\n")
+PREFIX = "dml_numba_gen_"
+#: a recognised entry file: the module, Numba's index/data/temporary files, our temporaries
+_ENTRY = re.compile(r"^(dml_numba_gen_[a-z0-9_]+_[0-9a-f]{24})(\.py|[.-].*\.(nbi|nbc)|"
+                    r"[.-].*\.tmp\.[0-9a-f]+|\.[a-z0-9_]+\.tmp|\.cpython-.*\.pyc)$")
+TMP_MAX_AGE_S = 3600.0
+
+
+class CacheWarning(UserWarning):
+    """The disk cache cannot be used (or an entry of it failed); operators run from memory."""
+
+
+@dataclass(frozen=True)
+class State:
+    """Whether the disk cache is usable in this process, where, and if not, why."""
+
+    root: Path
+    dir: Path | None
+    usable: bool
+    reason: str
+
+
+_lock = threading.RLock()
+_states: dict = {}
+_disabled: dict = {}  # config -> reason the cache was switched off at run time
+_verified: set = set()  # folders that passed the trust check in this process
+_warned: set = set()
+
 
 def enabled() -> bool:
+    """Whether the disk cache is asked for (``DML_NUMBA_DISK_CACHE``); see :func:`state`."""
     return os.environ.get("DML_NUMBA_DISK_CACHE", "1").strip().lower() not in ("0", "false", "no",
                                                                                  "off")
 
 
 def cache_dir() -> Path:
+    """The configured root: ``DML_NUMBA_CACHE_DIR`` or the user cache folder."""
     env = os.environ.get("DML_NUMBA_CACHE_DIR")
     if env:
         return Path(env).expanduser()
@@ -42,71 +93,428 @@ def cache_dir() -> Path:
     return base / "dml_numba"
 
 
-def version_dir() -> Path:
-    import numba
+def library_dir() -> Path:
+    """The one subfolder the library writes to, executes from and deletes in."""
+    return cache_dir() / SUBDIR
 
-    return cache_dir() / f"v{VERSION}-numba{numba.__version__}"
 
+def _config() -> tuple:
+    return (os.environ.get("DML_NUMBA_DISK_CACHE", ""), str(cache_dir()))
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, CacheWarning, stacklevel=4)
+
+
+# -- trust -----------------------------------------------------------------------------------
+
+def _untrusted(path: Path, what: str) -> str | None:
+    """Why ``path`` (a folder) must not be trusted, or None. POSIX: a real folder, owned by the
+    current user, not writable by group or others. Windows has no uid/mode: the folder is under
+    the user's profile by default and only its existence is checked."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"{what} {path} cannot be inspected ({exc.strerror or exc})"
+    if stat.S_ISLNK(st.st_mode) and what != "cache folder":
+        return f"{what} {path} is a symbolic link"
+    if stat.S_ISLNK(st.st_mode):  # the configured root may be a link: judge what it points to
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            return f"{what} {path} cannot be inspected ({exc.strerror or exc})"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{what} {path} is not a folder"
+    if os.name == "nt":  # pragma: no cover - no POSIX ownership on Windows
+        return None
+    if st.st_uid != os.getuid():
+        return f"{what} {path} is owned by uid {st.st_uid}, not by the current user ({os.getuid()})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return (f"{what} {path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}; "
+                "expected 0700 or 0755)")
+    return None
+
+
+def _private_dir(path: Path, what: str) -> str | None:
+    """Create ``path`` 0700 if missing (folders of ours are tightened to 0700); why not, or None."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        return f"{what} {path} cannot be created ({exc.strerror or exc})"
+    why = _untrusted(path, what)
+    if why is None and os.name != "nt":
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+        if mode & 0o077:
+            try:
+                os.chmod(path, 0o700)
+            except OSError as exc:  # pragma: no cover - we own it
+                return f"{what} {path} cannot be made private ({exc.strerror or exc})"
+    return why
+
+
+def _check_tree(root: Path) -> tuple[Path | None, str]:
+    """Create and check root -> subfolder -> __pycache__; (library folder, '') or (None, why)."""
+    if not root.exists():
+        try:
+            os.makedirs(root, 0o700)  # parents get the default mode, the root itself 0700
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            return None, f"the cache folder {root} cannot be created ({exc.strerror or exc})"
+    why = _untrusted(root, "cache folder")
+    if why:
+        return None, why
+    sub = root / SUBDIR
+    for path, what in ((sub, "the library's cache subfolder"), (sub / "__pycache__",
+                                                                  "the cache's __pycache__")):
+        why = _private_dir(path, what)
+        if why:
+            return None, why
+    marker = sub / MARKER
+    try:
+        if not marker.is_file():
+            _write_atomic(marker, MARKER_TEXT)
+        probe = sub / f"{PREFIX}probe_{os.getpid()}.{threading.get_ident()}.tmp"
+        probe.write_bytes(b"")  # writable? (a read-only or full file system says so here)
+        probe.unlink()
+    except OSError as exc:
+        return None, f"the cache folder {sub} is not writable ({exc.strerror or exc})"
+    return sub.resolve(), ""
+
+
+def state() -> State:
+    """The disk cache's state for the current configuration, checked once per process."""
+    config = _config()
+    st = _states.get(config)
+    if st is not None and config not in _disabled:
+        return st
+    with _lock:
+        root = cache_dir()
+        if config in _disabled:
+            st = State(root, None, False, _disabled[config])
+        elif not enabled():
+            st = State(root, None, False, "switched off by DML_NUMBA_DISK_CACHE")
+        else:
+            sub, why = _check_tree(root)
+            st = State(root, sub, sub is not None, why)
+            if sub is not None:
+                _verified.add(str(sub))
+                _remove_stale_tmp(sub)
+            else:
+                _warn_once(f"dml_numba: not using the disk cache: {why}; operators are compiled "
+                           "in memory (set DML_NUMBA_CACHE_DIR to a private folder, or "
+                           "DML_NUMBA_DISK_CACHE=0 to silence this)")
+        _states[config] = st
+        return st
+
+
+def _disable(reason: str) -> None:
+    with _lock:
+        _disabled[_config()] = reason
+    _warn_once(f"dml_numba: disk cache switched off for this process: {reason}; operators are "
+               "compiled in memory")
+
+
+def reset() -> None:
+    """Forget the checked states (the next use re-checks the folder)."""
+    with _lock:
+        _states.clear()
+        _disabled.clear()
+
+
+# -- entries ---------------------------------------------------------------------------------
 
 def module_name(source: str, prefix: str) -> str:
     import numba
 
     digest = hashlib.sha256(f"{VERSION}\0{numba.__version__}\0{source}".encode()).hexdigest()[:24]
-    return f"dml_numba_gen_{prefix}_{digest}"
+    return f"{PREFIX}{re.sub('[^a-z0-9_]', '_', prefix.lower())}_{digest}"
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
-def purge(name: str) -> None:
+def _entry_files(sub: Path, name: str) -> list[Path]:
+    files = [sub / f"{name}.py"]
+    pyc = sub / "__pycache__"
+    try:
+        files += [pyc / e.name for e in os.scandir(pyc) if e.name.startswith(name)]
+    except OSError:
+        pass
+    return files
+
+
+def _check_entry(sub: Path, name: str) -> None:
+    """Refuse an entry whose files are not the user's own or are writable by others: purge
+    them (they are rebuilt)."""
+    if os.name == "nt":  # pragma: no cover
+        return
+    bad = False
+    for p in _entry_files(sub, name):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
+                or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+            bad = True
+    if bad:
+        purge(name, sub)
+
+
+def _tighten(sub: Path, name: str) -> None:
+    """Numba writes its index and data files with the umask's mode: make the entry's files
+    private (0600), so a folder opened up later exposes nothing writable."""
+    if os.name == "nt":  # pragma: no cover
+        return
+    for p in _entry_files(sub, name):
+        try:
+            if stat.S_IMODE(os.lstat(p).st_mode) & 0o077:
+                os.chmod(p, 0o600)
+        except OSError:
+            pass
+
+
+def purge(name: str, sub: Path | None = None) -> None:
     """Remove a module's file and every Numba cache file of it; forget the module."""
     sys.modules.pop(name, None)
-    d = version_dir()
-    for p in [d / f"{name}.py", *(d / "__pycache__").glob(f"{name}.*")]:
+    if sub is None:
+        st = state()
+        if not st.usable:
+            return
+        sub = st.dir
+    for p in _entry_files(sub, name):
         try:
             p.unlink()
         except OSError:
             pass
 
 
-def load_module(source: str, prefix: str, *, disk: bool) -> types.ModuleType:
-    """Import generated ``source`` as a module (from a cache file when ``disk``)."""
-    name = module_name(source, prefix)
-    mod = sys.modules.get(name)
-    if mod is not None:
-        return mod
-    if disk:
-        path = version_dir() / f"{name}.py"
-        try:
-            if not path.is_file() or path.read_text(encoding="utf-8") != source:
-                _write_atomic(path, source)  # missing, stale or corrupt: rewrite
-            spec = importlib.util.spec_from_file_location(name, path)
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[name] = mod
-            spec.loader.exec_module(mod)
-            return mod
-        except OSError:
-            sys.modules.pop(name, None)  # unwritable cache folder: fall back to memory
+def _new_module(name: str, file: str, source: str, disk: bool) -> types.ModuleType:
     mod = types.ModuleType(name)
-    mod.__file__ = f"<dml_numba generated {name}>"
-    sys.modules[name] = mod
-    exec(compile(source, mod.__file__, "exec"), mod.__dict__)
+    mod.__file__ = file
+    mod.__dict__["__dml_disk_cache__"] = disk  # read by the generated decorators (cache=...)
+    sys.modules[name] = mod  # before executing: Numba's cache re-imports the module by name
+    try:
+        exec(compile(source, file, "exec"), mod.__dict__)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
     return mod
 
 
+def _disk_module(source: str, name: str, sub: Path) -> types.ModuleType:
+    _install_locators()
+    _check_entry(sub, name)
+    path = sub / f"{name}.py"
+    data = source.encode("utf-8")
+    try:
+        same = path.read_bytes() == data
+    except OSError:
+        same = False
+    if not same:  # missing, stale or corrupt: rewrite from the source we generated
+        try:
+            _write_atomic(path, source)
+        except OSError as exc:
+            _disable(f"writing {path} failed ({exc.strerror or exc})")
+            raise
+    return _new_module(name, str(path), source, True)
+
+
+def compile_source(source: str, prefix: str, finish):
+    """Execute generated ``source`` as a module and return ``finish(module)`` (which compiles
+    or fetches the kernel). From the disk cache when it is usable: a failure purges the entry
+    and rebuilds it once, a second failure falls back to memory with a warning."""
+    name = module_name(source, prefix)
+    st = state()
+    if st.usable:
+        last = None
+        for _ in range(2):
+            try:
+                result = finish(_disk_module(source, name, st.dir))
+                _tighten(st.dir, name)
+                return result
+            except Exception as exc:  # noqa: BLE001 - any failure: purge, rebuild, then memory
+                last = exc
+                purge(name, st.dir)
+                if not state().usable:
+                    break
+        else:
+            _warn_once(f"dml_numba: cache entry {name} failed twice ({type(last).__name__}: "
+                       f"{last}); this operator runs from memory")
+    return finish(_new_module(name, f"<dml_numba generated {name}>", source, False))
+
+
+def load_module(source: str, prefix: str, *, disk: bool = True) -> types.ModuleType:
+    """The generated module (compile_source with no further step)."""
+    if not disk:
+        name = module_name(source, prefix)
+        return _new_module(name, f"<dml_numba generated {name}>", source, False)
+    return compile_source(source, prefix, lambda mod: mod)
+
+
+# -- Numba's cache locator for our folder ------------------------------------------------------
+
+_installed: set = set()
+
+
+def _locator_for(base, mixin):
+    class DmlNumbaLocator(mixin, base):
+        """Numba's index and data files of our generated modules, in ``__pycache__`` beside
+        them, only inside a folder that passed the trust check (else Numba refuses to cache)."""
+
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            self._cache_path = os.path.join(os.path.dirname(py_file), "__pycache__")
+
+        def get_cache_path(self):
+            return self._cache_path
+
+        def ensure_cache_path(self):
+            if _untrusted(Path(self._cache_path), "the cache's __pycache__"):
+                raise OSError(f"untrusted cache folder {self._cache_path}")
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if not os.path.basename(py_file).startswith(PREFIX):
+                return None
+            folder = os.path.dirname(os.path.abspath(py_file))
+            if folder not in _verified:
+                raise RuntimeError(f"dml_numba: refusing to cache {py_file}: its folder was not "
+                                   "verified")
+            self = cls(py_func, py_file)
+            self.ensure_cache_path()
+            return self
+
+    return DmlNumbaLocator
+
+
+def _install_locators() -> None:
+    """Put our locator first in Numba's (and, once imported, numba-cuda's) locator lists."""
+    targets = [("numba.core.caching", "CacheImpl", "_CacheLocator", "_SourceFileBackedLocatorMixin")]
+    if "numba.cuda" in sys.modules:
+        targets.append(("numba.cuda.core.caching", "CacheImpl", "_CacheLocator",
+                        "_SourceFileBackedLocatorMixin"))
+    for modname, impl, base, mixin in targets:
+        if modname in _installed:
+            continue
+        try:
+            import importlib
+
+            m = importlib.import_module(modname)
+            cls = _locator_for(getattr(m, base), getattr(m, mixin))
+            getattr(m, impl)._locator_classes.insert(0, cls)
+        except (ImportError, AttributeError):  # pragma: no cover - another Numba layout
+            continue
+        _installed.add(modname)
+
+
+# -- housekeeping ----------------------------------------------------------------------------
+
+def _remove_stale_tmp(sub: Path) -> None:
+    now = time.time()
+    for folder in (sub, sub / "__pycache__"):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for e in entries:
+            m = _ENTRY.match(e.name)
+            if (m or e.name.startswith(PREFIX)) and ".tmp" in e.name:
+                try:
+                    if now - e.stat(follow_symlinks=False).st_mtime > TMP_MAX_AGE_S:
+                        os.unlink(e.path)
+                except OSError:
+                    pass
+
+
+def _entries(sub: Path) -> dict[str, list[os.DirEntry]]:
+    """Recognised files of the library folder, grouped by module name."""
+    groups: dict[str, list] = {}
+    for folder in (sub, sub / "__pycache__"):
+        try:
+            scan = list(os.scandir(folder))
+        except OSError:
+            continue
+        for e in scan:
+            m = _ENTRY.match(e.name)
+            if m and e.is_file(follow_symlinks=False):
+                groups.setdefault(m.group(1), []).append(e)
+    return groups
+
+
 def usage() -> dict:
-    """Folder, number of generated modules and total bytes on disk."""
-    d = version_dir()
-    files = [p for p in cache_dir().rglob("*") if p.is_file()] if cache_dir().exists() else []
-    return {"dir": str(cache_dir()), "modules": len(list(d.glob("dml_numba_gen_*.py")))
-            if d.exists() else 0, "bytes": sum(p.stat().st_size for p in files)}
+    """Root, library folder, state, number of generated modules and their bytes on disk."""
+    st = state()
+    groups = _entries(st.dir) if st.usable else {}
+    return {"dir": str(st.root), "library_dir": str(st.dir) if st.dir else None,
+            "on": st.usable, "reason": st.reason, "modules": len(groups),
+            "bytes": sum(e.stat(follow_symlinks=False).st_size for g in groups.values() for e in g)}
 
 
-def clear_disk() -> None:
-    shutil.rmtree(cache_dir(), ignore_errors=True)
+def _delete(files) -> int:
+    freed = 0
+    for e in files:
+        try:
+            size = e.stat(follow_symlinks=False).st_size
+            os.unlink(e.path)
+            freed += size
+        except OSError:
+            pass
+    return freed
 
+
+def clear() -> dict:
+    """Delete every recognised entry of the library folder (nothing else); returns counts."""
+    st = state()
+    if not st.usable:
+        return {"modules": 0, "bytes": 0, "reason": st.reason}
+    groups = _entries(st.dir)
+    freed = sum(_delete(files) for files in groups.values())
+    for name in groups:
+        sys.modules.pop(name, None)
+    return {"modules": len(groups), "bytes": freed, "reason": ""}
+
+
+def prune(max_bytes: int) -> dict:
+    """Delete least recently used entries until the folder holds at most ``max_bytes``."""
+    st = state()
+    if not st.usable:
+        return {"modules": 0, "bytes": 0, "remaining": 0, "reason": st.reason}
+    groups = _entries(st.dir)
+
+    def last_use(files):
+        return max(max(e.stat(follow_symlinks=False).st_mtime,
+                       e.stat(follow_symlinks=False).st_atime) for e in files)
+
+    sized = sorted(((last_use(f), n, f, sum(e.stat(follow_symlinks=False).st_size for e in f))
+                    for n, f in groups.items()), key=lambda t: t[0])
+    total = sum(t[3] for t in sized)
+    removed = freed = 0
+    for _, name, files, size in sized:
+        if total <= max_bytes:
+            break
+        got = _delete(files)
+        freed += got
+        total -= size
+        removed += 1
+        sys.modules.pop(name, None)
+    return {"modules": removed, "bytes": freed, "remaining": total, "reason": ""}

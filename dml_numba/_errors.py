@@ -9,6 +9,10 @@ import numbers
 import operator
 
 
+#: DirectML's UINT32 fields: sizes, strides, paddings, windows, repeats, counts are below this
+UINT32_LIMIT = 1 << 32
+
+
 class ValidationError(ValueError):
     """An invalid descriptor, binding or argument. Raised before anything is compiled or written."""
 
@@ -32,9 +36,17 @@ class Checker:
 
     def integer(self, field: str, value, *, lo: int | None = None, hi: int | None = None,
                 nonzero: bool = False) -> int:
+        """An exact ``int``. Unless ``hi``/``lo`` say otherwise, ``|value| < 2**32`` (what
+        DirectML's 32-bit fields hold), so nothing validated can overflow generated code."""
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             self.fail(field, value, "expected an integer")
-        value = operator.index(value)
+        value = int(operator.index(value))  # exact int: a subclass's str() never reaches codegen
+        if hi is None and value >= UINT32_LIMIT:
+            self.fail(field, value, f"expected an integer < 2**32 ({UINT32_LIMIT}), the range "
+                                    "of DirectML's 32-bit fields")
+        if lo is None and value <= -UINT32_LIMIT:
+            self.fail(field, value, f"expected an integer > -2**32 (-{UINT32_LIMIT}), the range "
+                                    "of DirectML's 32-bit fields")
         if lo is not None and value < lo:
             self.fail(field, value, f"expected an integer >= {lo}")
         if hi is not None and value > hi:

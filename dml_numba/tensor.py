@@ -2,7 +2,8 @@
 
 Binding rule (DESIGN "Binding arrays"): an array whose shape equals the desc's sizes and whose
 dtype matches is that tensor, whatever its own memory layout. A one-dimensional buffer of that
-dtype holding at least ``total_tensor_size_in_bytes`` is read (or written) the way DirectML reads
+dtype holding at least ``extent_bytes`` (the last element's offset + 1, in elements of the type,
+computed exactly) is read (or written) the way DirectML reads
 a bound buffer: coordinate ``c`` lives at element ``sum(c[d] * strides[d])``; packed strides when
 the desc has none; stride 0 broadcasts. Shape equality is tested first, so a rank-1 desc bound to
 an array of exactly its size is that tensor.
@@ -18,6 +19,8 @@ from ._dtypes import _TO_NUMPY, DataType
 from ._errors import Checker, ValidationError
 
 MAX_RANK = 8
+#: element counts and byte extents stay below this: int64 indexing in generated code
+INT64_LIMIT = 1 << 63
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,16 @@ class TensorDesc:
         if not 1 <= len(sizes) <= MAX_RANK:
             c.fail("sizes", sizes, f"expected 1 to {MAX_RANK} dimensions")
         object.__setattr__(self, "sizes", sizes)
+        item = _TO_NUMPY[self.data_type].itemsize
+        if prod(sizes) * item >= INT64_LIMIT:
+            c.fail("sizes", sizes, f"expected fewer than 2**63 bytes in all ({prod(sizes)} "
+                                   f"elements of {item} bytes)")
         if self.strides is not None:
-            object.__setattr__(self, "strides",
-                               c.int_tuple("strides", self.strides, length=len(sizes), lo=0))
+            strides = c.int_tuple("strides", self.strides, length=len(sizes), lo=0)
+            object.__setattr__(self, "strides", strides)
+            if self.extent_bytes >= INT64_LIMIT:
+                c.fail("strides", strides, "expected a byte extent (last element's offset + 1, "
+                                           "times the element size) below 2**63")
 
     @property
     def rank(self) -> int:
@@ -72,8 +82,15 @@ class TensorDesc:
         return (nbytes + 3) & ~3
 
     @property
-    def is_packed(self) -> bool:
-        return self.strides is None or self.strides == packed_strides(self.sizes)
+    def last_offset(self) -> int:
+        """The element offset of the last element through the strides (exact, no wrap-around)."""
+        return sum((n - 1) * s for n, s in zip(self.sizes, self.element_strides))
+
+    @property
+    def extent_bytes(self) -> int:
+        """The bytes a binding may touch: last element's offset + 1, times the element size.
+        Unlike DMLCalcBufferTensorSize this never wraps and is not rounded."""
+        return (self.last_offset + 1) * self.data_type.itemsize
 
     def has_overlapping_elements(self) -> bool:
         """True unless the strides provably map distinct coordinates to distinct elements.
@@ -105,25 +122,31 @@ def view_host(array, tdesc: TensorDesc, owner: str, field: str, *, writable: boo
             and (not writable or array.flags.writeable)):
         return array  # the common case, decided before building any message
     where = _where(owner, field)
+    if isinstance(array, np.ma.MaskedArray):
+        raise ValidationError(f"{where}: a masked array is invalid; expected a plain "
+                              "numpy.ndarray (the mask would be ignored: use .filled() or .data)")
     if not isinstance(array, np.ndarray):
         if hasattr(array, "__cuda_array_interface__"):
             raise ValidationError(f"{where}: a CUDA device array is invalid on a host device; "
                                   "expected a numpy.ndarray (use device='cuda')")
         raise ValidationError(f"{where}: {type(array).__name__} is invalid; expected a numpy.ndarray")
     if array.dtype != tdesc.dtype:
-        raise ValidationError(f"{where}: dtype {array.dtype} is invalid; expected {tdesc.dtype} "
-                              f"({tdesc.data_type.name})")
+        native = "" if array.dtype.isnative else (
+            " (non-native byte order: convert with .astype(a.dtype.newbyteorder('=')))")
+        shown = array.dtype if array.dtype.isnative else array.dtype.str
+        raise ValidationError(f"{where}: dtype {shown} is invalid{native}; expected "
+                              f"{tdesc.dtype} ({tdesc.data_type.name})")
     if writable and not array.flags.writeable:
         raise ValidationError(f"{where}: a read-only array is invalid; expected a writable array")
     if array.shape == tdesc.sizes:
         return array
     if array.ndim == 1:
-        need = tdesc.total_tensor_size_in_bytes
+        need = tdesc.extent_bytes  # exact, in Python integers: never DMLCalcBufferTensorSize
         if array.nbytes < need:
             raise ValidationError(
                 f"{where}: a buffer of {array.nbytes} bytes is invalid; expected at least "
-                f"{need} bytes (total_tensor_size_in_bytes for sizes {tdesc.sizes}, "
-                f"strides {tdesc.strides})")
+                f"{need} bytes (the last element's offset + 1, times {tdesc.dtype.itemsize}, for "
+                f"sizes {tdesc.sizes}, strides {tdesc.strides})")
         if writable and tdesc.has_overlapping_elements():
             raise ValidationError(f"{where}: strides {tdesc.strides} are invalid for an output; "
                                   "expected strides that give every element its own address")
@@ -132,7 +155,32 @@ def view_host(array, tdesc: TensorDesc, owner: str, field: str, *, writable: boo
             array, shape=tdesc.sizes, strides=tuple(s * item for s in tdesc.element_strides),
             writeable=writable)
     raise ValidationError(f"{where}: shape {array.shape} is invalid; expected {tdesc.sizes} or a "
-                          f"1-D buffer of at least {tdesc.total_tensor_size_in_bytes} bytes")
+                          f"1-D buffer of at least {tdesc.extent_bytes} bytes")
+
+
+def as_array(value, owner: str, field: str):
+    """What the functional layer takes: anything ``np.asarray`` accepts (lists, scalars, objects
+    with ``__array__``); CUDA device arrays pass through. Masked arrays and object dtype are
+    refused; a non-native byte order is converted to native."""
+    if type(value) is np.ndarray and value.dtype.isnative and value.dtype.kind != "O":
+        return value
+    where = _where(owner, field)
+    if isinstance(value, np.ma.MaskedArray):
+        raise ValidationError(f"{where}: a masked array is invalid; expected a plain array (the "
+                              "mask would be ignored: use .filled() or .data)")
+    if hasattr(value, "__cuda_array_interface__") and not isinstance(value, np.ndarray):
+        return value
+    try:
+        array = np.asarray(value)
+    except Exception as exc:  # noqa: BLE001 - whatever NumPy refuses, said as ours
+        raise ValidationError(f"{where}: {type(value).__name__} is invalid; expected an array or "
+                              f"something numpy.asarray accepts ({exc})") from None
+    if array.dtype.kind in "OUSV":
+        raise ValidationError(f"{where}: dtype {array.dtype} is invalid; expected a numeric "
+                              "array (one of float32, float16, float64, int8..int64, uint8..uint64)")
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    return array
 
 
 def check_no_overlap(out, inputs, owner: str) -> None:

@@ -127,7 +127,7 @@ def test_corrupt_entries_are_rebuilt_not_trusted(tmp_path):
 def test_disk_cache_can_be_switched_off(tmp_path):
     out = _run({"DML_NUMBA_CACHE_DIR": str(tmp_path), "DML_NUMBA_DISK_CACHE": "0",
                 "DML_NUMBA_DEBUG": "1"})
-    assert "cache=False" in out and "hits 0" in out
+    assert "cache=__dml_disk_cache__" in out and "hits 0" in out
     assert not [p for p in Path(tmp_path).rglob("*") if p.is_file()]
 
 

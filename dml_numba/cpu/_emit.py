@@ -6,33 +6,18 @@ nest shared by the data-movement operators.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .. import _diskcache
-from .._cache import cache
+from .._cache import KernelKey, cache
 from .._codegen import SourceWriter, decompose, index, preamble
 from .._dims import prod
 from .._dtypes import DataType
 from .._gather import PAD_KINDS, GatherPlan, constant_literal, storage_dtype
-from .._version import __version__
 
 #: below this many output elements (times window taps for reductions) a serial loop nest is
 #: generated: waking the thread pool costs more than the work.
 PARALLEL_MIN_WORK = 1 << 16
-
-
-@dataclass(frozen=True)
-class KernelKey:
-    """Everything that changes generated code: the canonical desc (tensors packed), the codegen
-    options and the library version. ``emit(key)`` reads nothing else."""
-
-    op: str
-    desc: object
-    parallel: bool
-    disk_cache: bool
-    version: str = __version__
 
 
 def resolve_parallel(option, work: int) -> bool:
@@ -46,16 +31,15 @@ def make_key(op: str, desc, options, work: int) -> KernelKey:
 
         raise ValidationError(f"compile_operator.options: {sorted(unknown)!r} is invalid; "
                               "expected only 'parallel' on the 'cpu' device")
-    return KernelKey(op, desc, resolve_parallel(options.get("parallel"), work),
-                     _diskcache.enabled())
+    return KernelKey("cpu", op, desc, resolve_parallel(options.get("parallel"), work))
 
 
 def header(w: SourceWriter, key: KernelKey) -> str:
     """Module preamble and the kernel's decorator; returns the outer loop's constructor. The
     caller opens ``def kernel(...)``. ``W`` and ``F`` serve the activation formulas."""
-    preamble(w, key, key.op, f"parallel={key.parallel} disk_cache={key.disk_cache}",
-             "@numba.njit(inline='always')")
-    w(f"@numba.njit(parallel={key.parallel}, cache={key.disk_cache}, nogil=True, "
+    preamble(w, key, key.op, f"parallel={key.parallel}", "@numba.njit(inline='always')")
+    # __dml_disk_cache__ is set by the loader: True only for a module in the verified folder
+    w(f"@numba.njit(parallel={key.parallel}, cache=__dml_disk_cache__, nogil=True, "
       "boundscheck=False, error_model='numpy')")
     return "numba.prange" if key.parallel else "range"
 
@@ -97,17 +81,13 @@ def build(key: KernelKey, source: str, arg_types):
     """Compile (or load from the disk cache) ``source``; eager for C-contiguous arguments, so
     the compile happens here, under the cache lock, and not in the first call."""
 
+    def finish(mod):
+        mod.kernel.compile(_signature(arg_types))
+        return mod.kernel
+
     def compile_it():
         cache.record_source(key, source)
-        for attempt in range(2):
-            mod = _diskcache.load_module(source, key.op, disk=key.disk_cache)
-            try:
-                mod.kernel.compile(_signature(arg_types))
-                return mod.kernel
-            except Exception:
-                if attempt or not key.disk_cache:
-                    raise
-                _diskcache.purge(mod.__name__)  # an unloadable cache entry: rebuild it
+        return _diskcache.compile_source(source, key.op, finish)
 
     return cache.get_or_build(key, compile_it)
 

@@ -28,8 +28,8 @@ from .._dtypes import accumulator
 from .._errors import ValidationError
 from .._registry import register
 from ..ops.convolution import ConvolutionDirection, ConvolutionMode, ConvolutionOperatorDesc
-from .. import _diskcache
-from ._emit import KernelKey, build, header, make_key, run_in_accumulator
+from .._cache import KernelKey
+from ._emit import build, header, make_key, run_in_accumulator
 
 #: bound on the im2col / columns buffer of one call; larger batches are processed in chunks
 COLUMNS_BUDGET_BYTES = 8 << 20  # one 3x3 64-channel 56x56 image: cache-friendly, ~5% faster than 64 MiB
@@ -348,12 +348,12 @@ class ConvolutionKernel:
         self._local = threading.local()
         sources = []
 
-        def helper(op, arg_types, helper_work):
+        def helper(op, arg_types):
             # Serial unless forced: BLAS runs on every core between these kernels, and two
             # thread pools handing the cores back and forth (OpenBLAS threads yield-spin after
             # each call, libgomp's spin too) cost more than the kernels gain (measured: 3x3
             # 64->64 on 8x56x56, 72 GFLOP/s serial vs 42 parallel, see benchmarks/RESULTS.md).
-            key = KernelKey(op, desc, bool(par), _diskcache.enabled())
+            key = KernelKey("cpu", op, desc, bool(par))
             src = emit(key)
             sources.append(src)
             return build(key, src, arg_types)
@@ -362,16 +362,14 @@ class ConvolutionKernel:
         bias_arg = [(acc, rank)] if has_bias else []
         if forward:
             if not self.skip_im2col:
-                self.im2col = helper("convolution_im2col", [(acc, rank), (i64, 0), (acc, 4)],
-                                     per_image * n_)
+                self.im2col = helper("convolution_im2col", [(acc, rank), (i64, 0), (acc, 4)])
             if has_bias or desc.fused_activation is not None:
-                self.epilogue = helper("convolution_epilogue", bias_arg + [(acc, 3)],
-                                       desc.output_tensor.element_count)
+                self.epilogue = helper("convolution_epilogue", bias_arg + [(acc, 3)])
             else:
                 self.epilogue = None
         else:
             self.col2im = helper("convolution_col2im",
-                                 [(acc, 4), (i64, 0)] + bias_arg + [(acc, rank)], work)
+                                 [(acc, 4), (i64, 0)] + bias_arg + [(acc, rank)])
         self.source = "\n".join(sources)
 
     # -- running ---------------------------------------------------------------------------

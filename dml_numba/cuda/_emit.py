@@ -8,16 +8,14 @@ index into coordinates and computes one output element, with the same index maps
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _diskcache
-from .._cache import cache
+from .._cache import KernelKey, cache
 from .._codegen import SourceWriter, decompose, index, preamble
 from .._dtypes import DataType, accumulator
 from .._gather import GatherPlan, constant_literal, storage_dtype
-from .._version import __version__
 from ._launch import geometry
 
 
@@ -27,40 +25,31 @@ def simulator() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
-@dataclass(frozen=True)
-class CudaKey:
-    """Everything that changes the generated kernel (see cpu._emit.KernelKey)."""
-
-    op: str
-    desc: object
-    disk_cache: bool
-    version: str = __version__
-
-
-def make_key(op: str, desc, options) -> CudaKey:
+def make_key(op: str, desc, options) -> KernelKey:
     if options:
         from .._errors import ValidationError
 
         raise ValidationError(f"compile_operator.options: {sorted(options)!r} is invalid; "
                               "expected none on the 'cuda' device")
-    return CudaKey(op, desc, _diskcache.enabled() and not simulator())
+    return KernelKey("cuda", op, desc)
 
 
-def header(w: SourceWriter, key: CudaKey) -> None:
-    preamble(w, key, f"{key.op} (CUDA)", f"disk_cache={key.disk_cache}",
+def header(w: SourceWriter, key: KernelKey) -> None:
+    preamble(w, key, f"{key.op} (CUDA)", "grid-stride",
              "@cuda.jit(device=True, inline=True)", imports=("from numba import cuda",))
 
 
 @contextmanager
-def element_loop(w: SourceWriter, key: CudaKey, args: str, total: int):
+def element_loop(w: SourceWriter, key: KernelKey, args: str, total: int):
     """``@cuda.jit def kernel(args)`` with a grid-stride loop over ``total`` output elements."""
-    w(f"@cuda.jit(cache={key.disk_cache})")
+    # __dml_disk_cache__ is set by the loader: True only for a module in the verified folder
+    w("@cuda.jit(cache=__dml_disk_cache__)")
     with w.block(f"def kernel({args}):"):
         with w.block(f"for f in range(cuda.grid(1), {total}, cuda.gridsize(1)):"):
             yield
 
 
-def emit_reduction(key: CudaKey, args: str, channel: str, element) -> str:
+def emit_reduction(key: KernelKey, args: str, channel: str, element) -> str:
     """A convolution or pooling kernel: one output element (n, channel, o...) per iteration,
     computed by the shared ``element(w, desc, o, acc=..., load=...)`` body."""
     d = key.desc
@@ -84,7 +73,7 @@ def half_load(data_type: DataType):
 class CudaKernel:
     """A generated kernel: its source, the module holding it, launch and PTX compilation."""
 
-    def __init__(self, key: CudaKey, source: str, arg_types, total: int, *, f16_bits=False):
+    def __init__(self, key: KernelKey, source: str, arg_types, total: int, *, f16_bits=False):
         self.key = key
         self.source = source
         self.arg_types = arg_types  # [(numpy dtype, ndim)] in launch order, output last
@@ -93,7 +82,9 @@ class CudaKernel:
 
         def load():
             cache.record_source(key, source)
-            return _diskcache.load_module(source, f"cuda_{key.op}", disk=key.disk_cache).kernel
+            if simulator():  # the simulator cannot cache: always from memory
+                return _diskcache.load_module(source, f"cuda_{key.op}", disk=False).kernel
+            return _diskcache.compile_source(source, f"cuda_{key.op}", lambda mod: mod.kernel)
 
         self.fn = cache.get_or_build(key, load)
 
@@ -118,7 +109,7 @@ class CudaKernel:
         return ptx
 
 
-def emit_gather(key: CudaKey, plan: GatherPlan) -> str:
+def emit_gather(key: KernelKey, plan: GatherPlan) -> str:
     desc = key.desc
     maps = plan.maps
     rank = len(maps)

@@ -8,6 +8,11 @@ from .._errors import Checker
 from ..tensor import TensorDesc
 
 
+#: every descriptor class the library defines (registered as each is defined); a subclass from
+#: elsewhere is refused by compile_operator, since it could change what gets generated
+DESCRIPTOR_TYPES: set = set()
+
+
 class OperatorDesc:
     """Mixin for the frozen operator dataclasses.
 
@@ -18,6 +23,11 @@ class OperatorDesc:
     #: names of the tensor fields bound as inputs, in DirectML binding order
     input_fields: tuple[str, ...] = ("input_tensor",)
     output_field: str = "output_tensor"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__module__.startswith(__name__.rsplit(".", 1)[0] + "."):
+            DESCRIPTOR_TYPES.add(cls)
 
     def __post_init__(self):
         self._validate(Checker(type(self).__name__))

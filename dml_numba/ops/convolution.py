@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from .._dims import dilated_extent, pooled_size, transposed_size
 from .._dtypes import COMPUTE_TYPES
+from .._errors import Checker
 from ..tensor import TensorDesc
 from ._base import (OperatorDesc, check_output_sizes, check_rank, check_same_rank,
                     check_same_type, check_tensor, check_type)
@@ -104,9 +105,9 @@ class ConvolutionOperatorDesc(OperatorDesc):
                             "output_padding", "group_count"), (s, d, a, b, op, g)):
             self._set(name, v)
         act = self.fused_activation
-        if act is not None and not isinstance(act, FUSABLE_ACTIVATIONS):
-            c.fail("fused_activation", type(act).__name__,
-                   "expected None or one of the fusable activation descs: " +
+        if act is not None and type(act) not in FUSABLE_ACTIVATIONS:  # no subclasses: their
+            c.fail("fused_activation", type(act).__name__,  # formula would be generated code
+                   "expected None or one of the fusable activation descs (not a subclass): " +
                    ", ".join(t.__name__ for t in FUSABLE_ACTIVATIONS))
 
         n_, cin = inp.sizes[:2]
@@ -182,7 +183,12 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     array([[[210., 432.,  54.]]], dtype=float32)
     """
     from .._api import run_functional
+    from ..tensor import as_array
 
+    x = as_array(x, "convolution", "x")
+    filter = as_array(filter, "convolution", "filter")
+    if bias is not None:
+        bias = as_array(bias, "convolution", "bias")
     nd = getattr(x, "ndim", 0) - 2
     inputs = [x, filter]
     if bias is not None:
@@ -199,7 +205,9 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
         a = tuple(start_padding) if start_padding is not None else zeros
         b = tuple(end_padding) if end_padding is not None else zeros
         op = tuple(output_padding) if output_padding is not None else zeros
-        m, direc = ConvolutionMode(mode), ConvolutionDirection(direction)
+        c = Checker("convolution")
+        m = c.enum("mode", mode, ConvolutionMode)
+        direc = c.enum("direction", direction, ConvolutionDirection)
         bdesc = TensorDesc.like(bias) if bias is not None else None
         try:
             k = flt.sizes[2:]

@@ -111,6 +111,9 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
     array([[[3.]]], dtype=float32)
     """
     from .._api import run_functional
+    from ..tensor import as_array
+
+    x = as_array(x, "lp_pooling", "x")
 
     def make_desc():
         inp = TensorDesc.like(x)

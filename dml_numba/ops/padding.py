@@ -140,6 +140,9 @@ def padding(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value=0, *
     array([2., 1., 2., 1., 2., 1., 2., 1., 2., 1., 2., 1.], dtype=float32)
     """
     from .._api import run_functional
+    from ..tensor import as_array
+
+    x = as_array(x, "padding", "x")
 
     def make_desc():
         m = _enum_by_name(PaddingMode, mode, "padding", "mode") if isinstance(mode, str) else mode

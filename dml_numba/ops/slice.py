@@ -110,6 +110,9 @@ def slice1(x, offsets, sizes, strides=None, *, device="cpu", out=None):
     array([3, 1], dtype=int32)
     """
     from .._api import run_functional
+    from ..tensor import as_array
+
+    x = as_array(x, "slice1", "x")
 
     def make_desc():
         inp = TensorDesc.like(x)

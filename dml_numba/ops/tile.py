@@ -41,6 +41,9 @@ def tile(x, repeats, *, device="cpu", out=None):
            [1, 2, 1, 2]], dtype=int8)
     """
     from .._api import run_functional
+    from ..tensor import as_array
+
+    x = as_array(x, "tile", "x")
 
     def make_desc():
         inp = TensorDesc.like(x)

@@ -27,9 +27,10 @@ print("compiled", len(descs))
 @pytest.mark.ptx
 def test_every_cuda_kernel_compiles_to_ptx(tmp_path):
     pytest.importorskip("numba.cuda")
-    from dml_numba.cuda._emit import CudaKey
+    from dml_numba._cache import KernelKey
 
-    created = {k.desc for k in list(dml.cache._table) if isinstance(k, CudaKey)}
+    created = {k.desc for k in list(dml.cache._table)
+               if isinstance(k, KernelKey) and k.backend == "cuda"}
     descs = created | {dml._api.packed(d.canonical()) for d, _ in catalogue().values()}
     path = tmp_path / "descs.pkl"
     path.write_bytes(pickle.dumps(sorted(descs, key=repr)))
