@@ -11,26 +11,17 @@ from . import _compat
 
 _compat.install()
 
+from . import functional, ops  # noqa: E402
 from ._api import CompiledOperator, compile_operator  # noqa: E402
 from ._cache import cache  # noqa: E402
 from ._dtypes import DataType  # noqa: E402
 from ._errors import DeviceUnavailableError, ValidationError  # noqa: E402
 from ._registry import available_devices, device_status  # noqa: E402
-from .ops import *  # noqa: F401,F403,E402 - the descriptors, enums and functions
-from .ops import (FUSABLE_ACTIVATIONS,  # noqa: E402 ConvolutionDirection, ConvolutionMode,
-                  ConvolutionOperatorDesc, LpPooling1OperatorDesc, LpPoolingOperatorDesc,
-                  Padding1OperatorDesc, PaddingMode, PaddingOperatorDesc, Slice1OperatorDesc,
-                  SliceOperatorDesc, TileOperatorDesc, convolution, lp_pooling, padding, slice1,
-                  tile)
 from ._version import __version__  # noqa: E402
+from .functional import *  # noqa: F401,F403,E402 - padding(), lp_pooling(), ...
+from .ops import *  # noqa: F401,F403,E402 - the descriptors, enums and activations
 from .tensor import TensorDesc  # noqa: E402
 
-
-__all__ = [
-    "DataType", "TensorDesc", "PaddingMode", "ConvolutionMode", "ConvolutionDirection",
-    "PaddingOperatorDesc", "Padding1OperatorDesc", "LpPoolingOperatorDesc",
-    "LpPooling1OperatorDesc", "ConvolutionOperatorDesc", "TileOperatorDesc", "SliceOperatorDesc",
-    "Slice1OperatorDesc", "FUSABLE_ACTIVATIONS", "compile_operator", "CompiledOperator",
-    "ValidationError", "DeviceUnavailableError", "padding", "lp_pooling", "convolution", "tile",
-    "slice1", "cache", "available_devices", "device_status", "__version__",
-] + [a.__name__ for a in FUSABLE_ACTIVATIONS]
+__all__ = ["DataType", "TensorDesc", "compile_operator", "CompiledOperator", "ValidationError",
+           "DeviceUnavailableError", "cache", "available_devices", "device_status",
+           "__version__"] + ops.__all__ + functional.__all__

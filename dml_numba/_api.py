@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ._cache import cache, freeze
 from ._errors import ValidationError
-from ._registry import get_device, get_lowering
+from ._registry import check_options, get_device, get_lowering
 from .ops._base import DESCRIPTOR_TYPES, OperatorDesc
 from .tensor import TensorDesc
 
@@ -50,7 +50,9 @@ class CompiledOperator:
 def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
     """Compile ``desc`` for ``device`` ("numpy", "cpu" or "cuda"); cached per desc and options.
 
-    Options (CPU): ``parallel`` = None (automatic by work size), True or False.
+    Options (CPU): ``parallel`` = None (automatic by work size), True or False; convolution
+    also ``algorithm`` = None (automatic), "direct" or "gemm". Unknown options and values are a
+    ValidationError on every device.
     """
     if not isinstance(desc, OperatorDesc) or type(desc) not in DESCRIPTOR_TYPES:
         what = ("a subclass of " + next(b.__name__ for b in type(desc).__mro__
@@ -91,26 +93,5 @@ def _build(desc, device, options):
     dev = get_device(device)
     canon = packed(desc.canonical())
     factory = get_lowering(type(canon), device)
+    check_options(type(canon), device, options)
     return CompiledOperator(desc, dev, factory(canon, options))
-
-
-def _signature(value):
-    """A hashable stand-in for a functional-layer argument: arrays by type, shape and dtype;
-    everything else through :func:`freeze` (floats by bits, bools apart from ints)."""
-    if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "__len__"):
-        return (type(value), tuple(value.shape), value.dtype)
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__,) + tuple(_signature(v) for v in value)
-    return freeze(value)
-
-
-def run_functional(name, args, make_desc, inputs, device, out):
-    """Run a functional-layer call; the compiled operator is memoised on the call's signature
-    (shapes, dtypes, parameters, device), so a repeated call skips building the descriptor."""
-    key = ("functional", name, tuple(_signature(a) for a in args), device)
-    try:
-        hash(key)
-    except TypeError:  # an unhashable parameter: no memo, same result
-        return compile_operator(make_desc(), device)(*inputs, out=out)
-    op = cache.get_or_build(key, lambda: compile_operator(make_desc(), device))
-    return op(*inputs, out=out)

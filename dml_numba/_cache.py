@@ -52,20 +52,27 @@ def freeze(value):
 
 @dataclass(frozen=True, eq=False)
 class KernelKey:
-    """Everything that changes a generated kernel, for every backend: the backend, the kernel
-    kind, the canonical desc (tensors packed), the codegen options and the library version.
-    ``emit(key)`` reads nothing else. Equality and hash go through :func:`freeze`."""
+    """Everything that changes a generated kernel, for every backend: the backend, the canonical
+    desc (tensors packed), which of the operator's kernels (``"main"``, or a helper such as
+    ``"im2col"``), the codegen options and the library version. ``emit(key)`` reads nothing
+    else. Equality and hash go through :func:`freeze`."""
 
     backend: str
-    op: str
     desc: object
+    kernel: str = "main"
     parallel: bool = False
     version: str = __version__
     _id: tuple = field(init=False, repr=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "_id", (self.backend, self.op, freeze(self.desc),
+        object.__setattr__(self, "_id", (self.backend, self.kernel, freeze(self.desc),
                                          self.parallel, self.version))
+
+    @property
+    def op(self) -> str:
+        """The operator's name (from its descriptor class), with the helper kernel's name."""
+        name = type(self.desc).op_name()
+        return name if self.kernel == "main" else f"{name}_{self.kernel}"
 
     def __eq__(self, other):
         return isinstance(other, KernelKey) and self._id == other._id

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numbers
 import operator
 
-
 #: DirectML's UINT32 fields: sizes, strides, paddings, windows, repeats, counts are below this
 UINT32_LIMIT = 1 << 32
 

@@ -1,75 +1,55 @@
-"""Data movement as per-axis index maps: output coordinate ``o`` reads input coordinate ``i``.
-
-Padding, tile and slice are each a product of one :class:`AxisMap` per dimension (plus a constant
-for CONSTANT padding); the CPU and CUDA backends emit loops from these maps, so the index
-formulas are written once. Modulo operands are shifted to be non-negative first, so the emitted
-``%`` means the same under Python's floor and C's truncating semantics.
+"""Loops from index maps: the source that makes output coordinate ``o`` read input coordinate
+``i`` along one axis (:class:`dml_numba.ops._base.AxisMap`), shared by the CPU and CUDA
+backends, so each index formula is written once. Modulo operands are shifted to be non-negative
+first, so the emitted ``%`` means the same under Python's floor and C's truncating semantics;
+constant terms are folded (no ``o * 1 + -1`` or ``(o + 0) % n``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from ._codegen import SourceWriter, literal
+from ._codegen import SourceWriter, affine, literal
 from ._dtypes import DataType
-
-PAD_KINDS = ("shift", "clamp", "reflect", "symmetric", "wrap")
-
-
-@dataclass(frozen=True)
-class AxisMap:
-    """kind: 'shift' (i = o - a; outside [0, n) is the constant), 'clamp', 'reflect',
-    'symmetric', 'wrap' (padding by ``a`` in front), 'tile' (i = o mod n), 'affine'
-    (i = a + s*o)."""
-
-    kind: str
-    n: int
-    size: int
-    a: int = 0
-    s: int = 1
-
-    def emit(self, w: SourceWriter, o: str, i: str) -> None:
-        k, n, a = self.kind, self.n, self.a
-        if k == "shift":
-            w(f"{i} = {o} - {a}" if a else f"{i} = {o}")
-        elif k == "clamp":
-            w(f"{i} = min(max({o} - {a}, 0), {n - 1})")
-        elif k in ("reflect", "symmetric"):
-            period = 2 * (n - 1) if k == "reflect" else 2 * n
-            if period == 0:
-                w(f"{i} = 0")
-                return
-            shift = -(-a // period) * period - a  # >= 0, so the operand of % is never negative
-            w(f"{i} = ({o} + {shift}) % {period}")
-            with w.block(f"if {i} >= {n}:"):
-                w(f"{i} = {period - (0 if k == 'reflect' else 1)} - {i}")
-        elif k == "wrap":
-            w(f"{i} = ({o} + {-(-a // n) * n - a}) % {n}")
-        elif k == "tile":
-            w(f"{i} = {o} % {n}" if n > 1 else f"{i} = 0")
-        elif k == "affine":
-            w(f"{i} = {a} + {self.s} * {o}")
-        else:  # pragma: no cover
-            raise AssertionError(k)
-
-    def inside(self, o: str) -> str | None:
-        """Condition that ``o`` reads the input (None: always), for 'shift' maps."""
-        if self.kind != "shift" or (self.a == 0 and self.size == self.n):
-            return None
-        return f"{o} >= {self.a} and {o} < {self.a + self.n}"
-
-    @property
-    def is_identity(self) -> bool:
-        return (self.kind in PAD_KINDS and self.a == 0 and self.size == self.n) or \
-               (self.kind == "tile" and self.size == self.n) or \
-               (self.kind == "affine" and self.a == 0 and self.s == 1)
+from .ops._base import PAD_KINDS, AxisMap, GatherPlan  # noqa: F401 - re-exported for backends
 
 
-@dataclass(frozen=True)
-class GatherPlan:
-    maps: tuple[AxisMap, ...]
-    constant: object = None  # the value outside 'shift' axes (CONSTANT padding), else None
+def emit_map(w: SourceWriter, m: AxisMap, o: str, i: str) -> None:
+    """``i = <input coordinate read by output coordinate o>`` for one axis."""
+    k, n, a = m.kind, m.n, m.a
+    if k == "shift":
+        w(f"{i} = {affine([(o, 1)], -a)}")
+    elif k == "clamp":
+        w(f"{i} = min(max({affine([(o, 1)], -a)}, 0), {n - 1})")
+    elif k in ("reflect", "symmetric"):
+        period = 2 * (n - 1) if k == "reflect" else 2 * n
+        if period == 0:
+            w(f"{i} = 0")
+            return
+        shift = -(-a // period) * period - a  # >= 0, so the operand of % is never negative
+        w(f"{i} = {_mod(affine([(o, 1)], shift), period)}")
+        with w.block(f"if {i} >= {n}:"):
+            w(f"{i} = {period - (0 if k == 'reflect' else 1)} - {i}")
+    elif k == "wrap":
+        w(f"{i} = {_mod(affine([(o, 1)], -(-a // n) * n - a), n)}")
+    elif k == "tile":
+        w(f"{i} = {_mod(o, n)}" if n > 1 else f"{i} = 0")
+    elif k == "affine":
+        w(f"{i} = {affine([(o, m.s)], a)}")
+    else:
+        raise AssertionError(f"unknown AxisMap kind {k!r}")
+
+
+def _mod(expr: str, n: int) -> str:
+    return f"({expr}) % {n}" if " " in expr else f"{expr} % {n}"
+
+
+def inside(m: AxisMap, o: str) -> str | None:
+    """Condition that ``o`` reads the input (None: always), for 'shift' maps."""
+    if m.kind != "shift" or (m.a == 0 and m.size == m.n):
+        return None
+    if m.a == 0:
+        return f"{o} < {m.n}"
+    return f"{o} >= {m.a} and {o} < {m.a + m.n}"
 
 
 def storage_dtype(data_type: DataType) -> np.dtype:

@@ -1,11 +1,17 @@
 """(descriptor type, device) -> lowering: the one dispatch path. Backends register themselves.
 
-A device's package is imported the first time the device is asked for; importing it registers
-its binding strategy and lowerings, or records why it cannot run here.
+A device's package is imported the first time the device is asked for; importing it imports
+every operator module of the package (:func:`import_lowerings`, no list to keep), which
+registers the lowerings, and registers the device's binding or records why it cannot run here.
+
+Options: a device declares the options every lowering takes (``device.options``), a lowering
+those it adds (``register(..., options=...)``); :func:`check_options` validates both, in one
+place, before anything is built.
 """
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import threading
 
 from ._errors import DeviceUnavailableError, ValidationError
@@ -26,14 +32,58 @@ def mark_unavailable(name: str, reason: str) -> None:
     _unavailable[name] = reason
 
 
-def register(desc_type, device: str):
-    """Decorator: ``@register(Padding1OperatorDesc, "cpu")`` on ``factory(desc, options)``."""
+_options: dict = {}
+
+
+def register(desc_type, device: str, *, options: dict | None = None):
+    """Decorator: ``@register(Padding1OperatorDesc, "cpu")`` on ``factory(desc, options)``.
+    ``options``: name -> allowed values of the options this lowering adds to its device's."""
 
     def deco(factory):
         _lowerings[(desc_type, device)] = factory
+        _options[(desc_type, device)] = dict(options or {})
         return factory
 
     return deco
+
+
+def import_lowerings(package: str, path) -> None:
+    """Import every operator module of a backend package (names not starting with ``_``)."""
+    for info in pkgutil.iter_modules(path):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{package}.{info.name}")
+
+
+def check_options(desc_type, device: str, options: dict) -> None:
+    """Refuse unknown options and values not allowed, naming the device and what it takes."""
+    allowed = dict(getattr(_devices.get(device), "options", {}))
+    allowed.update(_options.get((desc_type, device), {}))
+    for name, value in options.items():
+        if name not in allowed:
+            takes = ", ".join(repr(n) for n in allowed) or "none"
+            raise ValidationError(f"compile_operator.options: {name!r} is invalid; expected "
+                                  f"{'one of ' if allowed else ''}{takes} on the {device!r} "
+                                  f"device for {desc_type.__name__}")
+        values = allowed[name]
+        if not any(value is v or (type(value) is type(v) and value == v) for v in values):
+            raise ValidationError(f"compile_operator.{name}: {value!r} is invalid; expected one "
+                                  f"of {', '.join(repr(v) for v in values)}")
+
+
+def lowering_for(desc_type, device: str):
+    """The registered factory, importing the backend even when its device is unavailable (the
+    CUDA kernels compile to PTX without a GPU)."""
+    importlib.import_module(_DEVICE_MODULES[device])
+    try:
+        return _lowerings[(desc_type, device)]
+    except KeyError:
+        raise ValidationError(f"compile_operator.desc: {desc_type.__name__} is invalid on device "
+                              f"{device!r}; no lowering is registered") from None
+
+
+def registered() -> dict:
+    """{(descriptor type, device): factory} of every lowering imported so far."""
+    return dict(_lowerings)
 
 
 def _load(name: str) -> None:

@@ -109,7 +109,7 @@ def _run(env_extra):
 def test_disk_cache_survives_the_process(tmp_path):
     env = {"DML_NUMBA_CACHE_DIR": str(tmp_path)}
     assert "hits 0 misses 1" in _run(env)
-    assert list(tmp_path.rglob("dml_numba_gen_padding_*.py"))
+    assert list(tmp_path.rglob("dml_numba_gen_cpu_padding_*.py"))
     assert "hits 1 misses 0" in _run(env)  # machine code loaded, not recompiled
 
 

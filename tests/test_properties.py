@@ -4,7 +4,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dml_numba as dml
-from tests.helpers import assert_close, assert_exact, brute_conv_backward, brute_conv_forward
+from tests.helpers import (
+    assert_close,
+    assert_exact,
+    brute_conv_backward,
+    brute_conv_forward,
+)
 
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])

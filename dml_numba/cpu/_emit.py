@@ -10,10 +10,17 @@ import numpy as np
 
 from .. import _diskcache
 from .._cache import KernelKey, cache
-from .._codegen import SourceWriter, decompose, index, preamble
+from .._codegen import SourceWriter, affine, decompose, index, preamble
 from .._dims import prod
 from .._dtypes import DataType
-from .._gather import PAD_KINDS, GatherPlan, constant_literal, storage_dtype
+from .._gather import (
+    PAD_KINDS,
+    GatherPlan,
+    constant_literal,
+    emit_map,
+    inside,
+    storage_dtype,
+)
 
 #: below this many output elements (times window taps for reductions) a serial loop nest is
 #: generated: waking the thread pool costs more than the work.
@@ -24,14 +31,9 @@ def resolve_parallel(option, work: int) -> bool:
     return bool(option) if option is not None else work >= PARALLEL_MIN_WORK
 
 
-def make_key(op: str, desc, options, work: int) -> KernelKey:
-    unknown = set(options) - {"parallel"}
-    if unknown:
-        from .._errors import ValidationError
-
-        raise ValidationError(f"compile_operator.options: {sorted(unknown)!r} is invalid; "
-                              "expected only 'parallel' on the 'cpu' device")
-    return KernelKey("cpu", op, desc, resolve_parallel(options.get("parallel"), work))
+def make_key(desc, options, work: int, kernel: str = "main") -> KernelKey:
+    """The key of a CPU kernel (options were checked by the registry)."""
+    return KernelKey("cpu", desc, kernel, resolve_parallel(options.get("parallel"), work))
 
 
 def header(w: SourceWriter, key: KernelKey) -> str:
@@ -87,7 +89,7 @@ def build(key: KernelKey, source: str, arg_types):
 
     def compile_it():
         cache.record_source(key, source)
-        return _diskcache.compile_source(source, key.op, finish)
+        return _diskcache.compile_source(source, f"cpu_{key.op}", finish)
 
     return cache.get_or_build(key, compile_it)
 
@@ -120,8 +122,8 @@ def _emit_gather_body(w, loop, plan, desc):
             row()
             return
         with w.block(f"for o0 in {loop}({last.size}):"):  # parallel: one element per iteration
-            last.emit(w, "o0", "i0")
-            cond = last.inside("o0") if plan.constant is not None else None
+            emit_map(w, last, "o0", "i0")
+            cond = inside(last, "o0") if plan.constant is not None else None
             if cond:
                 with w.block(f"if {cond}:"):
                     w("y[o0] = x[i0]")
@@ -134,8 +136,8 @@ def _emit_gather_body(w, loop, plan, desc):
     with w.block(f"for f in {loop}({rows}):"):
         decompose(w, "f", outer, [m.size for m in maps[:-1]])
         for d in range(rank - 1):
-            maps[d].emit(w, outer[d], inner[d])
-        conds = [c for c in (maps[d].inside(outer[d]) for d in range(rank - 1)) if c]
+            emit_map(w, maps[d], outer[d], inner[d])
+        conds = [c for c in (inside(maps[d], outer[d]) for d in range(rank - 1)) if c]
         if plan.constant is not None and conds:
             with w.block(f"if {' and '.join(conds)}:"):
                 row()
@@ -161,7 +163,7 @@ def _emit_row(w, outer, inner, m, constant: bool):
                 if constant:
                     w(f"{y('j')} = v")
                 else:
-                    m.emit(w, "j", "k")
+                    emit_map(w, m, "j", "k")
                     w(f"{y('j')} = {x('k')}")
     elif m.kind == "tile":
         reps = m.size // m.n
@@ -172,19 +174,21 @@ def _emit_row(w, outer, inner, m, constant: bool):
             with w.block(f"for r in range({reps}):"):
                 with w.block(f"for j in range({m.n}):"):
                     w(f"{y(f'r * {m.n} + j')} = {x('j')}")
-    else:  # affine
+    elif m.kind == "affine":
         with w.block(f"for j in range({m.size}):"):
-            w(f"{y('j')} = {x(f'{m.a} + {m.s} * j' if (m.a, m.s) != (0, 1) else 'j')}")
+            w(f"{y('j')} = {x(affine([('j', m.s)], m.a))}")
+    else:
+        raise AssertionError(f"unknown AxisMap kind {m.kind!r}")
 
 
 class GatherKernel(CpuKernel):
     """Padding, tile and slice on the CPU."""
 
-    def __init__(self, op: str, plan_fn, desc, options):
-        key = make_key(op, desc, options, desc.output_tensor.element_count)
+    def __init__(self, desc, options):
+        key = make_key(desc, options, desc.output_tensor.element_count)
         dt = storage_dtype(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
-        super().__init__(key, emit_gather(key, plan_fn(desc)), [(dt, rank), (dt, rank)])
+        super().__init__(key, emit_gather(key, desc.gather_plan()), [(dt, rank), (dt, rank)])
         self._f16 = desc.input_tensor.data_type == DataType.FLOAT16
 
     def __call__(self, inputs, out):

@@ -22,13 +22,17 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from .._codegen import SourceWriter, conv_epilogue, decompose, index, open_window_loops
+from .._cache import KernelKey
+from .._codegen import SourceWriter, affine, decompose, index
 from .._dims import prod
 from .._dtypes import accumulator
-from .._errors import ValidationError
+from .._elements import conv_epilogue, open_window_loops
 from .._registry import register
-from ..ops.convolution import ConvolutionDirection, ConvolutionMode, ConvolutionOperatorDesc
-from .._cache import KernelKey
+from ..ops.convolution import (
+    ConvolutionDirection,
+    ConvolutionMode,
+    ConvolutionOperatorDesc,
+)
 from ._emit import build, header, make_key, run_in_accumulator
 
 #: bound on the im2col / columns buffer of one call; larger batches are processed in chunks
@@ -36,10 +40,9 @@ COLUMNS_BUDGET_BYTES = 8 << 20  # one 3x3 64-channel 56x56 image: cache-friendly
 
 
 def emit(key) -> str:
-    """The direct loop nest (``key.op == "convolution"``) or a GEMM helper kernel."""
-    return {"convolution": _emit_direct, "convolution_im2col": _emit_im2col,
-            "convolution_col2im": _emit_col2im,
-            "convolution_epilogue": _emit_epilogue}[key.op](key)
+    """The direct loop nest (``key.kernel == "main"``) or a GEMM helper kernel."""
+    return {"main": _emit_direct, "im2col": _emit_im2col, "col2im": _emit_col2im,
+            "epilogue": _emit_epilogue}[key.kernel](key)
 
 
 def _emit_direct(key) -> str:
@@ -137,7 +140,7 @@ def _emit_fused_rows(w, d, o, a, yrow, per_tap) -> None:
     conds = []
     for i in range(nd - 1):
         s, dil, p, k, n = d.strides[i], d.dilations[i], d.start_padding[i], ksz[i], sizes_in[i]
-        conds.append(f"{o[i]} * {s} >= {p} and {o[i]} * {s} + {(k - 1) * dil - p} < {n}")
+        conds.append(f"{affine([(o[i], s)])} >= {p} and {affine([(o[i], s)], (k - 1) * dil - p)} < {n}")
     offs = [kk * d_l - p_l for kk in range(k_l)]
     lo = [max(0, -(off // s_l)) for off in offs]
     hi = [min(o_l, (n_l - 1 - off) // s_l + 1) if n_l - 1 - off >= 0 else 0 for off in offs]
@@ -160,7 +163,7 @@ def _emit_fused_rows(w, d, o, a, yrow, per_tap) -> None:
         with w.block(f"for c in range({cg}):"):
             w(f"ci = g * {cg} + c")
             for combo in combos:
-                rows = [f"{o[i]} * {d.strides[i]} + {combo[i] * d.dilations[i] - d.start_padding[i]}"
+                rows = [affine([(o[i], d.strides[i])], combo[i] * d.dilations[i] - d.start_padding[i])
                         for i in range(nd - 1)]
                 w(f"{xrow(combo)} = x[{index('n', 'ci', *rows)}]")
                 for kk in range(k_l):
@@ -232,7 +235,7 @@ def _emit_im2col(key) -> str:
                         w("cols[nn, g, r, base + j] = 0")
                     return
                 with w.block(f"for {o[i]} in range({out[i]}):"):
-                    w(f"a{i} = {o[i]} * {s} + {k[i]} * {dil} - {p}")
+                    w(f"a{i} = {affine([(o[i], s), (k[i], dil)], -p)}")
                     b = f"b{i}"
                     w(f"{b} = {base} * {out[i]} + {o[i]}" if base else f"{b} = {o[i]}")
                     with w.block(f"if a{i} < 0 or a{i} >= {n}:"):
@@ -317,11 +320,7 @@ def choose_algorithm(desc) -> str:
 
 class ConvolutionKernel:
     def __init__(self, desc, options):
-        options = dict(options)
-        algorithm = options.pop("algorithm", None)
-        if algorithm not in (None, "direct", "gemm"):
-            raise ValidationError(f"compile_operator.algorithm: {algorithm!r} is invalid; "
-                                  "expected None, 'direct' or 'gemm'")
+        algorithm = options.get("algorithm")
         self.desc = desc
         self.algorithm = algorithm or choose_algorithm(desc)
         self.acc = accumulator(desc.input_tensor.data_type)
@@ -330,7 +329,7 @@ class ConvolutionKernel:
         cg = desc.input_tensor.sizes[1] // desc.group_count
         taps = prod(desc.filter_tensor.sizes[2:])
         work = desc.output_tensor.element_count * cg * taps
-        key = make_key("convolution", desc, options, work)  # also validates the options
+        key = make_key(desc, options, work)
         if self.algorithm == "direct":
             self.source = emit(key)
             self.fn = build(key, self.source, [(self.acc, rank)] * (4 if has_bias else 3))
@@ -353,7 +352,7 @@ class ConvolutionKernel:
             # thread pools handing the cores back and forth (OpenBLAS threads yield-spin after
             # each call, libgomp's spin too) cost more than the kernels gain (measured: 3x3
             # 64->64 on 8x56x56, 72 GFLOP/s serial vs 42 parallel, see benchmarks/RESULTS.md).
-            key = KernelKey("cpu", op, desc, bool(par))
+            key = KernelKey("cpu", desc, op, bool(par))
             src = emit(key)
             sources.append(src)
             return build(key, src, arg_types)
@@ -362,13 +361,13 @@ class ConvolutionKernel:
         bias_arg = [(acc, rank)] if has_bias else []
         if forward:
             if not self.skip_im2col:
-                self.im2col = helper("convolution_im2col", [(acc, rank), (i64, 0), (acc, 4)])
+                self.im2col = helper("im2col", [(acc, rank), (i64, 0), (acc, 4)])
             if has_bias or desc.fused_activation is not None:
-                self.epilogue = helper("convolution_epilogue", bias_arg + [(acc, 3)])
+                self.epilogue = helper("epilogue", bias_arg + [(acc, 3)])
             else:
                 self.epilogue = None
         else:
-            self.col2im = helper("convolution_col2im",
+            self.col2im = helper("col2im",
                                  [(acc, 4), (i64, 0)] + bias_arg + [(acc, rank)])
         self.source = "\n".join(sources)
 
@@ -423,4 +422,5 @@ class ConvolutionKernel:
                 self.col2im(*((cols, n0, b, y) if b is not None else (cols, n0, y)))
 
 
-register(ConvolutionOperatorDesc, "cpu")(ConvolutionKernel)
+register(ConvolutionOperatorDesc, "cpu",
+         options={"algorithm": (None, "direct", "gemm")})(ConvolutionKernel)

@@ -2,10 +2,10 @@
 element over the window (|x|**p summed in the accumulator type, then the p-th root)."""
 from __future__ import annotations
 
-
-from .._codegen import SourceWriter, decompose, pool_element
+from .._codegen import SourceWriter, decompose
 from .._dims import prod
 from .._dtypes import accumulator
+from .._elements import pool_element
 from .._registry import register
 from ..ops.lp_pooling import LpPooling1OperatorDesc
 from ._emit import CpuKernel, header, make_key, run_in_accumulator
@@ -29,7 +29,7 @@ def emit(key) -> str:
 class LpPoolingKernel(CpuKernel):
     def __init__(self, desc, options):
         work = desc.output_tensor.element_count * prod(desc.window_size)
-        key = make_key("lp_pooling", desc, options, work)
+        key = make_key(desc, options, work)
         self.acc = accumulator(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
         super().__init__(key, emit(key), [(self.acc, rank), (self.acc, rank)])

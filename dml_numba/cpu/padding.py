@@ -1,9 +1,6 @@
-"""Padding on the CPU: the shared data-movement loop nest over padding's per-axis index maps."""
+"""Padding on the CPU: the shared data-movement loop nest over the descriptor's per-axis index maps."""
 from .._registry import register
-from ..ops.padding import Padding1OperatorDesc, gather_plan
+from ..ops.padding import Padding1OperatorDesc
 from ._emit import GatherKernel
 
-
-@register(Padding1OperatorDesc, "cpu")
-def lower(desc, options):
-    return GatherKernel("padding", gather_plan, desc, options)
+register(Padding1OperatorDesc, "cpu")(GatherKernel)

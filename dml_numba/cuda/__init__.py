@@ -4,7 +4,12 @@ The emitters and PTX compilation import without a GPU (``kernel_for(desc).ptx(cc
 can be checked with NVIDIA's compiler anywhere; the device itself registers only when
 ``numba.cuda`` imports and finds a GPU or Numba's simulator (``NUMBA_ENABLE_CUDASIM=1``).
 """
-from .._registry import get_lowering, mark_unavailable, register_device
+from .._registry import (
+    import_lowerings,
+    lowering_for,
+    mark_unavailable,
+    register_device,
+)
 
 try:
     from numba import cuda as _cuda
@@ -12,7 +17,7 @@ except ImportError as exc:  # pragma: no cover - numba-cuda is in the test extra
     mark_unavailable("cuda", f"numba-cuda is not installed ({exc}); "
                              "pip install 'dml_numba[cuda]'")
 else:
-    from . import convolution, lp_pooling, padding, slice, tile  # noqa: F401 - lowerings
+    import_lowerings(__name__, __path__)
     from ._device import CudaDevice
 
     if _cuda.is_available():
@@ -27,9 +32,4 @@ def kernel_for(desc):
     from .._api import packed
 
     canon = packed(desc.canonical())
-    from .._registry import _lowerings
-
-    return _lowerings[(type(canon), "cuda")](canon, {})
-
-
-del get_lowering
+    return lowering_for(type(canon), "cuda")(canon, {})

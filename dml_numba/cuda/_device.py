@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._binding import check_no_overlap, view_host
 from .._errors import ValidationError
-from ..tensor import check_no_overlap, view_host
 
 
 def is_device_array(cuda, a) -> bool:

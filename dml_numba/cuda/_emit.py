@@ -15,7 +15,7 @@ from .. import _diskcache
 from .._cache import KernelKey, cache
 from .._codegen import SourceWriter, decompose, index, preamble
 from .._dtypes import DataType, accumulator
-from .._gather import GatherPlan, constant_literal, storage_dtype
+from .._gather import GatherPlan, constant_literal, emit_map, inside, storage_dtype
 from ._launch import geometry
 
 
@@ -25,13 +25,9 @@ def simulator() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
-def make_key(op: str, desc, options) -> KernelKey:
-    if options:
-        from .._errors import ValidationError
-
-        raise ValidationError(f"compile_operator.options: {sorted(options)!r} is invalid; "
-                              "expected none on the 'cuda' device")
-    return KernelKey("cuda", op, desc)
+def make_key(desc, options) -> KernelKey:
+    """The key of a CUDA kernel (options were checked by the registry)."""
+    return KernelKey("cuda", desc)
 
 
 def header(w: SourceWriter, key: KernelKey) -> None:
@@ -125,8 +121,8 @@ def emit_gather(key: KernelKey, plan: GatherPlan) -> str:
     with element_loop(w, key, "x, y", desc.output_tensor.element_count):
         decompose(w, "f", o, [m.size for m in maps])
         for d in range(rank):
-            maps[d].emit(w, o[d], i[d])
-        conds = [c for c in (m.inside(od) for m, od in zip(maps, o)) if c]
+            emit_map(w, maps[d], o[d], i[d])
+        conds = [c for c in (inside(m, od) for m, od in zip(maps, o)) if c]
         if plan.constant is not None and conds:
             with w.block(f"if {' and '.join(conds)}:"):
                 w(f"y[{index(*o)}] = x[{index(*i)}]")
@@ -137,10 +133,10 @@ def emit_gather(key: KernelKey, plan: GatherPlan) -> str:
     return w.text()
 
 
-def gather_kernel(op: str, plan_fn, desc, options) -> CudaKernel:
-    key = make_key(op, desc, options)
+def gather_kernel(desc, options) -> CudaKernel:
+    key = make_key(desc, options)
     dt = storage_dtype(desc.input_tensor.data_type)
     rank = desc.input_tensor.rank
-    return CudaKernel(key, emit_gather(key, plan_fn(desc)), [(dt, rank), (dt, rank)],
+    return CudaKernel(key, emit_gather(key, desc.gather_plan()), [(dt, rank), (dt, rank)],
                       desc.output_tensor.element_count,
                       f16_bits=desc.input_tensor.data_type == DataType.FLOAT16)

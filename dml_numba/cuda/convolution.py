@@ -1,5 +1,5 @@
 """Convolution on CUDA: one thread per output element; BACKWARD in gather form (no atomics)."""
-from .._codegen import conv_element
+from .._elements import conv_element
 from .._registry import register
 from ..ops.convolution import ConvolutionOperatorDesc
 from ._emit import CudaKernel, emit_reduction, make_key
@@ -12,7 +12,7 @@ def emit(key) -> str:
 
 @register(ConvolutionOperatorDesc, "cuda")
 def lower(desc, options):
-    key = make_key("convolution", desc, options)
+    key = make_key(desc, options)
     dt, rank = desc.input_tensor.dtype, desc.input_tensor.rank
     n_args = 4 if desc.bias_tensor is not None else 3
     return CudaKernel(key, emit(key), [(dt, rank)] * n_args, desc.output_tensor.element_count)

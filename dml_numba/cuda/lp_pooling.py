@@ -1,5 +1,5 @@
 """LP pooling on CUDA: one thread per output element, the shared element body."""
-from .._codegen import pool_element
+from .._elements import pool_element
 from .._registry import register
 from ..ops.lp_pooling import LpPooling1OperatorDesc
 from ._emit import CudaKernel, emit_reduction, make_key
@@ -11,6 +11,6 @@ def emit(key) -> str:
 
 @register(LpPooling1OperatorDesc, "cuda")
 def lower(desc, options):
-    key = make_key("lp_pooling", desc, options)
+    key = make_key(desc, options)
     dt, rank = desc.input_tensor.dtype, desc.input_tensor.rank
     return CudaKernel(key, emit(key), [(dt, rank)] * 2, desc.output_tensor.element_count)

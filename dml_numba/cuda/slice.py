@@ -1,9 +1,6 @@
-"""Slice on CUDA: one thread per output element through slice's per-axis index maps."""
+"""Slice on CUDA: one thread per output element through the descriptor's per-axis index maps."""
 from .._registry import register
-from ..ops.slice import Slice1OperatorDesc, gather_plan
+from ..ops.slice import Slice1OperatorDesc
 from ._emit import gather_kernel
 
-
-@register(Slice1OperatorDesc, "cuda")
-def lower(desc, options):
-    return gather_kernel("slice", gather_plan, desc, options)
+register(Slice1OperatorDesc, "cuda")(gather_kernel)

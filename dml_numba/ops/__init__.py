@@ -1,8 +1,17 @@
-"""Operator descriptors: one module per operator (descriptor, validation, shape rule, function)."""
-from .activation import *  # noqa: F401,F403 - the 18 activation descs
-from .activation import FUSABLE_ACTIVATIONS, ActivationDesc  # noqa: F401
-from .convolution import ConvolutionDirection, ConvolutionMode, ConvolutionOperatorDesc, convolution  # noqa: F401
-from .lp_pooling import LpPooling1OperatorDesc, LpPoolingOperatorDesc, lp_pooling  # noqa: F401
-from .padding import Padding1OperatorDesc, PaddingMode, PaddingOperatorDesc, padding  # noqa: F401
-from .slice import Slice1OperatorDesc, SliceOperatorDesc, slice1  # noqa: F401
-from .tile import TileOperatorDesc, tile  # noqa: F401
+"""Operator descriptors: one module per operator (descriptors, validation, the one shape rule,
+metadata). Pure Python over ints and tuples: nothing here imports a backend, code generation or
+dispatch. Each module's public names (its ``__all__``, else its classes) are re-exported."""
+import importlib as _importlib
+import pkgutil as _pkgutil
+
+__all__ = []
+for _info in _pkgutil.iter_modules(__path__):
+    if _info.name.startswith("_"):
+        continue
+    _mod = _importlib.import_module(f"{__name__}.{_info.name}")
+    _names = getattr(_mod, "__all__", None) or [
+        n for n, v in vars(_mod).items() if isinstance(v, type) and v.__module__ == _mod.__name__
+        and not n.startswith("_")]
+    for _n in _names:
+        globals()[_n] = getattr(_mod, _n)
+    __all__ += _names

@@ -1,12 +1,12 @@
 """What every operator descriptor shares: frozen, validated on construction, canonicalisable."""
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
+from typing import ClassVar
 
 from .._dtypes import DataType
 from .._errors import Checker
 from ..tensor import TensorDesc
-
 
 #: every descriptor class the library defines (registered as each is defined); a subclass from
 #: elsewhere is refused by compile_operator, since it could change what gets generated
@@ -21,8 +21,26 @@ class OperatorDesc:
     """
 
     #: names of the tensor fields bound as inputs, in DirectML binding order
-    input_fields: tuple[str, ...] = ("input_tensor",)
-    output_field: str = "output_tensor"
+    input_fields: ClassVar[tuple[str, ...]] = ("input_tensor",)
+    output_field: ClassVar[str] = "output_tensor"
+    #: data movement compares exactly; arithmetic (convolution, pooling) within a tolerance
+    exact: ClassVar[bool] = True
+
+    @classmethod
+    def op_name(cls) -> str:
+        """The operator's name: its module's (``padding``, ``lp_pooling``, ...), shared by every
+        folder of its vertical slice."""
+        return cls.__module__.rsplit(".", 1)[-1]
+
+    # -- metadata for the profiler, the demo and the tests --------------------------------
+    def flops(self) -> int:
+        """Arithmetic operations of one call (0 for data movement)."""
+        return 0
+
+    def bytes_moved(self) -> int:
+        """Bytes read from the inputs plus bytes written to the output (packed)."""
+        return sum(t.element_count * t.data_type.itemsize for _, t in self.bound_inputs()) + \
+            self.output.element_count * self.output.data_type.itemsize
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -102,3 +120,37 @@ def check_output_sizes(c: Checker, field: str, t: TensorDesc, expected, why: str
     expected = tuple(expected)
     if t.sizes != expected:
         c.fail(f"{field}.sizes", t.sizes, f"expected {expected} ({why})")
+
+
+# -- data movement as per-axis index maps (pure data; the backends emit loops from it) ---------
+
+#: AxisMap kinds that pad: 'shift' (constant outside), 'clamp', 'reflect', 'symmetric', 'wrap'
+PAD_KINDS = ("shift", "clamp", "reflect", "symmetric", "wrap")
+
+
+@dataclass(frozen=True)
+class AxisMap:
+    """Output coordinate ``o`` of one axis reads input coordinate ``i`` of an axis of ``n``:
+
+    * 'shift': ``i = o - a``; outside ``[0, n)`` is the padding constant;
+    * 'clamp', 'reflect', 'symmetric', 'wrap': padding by ``a`` in front, folded as named;
+    * 'tile': ``i = o mod n``;
+    * 'affine': ``i = a + s * o``.
+
+    ``size`` is the output axis length.
+    """
+
+    kind: str
+    n: int
+    size: int
+    a: int = 0
+    s: int = 1
+
+
+@dataclass(frozen=True)
+class GatherPlan:
+    """A data-movement operator: one AxisMap per dimension, and the constant read outside
+    'shift' axes (CONSTANT padding), else None."""
+
+    maps: tuple[AxisMap, ...]
+    constant: object = None

@@ -2,7 +2,7 @@
 
 One frozen dataclass per DML desc, fields in DirectML's order (the null Input/Output tensors of a
 fused activation are omitted), defaults from DirectMLX's ``dml::FusedActivation``. Each knows its
-formula once, as ``expression(x, fn)``: a string of Python that the vectorised device evaluates
+formula once, as ``expression(x)``: a string of Python that the vectorised device evaluates
 with NumPy and the generated kernels with ``math`` -- the same formula for every device.
 """
 from __future__ import annotations
@@ -12,11 +12,16 @@ from dataclasses import dataclass, fields
 
 from .._errors import Checker
 
+#: The one contract between the activation formulas and every device: an expression may call
+#: exactly these functions (scalar semantics; ``where(c, a, b)`` is ``a if c else b``). The
+#: jitted backends import them from ``math`` (``where`` is generated), the numpy device binds
+#: NumPy's functions of the same names and checks at import that it binds exactly this set.
+FUNCTIONS = ("erf", "exp", "expm1", "fabs", "log1p", "tanh", "where")
+
 
 class ActivationDesc:
     """Base of the fusable activation descriptors. ``expression`` returns source computing the
-    activation of variable ``x``; ``W(c, a, b)`` selects ``a if c else b`` and ``F`` is the
-    math namespace (``F.exp``, ``F.tanh``, ``F.erf``, ``F.log1p``, ``F.fabs``)."""
+    activation of variable ``x`` with the functions in :data:`FUNCTIONS` only."""
 
     def __post_init__(self):
         c = Checker(type(self).__name__)
@@ -35,9 +40,6 @@ class ActivationDesc:
     def _check(self, c):
         pass
 
-    def params(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
     def expression(self, x: str) -> str:  # pragma: no cover - every activation overrides it
         raise NotImplementedError
 
@@ -48,7 +50,7 @@ def _lit(v: float) -> str:
 
 def _softplus(z: str) -> str:
     # ln(1 + e^z) without overflow: max(z, 0) + log1p(e^-|z|)
-    return f"(W({z} > 0.0, {z}, 0.0) + F.log1p(F.exp(-F.fabs({z}))))"
+    return f"(where({z} > 0.0, {z}, 0.0) + log1p(exp(-fabs({z}))))"
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class ActivationSigmoidOperatorDesc(ActivationDesc):
     """1 / (1 + e^-x)."""
 
     def expression(self, x):
-        return f"(1.0 / (1.0 + F.exp(-{x})))"
+        return f"(1.0 / (1.0 + exp(-{x})))"
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class ActivationHardSigmoidOperatorDesc(ActivationDesc):
 
     def expression(self, x):
         z = f"({_lit(self.alpha)} * {x} + {_lit(self.beta)})"
-        return f"W({z} > 1.0, 1.0, W({z} > 0.0, {z}, 0.0))"
+        return f"where({z} > 1.0, 1.0, where({z} > 0.0, {z}, 0.0))"
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class ActivationTanhOperatorDesc(ActivationDesc):
     """tanh(x)."""
 
     def expression(self, x):
-        return f"F.tanh({x})"
+        return f"tanh({x})"
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ class ActivationScaledTanhOperatorDesc(ActivationDesc):
     beta: float = 0.5
 
     def expression(self, x):
-        return f"({_lit(self.alpha)} * F.tanh({_lit(self.beta)} * {x}))"
+        return f"({_lit(self.alpha)} * tanh({_lit(self.beta)} * {x}))"
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class ActivationReluOperatorDesc(ActivationDesc):
     """max(0, x)."""
 
     def expression(self, x):
-        return f"W({x} > 0.0, {x}, 0.0)"
+        return f"where({x} > 0.0, {x}, 0.0)"
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ class ActivationLeakyReluOperatorDesc(ActivationDesc):
     alpha: float = 0.01
 
     def expression(self, x):
-        return f"W({x} >= 0.0, {x}, {_lit(self.alpha)} * {x})"
+        return f"where({x} >= 0.0, {x}, {_lit(self.alpha)} * {x})"
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ class ActivationThresholdedReluOperatorDesc(ActivationDesc):
     alpha: float = 1.0
 
     def expression(self, x):
-        return f"W({x} > {_lit(self.alpha)}, {x}, 0.0)"
+        return f"where({x} > {_lit(self.alpha)}, {x}, 0.0)"
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ class ActivationEluOperatorDesc(ActivationDesc):
     alpha: float = 1.0
 
     def expression(self, x):
-        return f"W({x} >= 0.0, {x}, {_lit(self.alpha)} * F.expm1({x}))"
+        return f"where({x} >= 0.0, {x}, {_lit(self.alpha)} * expm1({x}))"
 
 
 @dataclass(frozen=True)
@@ -144,8 +146,8 @@ class ActivationCeluOperatorDesc(ActivationDesc):
 
     def expression(self, x):
         a = _lit(self.alpha)
-        neg = f"({a} * F.expm1({x} / {a}))"
-        return f"(W({x} > 0.0, {x}, 0.0) + W({neg} < 0.0, {neg}, 0.0))"
+        neg = f"({a} * expm1({x} / {a}))"
+        return f"(where({x} > 0.0, {x}, 0.0) + where({neg} < 0.0, {neg}, 0.0))"
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,7 @@ class ActivationScaledEluOperatorDesc(ActivationDesc):
 
     def expression(self, x):
         a, g = _lit(self.alpha), _lit(self.gamma)
-        return f"W({x} > 0.0, {g} * {x}, {g} * ({a} * F.exp({x}) - {a}))"
+        return f"where({x} > 0.0, {g} * {x}, {g} * ({a} * exp({x}) - {a}))"
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ class ActivationSoftsignOperatorDesc(ActivationDesc):
     """x / (1 + |x|)."""
 
     def expression(self, x):
-        return f"({x} / (1.0 + F.fabs({x})))"
+        return f"({x} / (1.0 + fabs({x})))"
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,7 @@ class ActivationShrinkOperatorDesc(ActivationDesc):
 
     def expression(self, x):
         b, t = _lit(self.bias), _lit(self.threshold)
-        return f"W({x} > {t}, {x} - {b}, W({x} < -{t}, {x} + {b}, 0.0))"
+        return f"where({x} > {t}, {x} - {b}, where({x} < -{t}, {x} + {b}, 0.0))"
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,7 @@ class ActivationGeluOperatorDesc(ActivationDesc):
     """0.5 * x * (1 + erf(x / sqrt(2))) (FL5.1)."""
 
     def expression(self, x):
-        return f"(0.5 * {x} * (1.0 + F.erf({x} * {_lit(1 / math.sqrt(2))})))"
+        return f"(0.5 * {x} * (1.0 + erf({x} * {_lit(1 / math.sqrt(2))})))"
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,7 @@ class ElementWiseClipOperatorDesc(ActivationDesc):
         if self.scale_bias is not None:
             x = f"({x} * {_lit(self.scale_bias[0])} + {_lit(self.scale_bias[1])})"
         lo, hi = _lit(self.min), _lit(self.max)
-        return f"W({x} > {hi}, {hi}, W({x} < {lo}, {lo}, {x}))"
+        return f"where({x} > {hi}, {hi}, where({x} < {lo}, {lo}, {x}))"
 
 
 FUSABLE_ACTIVATIONS = (
@@ -247,3 +249,5 @@ FUSABLE_ACTIVATIONS = (
     ActivationSoftsignOperatorDesc, ActivationIdentityOperatorDesc, ActivationShrinkOperatorDesc,
     ActivationGeluOperatorDesc, ElementWiseClipOperatorDesc,
 )
+
+__all__ = ["ActivationDesc", "FUSABLE_ACTIVATIONS"] + [a.__name__ for a in FUSABLE_ACTIVATIONS]

@@ -25,15 +25,23 @@ Ranks 3-5 (1-3 spatial dimensions; 3-D from FL4.0).
 """
 from __future__ import annotations
 
+__all__ = ["ConvolutionMode", "ConvolutionDirection", "ConvolutionOperatorDesc"]
+
 import enum
 from dataclasses import dataclass
 
-from .._dims import dilated_extent, pooled_size, transposed_size
+from .._dims import dilated_extent, pooled_size, prod, transposed_size
 from .._dtypes import COMPUTE_TYPES
 from .._errors import Checker
 from ..tensor import TensorDesc
-from ._base import (OperatorDesc, check_output_sizes, check_rank, check_same_rank,
-                    check_same_type, check_tensor, check_type)
+from ._base import (
+    OperatorDesc,
+    check_rank,
+    check_same_rank,
+    check_same_type,
+    check_tensor,
+    check_type,
+)
 from .activation import FUSABLE_ACTIVATIONS, ActivationDesc
 
 
@@ -49,6 +57,84 @@ class ConvolutionDirection(enum.IntEnum):
 
     FORWARD = 0
     BACKWARD = 1
+
+
+def _check_activation(c: Checker, act):
+    if act is not None and type(act) not in FUSABLE_ACTIVATIONS:  # no subclasses: their
+        c.fail("fused_activation", type(act).__name__,  # formula becomes generated code
+               "expected None or one of the fusable activation descs (not a subclass): " +
+               ", ".join(t.__name__ for t in FUSABLE_ACTIVATIONS))
+    return act
+
+
+def output_sizes(c: Checker, input_sizes, filter_sizes, direction, strides, dilations,
+                 start_padding, end_padding, output_padding, group_count):
+    """The shape rule. Returns ``(sizes, ranges)``: the output sizes a caller gets by default
+    and, per spatial axis, ``(lo, hi, formula)`` of the sizes a descriptor may declare.
+
+    FORWARD: ``(in + start + end - ((k-1)*d + 1)) // stride + 1``, channels FilterBatchCount.
+    BACKWARD: ``(in-1)*stride + (k-1)*d + 1 - start - end`` (+ output_padding, or up to
+    ``stride - 1`` more when output_padding is 0), channels FilterChannelCount * group_count.
+    Checks every parameter against the input and filter sizes."""
+    direction = c.enum("direction", direction, ConvolutionDirection)
+    nd = len(input_sizes) - 2
+    s = c.int_tuple("strides", strides, length=nd, lo=1)
+    d = c.int_tuple("dilations", dilations, length=nd, lo=1)
+    a = c.int_tuple("start_padding", start_padding, length=nd, lo=0)
+    b = c.int_tuple("end_padding", end_padding, length=nd, lo=0)
+    op = c.int_tuple("output_padding", output_padding, length=nd, lo=0)
+    g = c.integer("group_count", group_count, lo=1)
+    if len(filter_sizes) != len(input_sizes):
+        c.fail("filter_tensor.sizes", tuple(filter_sizes),
+               f"expected {len(input_sizes)} dimensions, the dimension count of input_tensor")
+    n_, cin = input_sizes[:2]
+    fb, fc = filter_sizes[:2]
+    k = filter_sizes[2:]
+    if cin % g:
+        c.fail("group_count", g, f"expected a divisor of the input channel count {cin}")
+    ranges = []
+    if direction == ConvolutionDirection.FORWARD:
+        if fc * g != cin:
+            c.fail("filter_tensor.sizes", tuple(filter_sizes),
+                   f"expected FilterChannelCount * group_count = {fc} * {g} to equal the "
+                   f"input channel count {cin} (FORWARD filter: {{C_out, C_in/G, k...}})")
+        cout = fb
+        if cout % g:
+            c.fail("filter_tensor.sizes", tuple(filter_sizes),
+                   f"expected FilterBatchCount ({fb}) divisible by group_count {g}")
+        if any(op):
+            c.fail("output_padding", op, "expected zeros for FORWARD (output padding only "
+                                         "applies to BACKWARD convolution)")
+        for i in range(nd):
+            if dilated_extent(k[i], d[i]) > input_sizes[i + 2] + a[i] + b[i]:
+                c.fail(f"filter_tensor.sizes[{i + 2}]", k[i],
+                       f"the dilated kernel ({dilated_extent(k[i], d[i])}) must fit the padded"
+                       f" input ({input_sizes[i + 2]} + {a[i]} + {b[i]})")
+            o = pooled_size(input_sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
+            ranges.append((o, o, "(in + start + end - ((k-1)*dilation+1)) // stride + 1"))
+    else:
+        if fb != cin:
+            c.fail("filter_tensor.sizes", tuple(filter_sizes),
+                   f"expected FilterBatchCount to equal the input channel count {cin} "
+                   "(BACKWARD filter: {C_in, C_out/G, k...})")
+        cout = fc * g
+        for i in range(nd):
+            o_min = transposed_size(input_sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
+            if op[i] >= max(s[i], d[i]):
+                c.fail(f"output_padding[{i}]", op[i],
+                       f"expected less than max(stride, dilation) = {max(s[i], d[i])}")
+            if o_min < 1:
+                c.fail(f"start_padding[{i}]", a[i],
+                       f"the natural transposed size (in-1)*stride + (k-1)*dilation + 1 - "
+                       f"start - end = {o_min} must be >= 1")
+            if op[i]:
+                ranges.append((o_min + op[i], o_min + op[i],
+                               f"natural size {o_min} + output_padding"))
+            else:
+                ranges.append((o_min, o_min + s[i] - 1,
+                               "natural size (in-1)*stride + (k-1)*dilation + 1 - start - end, "
+                               "up to stride-1 more"))
+    return (n_, cout) + tuple(r[0] for r in ranges), ranges
 
 
 @dataclass(frozen=True)
@@ -77,9 +163,16 @@ class ConvolutionOperatorDesc(OperatorDesc):
 
     input_fields = ("input_tensor", "filter_tensor", "bias_tensor")
 
-    @property
-    def spatial_rank(self) -> int:
-        return self.input_tensor.rank - 2
+    exact = False
+
+    def flops(self) -> int:
+        """Two per multiply-add: every output (FORWARD) or input (BACKWARD) element takes
+        ``channels per group * taps`` of them."""
+        w = self.filter_tensor.sizes
+        per = w[1] * prod(w[2:])
+        n = (self.output_tensor if self.direction == ConvolutionDirection.FORWARD
+             else self.input_tensor).element_count
+        return 2 * n * per
 
     def _validate(self, c):
         inp = check_tensor(c, "input_tensor", self.input_tensor)
@@ -94,139 +187,26 @@ class ConvolutionOperatorDesc(OperatorDesc):
                 check_same_rank(c, field, t, inp, "input_tensor")
         self._set("mode", c.enum("mode", self.mode, ConvolutionMode))
         self._set("direction", c.enum("direction", self.direction, ConvolutionDirection))
+        self._set("fused_activation", _check_activation(c, self.fused_activation))
         nd = inp.rank - 2
-        s = c.int_tuple("strides", self.strides, length=nd, lo=1)
-        d = c.int_tuple("dilations", self.dilations, length=nd, lo=1)
-        a = c.int_tuple("start_padding", self.start_padding, length=nd, lo=0)
-        b = c.int_tuple("end_padding", self.end_padding, length=nd, lo=0)
-        op = c.int_tuple("output_padding", self.output_padding, length=nd, lo=0)
-        g = c.integer("group_count", self.group_count, lo=1)
-        for name, v in zip(("strides", "dilations", "start_padding", "end_padding",
-                            "output_padding", "group_count"), (s, d, a, b, op, g)):
-            self._set(name, v)
-        act = self.fused_activation
-        if act is not None and type(act) not in FUSABLE_ACTIVATIONS:  # no subclasses: their
-            c.fail("fused_activation", type(act).__name__,  # formula would be generated code
-                   "expected None or one of the fusable activation descs (not a subclass): " +
-                   ", ".join(t.__name__ for t in FUSABLE_ACTIVATIONS))
-
-        n_, cin = inp.sizes[:2]
-        fb, fc = flt.sizes[:2]
-        k = flt.sizes[2:]
-        forward = self.direction == ConvolutionDirection.FORWARD
-        if cin % g:
-            c.fail("group_count", g, f"expected a divisor of the input channel count {cin}")
-        if forward:
-            if fc * g != cin:
-                c.fail("filter_tensor.sizes", flt.sizes,
-                       f"expected FilterChannelCount * group_count = {fc} * {g} to equal the "
-                       f"input channel count {cin} (FORWARD filter: {{C_out, C_in/G, k...}})")
-            cout = fb
-            if cout % g:
-                c.fail("filter_tensor.sizes", flt.sizes,
-                       f"expected FilterBatchCount ({fb}) divisible by group_count {g}")
-            if any(op):
-                c.fail("output_padding", op, "expected zeros for FORWARD (output padding only "
-                                             "applies to BACKWARD convolution)")
-            for i in range(nd):
-                if dilated_extent(k[i], d[i]) > inp.sizes[i + 2] + a[i] + b[i]:
-                    c.fail(f"filter_tensor.sizes[{i + 2}]", k[i],
-                           f"the dilated kernel ({dilated_extent(k[i], d[i])}) must fit the padded"
-                           f" input ({inp.sizes[i + 2]} + {a[i]} + {b[i]})")
-            spatial = tuple(pooled_size(inp.sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
-                            for i in range(nd))
-            check_output_sizes(c, "output_tensor", out, (n_, cout) + spatial,
-                               "{N, FilterBatchCount, (in + start + end - ((k-1)*dilation+1)) "
-                               "// stride + 1}")
-        else:
-            if fb != cin:
-                c.fail("filter_tensor.sizes", flt.sizes,
-                       f"expected FilterBatchCount to equal the input channel count {cin} "
-                       "(BACKWARD filter: {C_in, C_out/G, k...})")
-            cout = fc * g
-            if out.sizes[:2] != (n_, cout):
-                c.fail("output_tensor.sizes", out.sizes,
-                       f"expected batch and channels ({n_}, {cout}) = (N, FilterChannelCount * "
-                       "group_count)")
-            for i in range(nd):
-                o_min = transposed_size(inp.sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
-                if op[i] >= max(s[i], d[i]):
-                    c.fail(f"output_padding[{i}]", op[i],
-                           f"expected less than max(stride, dilation) = {max(s[i], d[i])}")
-                o = out.sizes[i + 2]
-                if o_min < 1:
-                    c.fail(f"start_padding[{i}]", a[i],
-                           f"the natural transposed size (in-1)*stride + (k-1)*dilation + 1 - "
-                           f"start - end = {o_min} must be >= 1")
-                ok = o == o_min + op[i] if op[i] else o_min <= o <= o_min + s[i] - 1
-                if not ok:
-                    want = (f"{o_min + op[i]} = natural size {o_min} + output_padding" if op[i]
-                            else f"{o_min} to {o_min + s[i] - 1} (natural size (in-1)*stride + "
-                                 "(k-1)*dilation + 1 - start - end, up to stride-1 more)")
-                    c.fail(f"output_tensor.sizes[{i + 2}]", o, f"expected {want}")
+        sizes, ranges = output_sizes(c, inp.sizes, flt.sizes, self.direction, self.strides,
+                                     self.dilations, self.start_padding, self.end_padding,
+                                     self.output_padding, self.group_count)
+        for name in ("strides", "dilations", "start_padding", "end_padding", "output_padding"):
+            self._set(name, tuple(int(v) for v in getattr(self, name)))
+        self._set("group_count", int(self.group_count))
+        cout = sizes[1]
+        if out.sizes[:2] != sizes[:2]:
+            c.fail("output_tensor.sizes", out.sizes,
+                   f"expected batch and channels {sizes[:2]} = (N, " +
+                   ("FilterBatchCount)" if self.direction == ConvolutionDirection.FORWARD
+                    else "FilterChannelCount * group_count)"))
+        for i, (lo, hi, why) in enumerate(ranges):
+            o = out.sizes[i + 2]
+            if not lo <= o <= hi:
+                c.fail(f"output_tensor.sizes[{i + 2}]", o,
+                       f"expected {lo}" + (f" to {hi}" if hi != lo else "") + f" ({why})")
         if bias is not None:
             want = (1, cout) + (1,) * nd
             if bias.sizes != want:
                 c.fail("bias_tensor.sizes", bias.sizes, f"expected {want} ({{1, C_out, 1...}})")
-
-
-def convolution(x, filter, bias=None, strides=None, dilations=None, start_padding=None,
-                end_padding=None, output_padding=None, group_count=1,
-                mode=ConvolutionMode.CROSS_CORRELATION, direction=ConvolutionDirection.FORWARD,
-                fused_activation=None, *, device="cpu", out=None):
-    """Convolution of ``x`` (N, C, spatial...) with ``filter``; ``bias`` is (C_out,) or
-    (1, C_out, 1...). Defaults: stride 1, dilation 1, no padding, cross-correlation, forward.
-
-    >>> import numpy as np
-    >>> x = np.array([[[1, 2, 3, 4, 5]]], np.float32); w = np.array([[[1, 10, 100]]], np.float32)
-    >>> convolution(x, w, strides=(2,), start_padding=(1,), end_padding=(1,), device="numpy")
-    array([[[210., 432.,  54.]]], dtype=float32)
-    """
-    from .._api import run_functional
-    from ..tensor import as_array
-
-    x = as_array(x, "convolution", "x")
-    filter = as_array(filter, "convolution", "filter")
-    if bias is not None:
-        bias = as_array(bias, "convolution", "bias")
-    nd = getattr(x, "ndim", 0) - 2
-    inputs = [x, filter]
-    if bias is not None:
-        if getattr(bias, "ndim", None) == 1:
-            bias = bias.reshape((1, -1) + (1,) * nd)
-        inputs.append(bias)
-
-    def make_desc():
-        inp = TensorDesc.like(x)
-        flt = TensorDesc.like(filter)
-        ones, zeros = (1,) * nd, (0,) * nd
-        s = tuple(strides) if strides is not None else ones
-        d = tuple(dilations) if dilations is not None else ones
-        a = tuple(start_padding) if start_padding is not None else zeros
-        b = tuple(end_padding) if end_padding is not None else zeros
-        op = tuple(output_padding) if output_padding is not None else zeros
-        c = Checker("convolution")
-        m = c.enum("mode", mode, ConvolutionMode)
-        direc = c.enum("direction", direction, ConvolutionDirection)
-        bdesc = TensorDesc.like(bias) if bias is not None else None
-        try:
-            k = flt.sizes[2:]
-            if direc == ConvolutionDirection.FORWARD:
-                spatial = tuple(pooled_size(inp.sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
-                                for i in range(nd))
-                cout = flt.sizes[0]
-            else:
-                spatial = tuple(transposed_size(inp.sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
-                                + op[i] for i in range(nd))
-                cout = flt.sizes[1] * group_count
-            out_sizes = (inp.sizes[0], cout) + spatial
-            if min(out_sizes) < 1:
-                raise ValueError
-        except (IndexError, TypeError, ValueError, ZeroDivisionError):
-            out_sizes = inp.sizes  # the desc names the offending field
-        return ConvolutionOperatorDesc(inp, flt, bdesc, TensorDesc(inp.data_type, out_sizes), m,
-                                       direc, s, d, a, b, op, group_count, fused_activation)
-
-    args = (x, filter, bias, strides, dilations, start_padding, end_padding, output_padding,
-            group_count, mode, direction, fused_activation)
-    return run_functional("convolution", args, make_desc, tuple(inputs), device, out)

@@ -14,9 +14,11 @@ dimension) besides DirectML's 4-D and 5-D.
 """
 from __future__ import annotations
 
+__all__ = ["LpPoolingOperatorDesc", "LpPooling1OperatorDesc"]
+
 from dataclasses import dataclass
 
-from .._dims import dilated_extent, pooled_size, pooled_size_ceil
+from .._dims import dilated_extent, pooled_size, pooled_size_ceil, prod
 from .._dtypes import COMPUTE_TYPES
 from .._errors import Checker
 from ..tensor import TensorDesc
@@ -25,36 +27,48 @@ from ._base import OperatorDesc, check_unary_tensors
 _EXT = " (FLOAT64 is a dml_numba extension)"
 
 
-def _validate_pooling(c: Checker, d, dilations):
-    """Check every field; store the canonical tuples on ``d`` (dilations only if it has them)."""
-    inp, out = check_unary_tensors(c, d, COMPUTE_TYPES, 3, 5, _EXT)
-    nd = inp.rank - 2
-    strides = c.int_tuple("strides", d.strides, length=nd, lo=1)
-    window = c.int_tuple("window_size", d.window_size, length=nd, lo=1)
-    start = c.int_tuple("start_padding", d.start_padding, length=nd, lo=0)
-    end = c.int_tuple("end_padding", d.end_padding, length=nd, lo=0)
+def output_ranges(c: Checker, input_sizes, strides, window_size, start_padding, end_padding,
+                  dilations) -> list[tuple[int, int]]:
+    """The shape rule: per spatial axis, the output sizes accepted, from the floor size
+    ``(in + start + end - ((w-1)*d + 1)) // stride + 1`` to the ceil-mode size. Checks every
+    parameter (one per spatial axis; the dilated window must fit the padded input)."""
+    nd = len(input_sizes) - 2
+    strides = c.int_tuple("strides", strides, length=nd, lo=1)
+    window = c.int_tuple("window_size", window_size, length=nd, lo=1)
+    start = c.int_tuple("start_padding", start_padding, length=nd, lo=0)
+    end = c.int_tuple("end_padding", end_padding, length=nd, lo=0)
     dil = c.int_tuple("dilations", dilations, length=nd, lo=1)
-    p = c.integer("p", d.p, lo=1)
-    if out.sizes[:2] != inp.sizes[:2]:
-        c.fail("output_tensor.sizes", out.sizes,
-               f"expected batch and channel sizes {inp.sizes[:2]} equal to the input's")
+    ranges = []
     for i in range(nd):
-        n = inp.sizes[i + 2]
+        n = input_sizes[i + 2]
         if dilated_extent(window[i], dil[i]) > n + start[i] + end[i]:
             c.fail(f"window_size[{i}]", window[i],
                    f"the dilated window ({dilated_extent(window[i], dil[i])}) must fit the padded "
                    f"input ({n} + {start[i]} + {end[i]})")
-        lo = pooled_size(n, start[i], end[i], window[i], strides[i], dil[i])
-        hi = pooled_size_ceil(n, start[i], end[i], window[i], strides[i], dil[i])
+        ranges.append((pooled_size(n, start[i], end[i], window[i], strides[i], dil[i]),
+                       pooled_size_ceil(n, start[i], end[i], window[i], strides[i], dil[i])))
+    return ranges
+
+
+def _validate_pooling(c: Checker, d, dilations):
+    """Check every field; store the canonical tuples on ``d`` (dilations only if it has them)."""
+    inp, out = check_unary_tensors(c, d, COMPUTE_TYPES, 3, 5, _EXT)
+    ranges = output_ranges(c, inp.sizes, d.strides, d.window_size, d.start_padding,
+                           d.end_padding, dilations)
+    p = c.integer("p", d.p, lo=1)
+    if out.sizes[:2] != inp.sizes[:2]:
+        c.fail("output_tensor.sizes", out.sizes,
+               f"expected batch and channel sizes {inp.sizes[:2]} equal to the input's")
+    for i, (lo, hi) in enumerate(ranges):
         o = out.sizes[i + 2]
         if not lo <= o <= hi:
             c.fail(f"output_tensor.sizes[{i + 2}]", o,
                    f"expected {lo}" + (f" to {hi} (floor to ceil mode)" if hi != lo else "") +
                    " = (in + start + end - ((window-1)*dilation+1)) // stride + 1")
-    for name, v in (("strides", strides), ("window_size", window), ("start_padding", start),
-                    ("end_padding", end), ("dilations", dil), ("p", p)):
+    for name in ("strides", "window_size", "start_padding", "end_padding", "dilations"):
         if hasattr(d, name):
-            d._set(name, v)
+            d._set(name, tuple(int(v) for v in getattr(d, name)))
+    d._set("p", p)
 
 
 @dataclass(frozen=True)
@@ -75,8 +89,14 @@ class LpPooling1OperatorDesc(OperatorDesc):
     dilations: tuple
     p: int
 
+    exact = False
+
     def _validate(self, c):
         _validate_pooling(c, self, self.dilations)
+
+    def flops(self) -> int:
+        """|x|**p, the sum and the root: counted as 2 per window tap per output element."""
+        return 2 * self.output_tensor.element_count * prod(self.window_size)
 
 
 @dataclass(frozen=True)
@@ -91,6 +111,8 @@ class LpPoolingOperatorDesc(OperatorDesc):
     end_padding: tuple
     p: int
 
+    exact = False
+
     def _validate(self, c):
         nd = self.input_tensor.rank - 2 if isinstance(self.input_tensor, TensorDesc) else 0
         _validate_pooling(c, self, (1,) * max(nd, 0))
@@ -99,40 +121,3 @@ class LpPoolingOperatorDesc(OperatorDesc):
         return LpPooling1OperatorDesc(self.input_tensor, self.output_tensor, self.strides,
                                       self.window_size, self.start_padding, self.end_padding,
                                       (1,) * len(self.strides), self.p)
-
-
-def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,
-               dilations=None, p=2, *, device="cpu", out=None):
-    """LP pooling over the spatial axes of ``x`` (N, C, spatial...). Defaults: stride 1, no
-    padding, dilation 1, p = 2.
-
-    >>> import numpy as np
-    >>> lp_pooling(np.array([[[-1., -2.]]], np.float32), (2,), p=1, device="numpy")
-    array([[[3.]]], dtype=float32)
-    """
-    from .._api import run_functional
-    from ..tensor import as_array
-
-    x = as_array(x, "lp_pooling", "x")
-
-    def make_desc():
-        inp = TensorDesc.like(x)
-        nd = inp.rank - 2
-        ones, zeros = (1,) * nd, (0,) * nd
-        stride = tuple(strides) if strides is not None else ones
-        window = tuple(window_size)
-        start = tuple(start_padding) if start_padding is not None else zeros
-        end = tuple(end_padding) if end_padding is not None else zeros
-        dil = tuple(dilations) if dilations is not None else ones
-        try:
-            spatial = tuple(pooled_size(n, a, b, w, s, d) for n, a, b, w, s, d in
-                            zip(inp.sizes[2:], start, end, window, stride, dil))
-        except (TypeError, ZeroDivisionError):
-            spatial = inp.sizes[2:]
-        if any(v < 1 for v in spatial) or len(spatial) != nd:
-            spatial = inp.sizes[2:]  # the desc names the offending field
-        outp = TensorDesc(inp.data_type, inp.sizes[:2] + spatial)
-        return LpPooling1OperatorDesc(inp, outp, stride, window, start, end, dil, p)
-
-    return run_functional("lp_pooling", (x, window_size, strides, start_padding, end_padding,
-                                         dilations, p), make_desc, (x,), device, out)

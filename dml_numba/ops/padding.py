@@ -13,6 +13,8 @@ Pads wider than the input are legal in every mode (the mirror modes fold repeate
 """
 from __future__ import annotations
 
+__all__ = ["PaddingMode", "PaddingOperatorDesc", "Padding1OperatorDesc"]
+
 import enum
 import math
 from dataclasses import dataclass
@@ -22,7 +24,13 @@ import numpy as np
 from .._dtypes import ALL_TYPES, DataType
 from .._errors import Checker
 from ..tensor import MAX_RANK, TensorDesc
-from ._base import OperatorDesc, check_output_sizes, check_unary_tensors
+from ._base import (
+    AxisMap,
+    GatherPlan,
+    OperatorDesc,
+    check_output_sizes,
+    check_unary_tensors,
+)
 
 
 class PaddingMode(enum.IntEnum):
@@ -52,15 +60,22 @@ def convert_padding_value(value: float, data_type: DataType):
     return int(min(max(math.trunc(value), info.min), info.max))
 
 
+def output_sizes(c: Checker, input_sizes, start_padding, end_padding) -> tuple[int, ...]:
+    """The shape rule: ``input + start + end`` per axis. Checks the paddings (one per axis,
+    each 0 <= p < 2**32) and returns the output sizes; ``c`` names the caller in errors."""
+    rank = len(input_sizes)
+    start = c.int_tuple("start_padding", start_padding, length=rank, lo=0)
+    end = c.int_tuple("end_padding", end_padding, length=rank, lo=0)
+    return tuple(n + s + e for n, s, e in zip(input_sizes, start, end))
+
+
 def _validate_common(c: Checker, desc):
     inp, out = check_unary_tensors(c, desc, ALL_TYPES, 1, MAX_RANK)
     desc._set("padding_mode", c.enum("padding_mode", desc.padding_mode, PaddingMode))
-    start = c.int_tuple("start_padding", desc.start_padding, length=inp.rank, lo=0)
-    end = c.int_tuple("end_padding", desc.end_padding, length=inp.rank, lo=0)
-    desc._set("start_padding", start)
-    desc._set("end_padding", end)
-    check_output_sizes(c, "output_tensor", out,
-                       (n + s + e for n, s, e in zip(inp.sizes, start, end)),
+    sizes = output_sizes(c, inp.sizes, desc.start_padding, desc.end_padding)
+    desc._set("start_padding", tuple(int(v) for v in desc.start_padding))
+    desc._set("end_padding", tuple(int(v) for v in desc.end_padding))
+    check_output_sizes(c, "output_tensor", out, sizes,
                        "input_tensor.sizes + start_padding + end_padding")
 
 
@@ -100,6 +115,13 @@ class Padding1OperatorDesc(OperatorDesc):
             self._set("padding_value", c.integer("padding_value", self.padding_value,
                                                  lo=int(info.min), hi=int(info.max)))
 
+    def gather_plan(self) -> GatherPlan:
+        """Per-axis index maps: the padding mode's fold of ``o - start_padding``."""
+        kind = _PAD_KIND[self.padding_mode]
+        maps = tuple(AxisMap(kind, n, o, a) for n, o, a in
+                     zip(self.input_tensor.sizes, self.output_tensor.sizes, self.start_padding))
+        return GatherPlan(maps, self.padding_value if kind == "shift" else None)
+
 
 @dataclass(frozen=True)
 class PaddingOperatorDesc(OperatorDesc):
@@ -127,56 +149,8 @@ class PaddingOperatorDesc(OperatorDesc):
                                     self.start_padding, self.end_padding)
 
 
-def padding_output_sizes(sizes, start_padding, end_padding) -> tuple[int, ...]:
-    return tuple(n + s + e for n, s, e in zip(sizes, start_padding, end_padding))
-
-
-def padding(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value=0, *,
-            device="cpu", out=None):
-    """Pad ``x`` per axis. ``mode``: a PaddingMode or its name ("reflection", ...).
-
-    >>> import numpy as np
-    >>> padding(np.array([1., 2.], np.float32), (5,), (5,), "reflection", device="numpy")
-    array([2., 1., 2., 1., 2., 1., 2., 1., 2., 1., 2., 1.], dtype=float32)
-    """
-    from .._api import run_functional
-    from ..tensor import as_array
-
-    x = as_array(x, "padding", "x")
-
-    def make_desc():
-        m = _enum_by_name(PaddingMode, mode, "padding", "mode") if isinstance(mode, str) else mode
-        inp = TensorDesc.like(x)
-        start, end = tuple(start_padding), tuple(end_padding)
-        outp = TensorDesc(inp.data_type, padding_output_sizes(inp.sizes, start, end)
-                          if len(start) == len(end) == inp.rank else inp.sizes)
-        v = value
-        if not inp.data_type.is_float and isinstance(v, float) and v.is_integer():
-            v = int(v)
-        return Padding1OperatorDesc(inp, outp, m, inp.data_type, v, start, end)
-
-    return run_functional("padding", (x, start_padding, end_padding, mode, value), make_desc,
-                          (x,), device, out)
-
-
-def _enum_by_name(enum_type, name, owner, field):
-    try:
-        return enum_type[name.upper()]
-    except KeyError:
-        Checker(owner).fail(field, name, "expected one of " +
-                            ", ".join(m.name.lower() for m in enum_type))
-
-
 _PAD_KIND = {PaddingMode.CONSTANT: "shift", PaddingMode.EDGE: "clamp",
              PaddingMode.REFLECTION: "reflect", PaddingMode.SYMMETRIC: "symmetric",
              PaddingMode.WRAP: "wrap"}
 
 
-def gather_plan(desc: Padding1OperatorDesc):
-    """Per-axis index maps for the jitted backends (see dml_numba._gather)."""
-    from .._gather import AxisMap, GatherPlan
-
-    kind = _PAD_KIND[desc.padding_mode]
-    maps = tuple(AxisMap(kind, n, o, a) for n, o, a in
-                 zip(desc.input_tensor.sizes, desc.output_tensor.sizes, desc.start_padding))
-    return GatherPlan(maps, desc.padding_value if kind == "shift" else None)

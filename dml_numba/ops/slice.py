@@ -13,16 +13,34 @@ SLICE canonicalises to SLICE1 with window ``(Sizes - 1) * Strides + 1``.
 """
 from __future__ import annotations
 
+__all__ = ["SliceOperatorDesc", "Slice1OperatorDesc"]
+
 from dataclasses import dataclass
 
 from .._dims import strided_count
 from .._dtypes import ALL_TYPES
+from .._errors import Checker
 from ..tensor import MAX_RANK, TensorDesc
-from ._base import OperatorDesc, check_unary_tensors
+from ._base import AxisMap, GatherPlan, OperatorDesc, check_unary_tensors
 
 
 def _tensors(c, d):
     return check_unary_tensors(c, d, ALL_TYPES, 1, MAX_RANK)
+
+
+def output_sizes(c: Checker, input_sizes, offsets, window_sizes, strides) -> tuple[int, ...]:
+    """The shape rule: ``1 + (window - 1) // |stride|`` per axis, the most elements the window
+    reaches. Checks that each window is non-empty and inside the input and each stride non-zero."""
+    r = len(input_sizes)
+    offs = c.int_tuple("input_window_offsets", offsets, length=r, lo=0)
+    sizes = c.int_tuple("input_window_sizes", window_sizes, length=r, lo=1)
+    steps = c.int_tuple("input_window_strides", strides, length=r, nonzero=True)
+    for i in range(r):
+        if offs[i] + sizes[i] > input_sizes[i]:
+            c.fail(f"input_window_sizes[{i}]", sizes[i],
+                   f"the window [{offs[i]}, {offs[i] + sizes[i]}) must lie inside input "
+                   f"dimension {i} of size {input_sizes[i]}")
+    return tuple(strided_count(n, s) for n, s in zip(sizes, steps))
 
 
 @dataclass(frozen=True)
@@ -42,23 +60,20 @@ class Slice1OperatorDesc(OperatorDesc):
 
     def _validate(self, c):
         inp, out = _tensors(c, self)
-        r = inp.rank
-        offs = c.int_tuple("input_window_offsets", self.input_window_offsets, length=r, lo=0)
-        sizes = c.int_tuple("input_window_sizes", self.input_window_sizes, length=r, lo=1)
-        strides = c.int_tuple("input_window_strides", self.input_window_strides, length=r,
-                              nonzero=True)
-        for i in range(r):
-            if offs[i] + sizes[i] > inp.sizes[i]:
-                c.fail(f"input_window_sizes[{i}]", sizes[i],
-                       f"the window [{offs[i]}, {offs[i] + sizes[i]}) must lie inside input "
-                       f"dimension {i} of size {inp.sizes[i]}")
-            most = strided_count(sizes[i], strides[i])
-            if not 1 <= out.sizes[i] <= most:
+        most = output_sizes(c, inp.sizes, self.input_window_offsets, self.input_window_sizes,
+                            self.input_window_strides)
+        for i, m in enumerate(most):
+            if not 1 <= out.sizes[i] <= m:
                 c.fail(f"output_tensor.sizes[{i}]", out.sizes[i],
-                       f"expected 1 to {most} = 1 + (window - 1) // |stride| elements")
-        self._set("input_window_offsets", offs)
-        self._set("input_window_sizes", sizes)
-        self._set("input_window_strides", strides)
+                       f"expected 1 to {m} = 1 + (window - 1) // |stride| elements")
+        for name in ("input_window_offsets", "input_window_sizes", "input_window_strides"):
+            self._set(name, tuple(int(v) for v in getattr(self, name)))
+
+    def gather_plan(self) -> GatherPlan:
+        """Per-axis index maps: ``i = start + stride * o``."""
+        return GatherPlan(tuple(AxisMap("affine", n, o, a, s) for n, o, a, s in
+                                zip(self.input_tensor.sizes, self.output_tensor.sizes,
+                                    self.starts(), self.input_window_strides)))
 
     def starts(self) -> tuple[int, ...]:
         """The input coordinate that output coordinate 0 reads, per dimension."""
@@ -99,41 +114,3 @@ class SliceOperatorDesc(OperatorDesc):
         return Slice1OperatorDesc(self.input_tensor, self.output_tensor, self.offsets,
                                   tuple((n - 1) * s + 1 for n, s in zip(self.sizes, self.strides)),
                                   self.strides)
-
-
-def slice1(x, offsets, sizes, strides=None, *, device="cpu", out=None):
-    """Slice ``x`` through an input window (offsets, sizes, signed strides); the output holds
-    every element the window reaches.
-
-    >>> import numpy as np
-    >>> slice1(np.arange(10, dtype=np.int32), (1,), (3,), (-2,), device="numpy")
-    array([3, 1], dtype=int32)
-    """
-    from .._api import run_functional
-    from ..tensor import as_array
-
-    x = as_array(x, "slice1", "x")
-
-    def make_desc():
-        inp = TensorDesc.like(x)
-        window = tuple(sizes)
-        steps = tuple(strides) if strides is not None else (1,) * len(window)
-        try:
-            out_sizes = tuple(strided_count(n, s) for n, s in zip(window, steps))
-            if len(out_sizes) != inp.rank or min(out_sizes) < 1:
-                raise ValueError
-        except (TypeError, ValueError, ZeroDivisionError):
-            out_sizes = inp.sizes
-        return Slice1OperatorDesc(inp, TensorDesc(inp.data_type, out_sizes), tuple(offsets),
-                                  window, steps)
-
-    return run_functional("slice1", (x, offsets, sizes, strides), make_desc, (x,), device, out)
-
-
-def gather_plan(desc: Slice1OperatorDesc):
-    """Per-axis index maps for the jitted backends: ``i = start + stride * o``."""
-    from .._gather import AxisMap, GatherPlan
-
-    return GatherPlan(tuple(AxisMap("affine", n, o, a, s) for n, o, a, s in
-                            zip(desc.input_tensor.sizes, desc.output_tensor.sizes, desc.starts(),
-                                desc.input_window_strides)))

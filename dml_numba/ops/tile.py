@@ -6,11 +6,26 @@ dml_numba extension (DirectML's tables omit it).
 """
 from __future__ import annotations
 
+__all__ = ["TileOperatorDesc"]
+
 from dataclasses import dataclass
 
 from .._dtypes import ALL_TYPES
+from .._errors import Checker
 from ..tensor import MAX_RANK, TensorDesc
-from ._base import OperatorDesc, check_output_sizes, check_unary_tensors
+from ._base import (
+    AxisMap,
+    GatherPlan,
+    OperatorDesc,
+    check_output_sizes,
+    check_unary_tensors,
+)
+
+
+def output_sizes(c: Checker, input_sizes, repeats) -> tuple[int, ...]:
+    """The shape rule: ``input * repeats`` per axis (each repeat 1 <= r < 2**32)."""
+    r = c.int_tuple("repeats", repeats, length=len(input_sizes), lo=1)
+    return tuple(n * k for n, k in zip(input_sizes, r))
 
 
 @dataclass(frozen=True)
@@ -26,39 +41,11 @@ class TileOperatorDesc(OperatorDesc):
 
     def _validate(self, c):
         inp, out = check_unary_tensors(c, self, ALL_TYPES, 1, MAX_RANK)
-        r = c.int_tuple("repeats", self.repeats, length=inp.rank, lo=1)
-        self._set("repeats", r)
-        check_output_sizes(c, "output_tensor", out, (n * k for n, k in zip(inp.sizes, r)),
-                           "input_tensor.sizes * repeats")
+        sizes = output_sizes(c, inp.sizes, self.repeats)
+        self._set("repeats", tuple(int(v) for v in self.repeats))
+        check_output_sizes(c, "output_tensor", out, sizes, "input_tensor.sizes * repeats")
 
-
-def tile(x, repeats, *, device="cpu", out=None):
-    """Repeat ``x`` ``repeats[i]`` times along each axis (like ``numpy.tile`` at equal rank).
-
-    >>> import numpy as np
-    >>> tile(np.array([[1, 2]], np.int8), (2, 2), device="numpy")
-    array([[1, 2, 1, 2],
-           [1, 2, 1, 2]], dtype=int8)
-    """
-    from .._api import run_functional
-    from ..tensor import as_array
-
-    x = as_array(x, "tile", "x")
-
-    def make_desc():
-        inp = TensorDesc.like(x)
-        r = tuple(repeats)
-        sizes = tuple(n * k for n, k in zip(inp.sizes, r)) if len(r) == inp.rank else inp.sizes
-        if min(sizes, default=1) < 1:
-            sizes = inp.sizes
-        return TileOperatorDesc(inp, TensorDesc(inp.data_type, sizes), r)
-
-    return run_functional("tile", (x, repeats), make_desc, (x,), device, out)
-
-
-def gather_plan(desc: TileOperatorDesc):
-    """Per-axis index maps for the jitted backends: ``i = o mod n``."""
-    from .._gather import AxisMap, GatherPlan
-
-    return GatherPlan(tuple(AxisMap("tile", n, o) for n, o in
-                            zip(desc.input_tensor.sizes, desc.output_tensor.sizes)))
+    def gather_plan(self) -> GatherPlan:
+        """Per-axis index maps: ``i = o mod n``."""
+        return GatherPlan(tuple(AxisMap("tile", n, o) for n, o in
+                                zip(self.input_tensor.sizes, self.output_tensor.sizes)))

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import functools
 import itertools
-import types
 
 import numpy as np
 
-from ..ops.convolution import ConvolutionDirection, ConvolutionMode
+from ..ops.activation import FUNCTIONS
+from ..ops.convolution import (
+    ConvolutionDirection,
+    ConvolutionMode,
+    ConvolutionOperatorDesc,
+)
+from ._kernel import vectorized
 
 try:  # NumPy has no erf; SciPy's is vectorised and exact to double precision
     from scipy.special import erf as _erf
@@ -20,8 +25,12 @@ except ImportError:  # pragma: no cover - scipy is a dependency
 
     _erf = np.vectorize(math.erf, otypes=[np.float64])
 
-_F = types.SimpleNamespace(exp=np.exp, expm1=np.expm1, log1p=np.log1p, tanh=np.tanh, erf=_erf,
-                           fabs=np.abs)
+#: NumPy's version of every function an activation formula may call (ops.activation.FUNCTIONS)
+_FUNCTIONS = {"erf": _erf, "exp": np.exp, "expm1": np.expm1, "fabs": np.abs, "log1p": np.log1p,
+              "tanh": np.tanh, "where": np.where}
+if set(_FUNCTIONS) != set(FUNCTIONS):  # pragma: no cover - caught by the test suite at import
+    raise ImportError(f"the numpy device binds {sorted(_FUNCTIONS)}, the activation contract "
+                      f"is {sorted(FUNCTIONS)}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -34,10 +43,11 @@ def apply_activation(act, y: np.ndarray) -> np.ndarray:
     if act is None:
         return y
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(eval(_compiled(act.expression("x")), {"F": _F, "W": np.where, "x": y}),
-                          dtype=np.float64)
+        return np.asarray(eval(_compiled(act.expression("x")), {"__builtins__": {}, **_FUNCTIONS,
+                                                                "x": y}), dtype=np.float64)
 
 
+@vectorized(ConvolutionOperatorDesc)
 def convolution(desc, x, w, b=None):
     nd = x.ndim - 2
     g = desc.group_count

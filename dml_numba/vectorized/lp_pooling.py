@@ -5,7 +5,11 @@ import itertools
 
 import numpy as np
 
+from ..ops.lp_pooling import LpPooling1OperatorDesc
+from ._kernel import vectorized
 
+
+@vectorized(LpPooling1OperatorDesc)
 def lp_pooling(desc, x):
     p = desc.p
     out_spatial = desc.output_tensor.sizes[2:]

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.padding import PaddingMode
+from ..ops.padding import Padding1OperatorDesc, PaddingMode
+from ._kernel import vectorized
 
 
 def source_index(mode: PaddingMode, n: int, start: int, end: int) -> np.ndarray:
@@ -26,6 +27,7 @@ def source_index(mode: PaddingMode, n: int, start: int, end: int) -> np.ndarray:
     raise AssertionError(mode)
 
 
+@vectorized(Padding1OperatorDesc)
 def padding(desc, x):
     start, end = desc.start_padding, desc.end_padding
     if desc.padding_mode == PaddingMode.CONSTANT:

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 import dml_numba as dml
-from tests.helpers import assert_close, brute_conv_backward, brute_conv_forward, onnx_run, random_array
+from tests.helpers import (
+    assert_close,
+    brute_conv_backward,
+    brute_conv_forward,
+    onnx_run,
+    random_array,
+)
 
 CC, CV = dml.ConvolutionMode.CROSS_CORRELATION, dml.ConvolutionMode.CONVOLUTION
 FWD, BWD = dml.ConvolutionDirection.FORWARD, dml.ConvolutionDirection.BACKWARD

@@ -1,0 +1,126 @@
+"""Binding arrays to tensor descs (host side), the overlap rule, and what the functional layer
+accepts as an array.
+
+Binding rule: an array whose shape equals the desc's sizes and whose dtype matches is that
+tensor, whatever its own memory layout. A one-dimensional buffer of that dtype holding at least
+``extent_bytes`` (the last element's offset + 1, times the element size, computed exactly in
+Python integers) is read (or written) the way DirectML reads a bound buffer: coordinate ``c``
+lives at element ``sum(c[d] * strides[d])``; packed strides when the desc has none; stride 0
+broadcasts. Shape equality is tested first, so a rank-1 desc bound to an array of exactly its
+size is that tensor.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._errors import ValidationError
+from .tensor import TensorDesc
+
+
+def _where(owner: str, field: str) -> str:
+    return f"{owner}.{field}"
+
+
+def view_host(array, tdesc: TensorDesc, owner: str, field: str, *, writable: bool = False):
+    """The N-d view of ``array`` through which the kernel reads or writes tensor ``tdesc``."""
+    if (type(array) is np.ndarray and array.shape == tdesc.sizes and array.dtype == tdesc.dtype
+            and (not writable or array.flags.writeable)):
+        return array  # the common case, decided before building any message
+    where = _where(owner, field)
+    if isinstance(array, np.ma.MaskedArray):
+        raise ValidationError(f"{where}: a masked array is invalid; expected a plain "
+                              "numpy.ndarray (the mask would be ignored: use .filled() or .data)")
+    if not isinstance(array, np.ndarray):
+        if hasattr(array, "__cuda_array_interface__"):
+            raise ValidationError(f"{where}: a CUDA device array is invalid on a host device; "
+                                  "expected a numpy.ndarray (use device='cuda')")
+        raise ValidationError(f"{where}: {type(array).__name__} is invalid; expected a numpy.ndarray")
+    if array.dtype != tdesc.dtype:
+        native = "" if array.dtype.isnative else (
+            " (non-native byte order: convert with .astype(a.dtype.newbyteorder('=')))")
+        shown = array.dtype if array.dtype.isnative else array.dtype.str
+        raise ValidationError(f"{where}: dtype {shown} is invalid{native}; expected "
+                              f"{tdesc.dtype} ({tdesc.data_type.name})")
+    if writable and not array.flags.writeable:
+        raise ValidationError(f"{where}: a read-only array is invalid; expected a writable array")
+    if array.shape == tdesc.sizes:
+        return array
+    if array.ndim == 1:
+        need = tdesc.extent_bytes  # exact, in Python integers: never DMLCalcBufferTensorSize
+        if array.nbytes < need:
+            raise ValidationError(
+                f"{where}: a buffer of {array.nbytes} bytes is invalid; expected at least "
+                f"{need} bytes (the last element's offset + 1, times {tdesc.dtype.itemsize}, for "
+                f"sizes {tdesc.sizes}, strides {tdesc.strides})")
+        if writable and tdesc.has_overlapping_elements():
+            raise ValidationError(f"{where}: strides {tdesc.strides} are invalid for an output; "
+                                  "expected strides that give every element its own address")
+        item = array.strides[0]
+        return np.lib.stride_tricks.as_strided(
+            array, shape=tdesc.sizes, strides=tuple(s * item for s in tdesc.element_strides),
+            writeable=writable)
+    raise ValidationError(f"{where}: shape {array.shape} is invalid; expected {tdesc.sizes} or a "
+                          f"1-D buffer of at least {tdesc.extent_bytes} bytes")
+
+
+def as_array(value, owner: str, field: str):
+    """What the functional layer takes: anything ``np.asarray`` accepts (lists, scalars, objects
+    with ``__array__``); CUDA device arrays pass through. Masked arrays and object dtype are
+    refused; a non-native byte order is converted to native."""
+    if type(value) is np.ndarray and value.dtype.isnative and value.dtype.kind != "O":
+        return value
+    where = _where(owner, field)
+    if isinstance(value, np.ma.MaskedArray):
+        raise ValidationError(f"{where}: a masked array is invalid; expected a plain array (the "
+                              "mask would be ignored: use .filled() or .data)")
+    if hasattr(value, "__cuda_array_interface__") and not isinstance(value, np.ndarray):
+        return value
+    try:
+        array = np.asarray(value)
+    except Exception as exc:  # noqa: BLE001 - whatever NumPy refuses, said as ours
+        raise ValidationError(f"{where}: {type(value).__name__} is invalid; expected an array or "
+                              f"something numpy.asarray accepts ({exc})") from None
+    if array.dtype.kind in "OUSV":
+        raise ValidationError(f"{where}: dtype {array.dtype} is invalid; expected a numeric "
+                              "array (one of float32, float16, float64, int8..int64, uint8..uint64)")
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    return array
+
+
+def check_no_overlap(out, inputs, owner: str) -> None:
+    """Refuse an ``out`` that shares memory with any input (exact test when it is cheap)."""
+    for i, a in enumerate(inputs):
+        if a is not out and a.base is None and out.base is None:
+            continue  # two separate allocations cannot overlap
+        if isinstance(a, np.ndarray) and np.may_share_memory(out, a):
+            try:
+                overlap = np.shares_memory(out, a, max_work=100_000)
+            except np.exceptions.TooHardError:
+                overlap = True
+            if overlap:
+                raise ValidationError(f"{owner}.out: an array overlapping input {i} is invalid; "
+                                      "expected an output that shares no memory with the inputs")
+
+
+class HostDevice:
+    """Binding for devices that run on NumPy arrays in host memory ("numpy", "cpu").
+    ``options``: name -> allowed values of the options every lowering of the device takes."""
+
+    def __init__(self, name: str, options: dict | None = None):
+        self.name = name
+        self.options = dict(options or {})
+
+    def call(self, kernel, owner, input_specs, inputs, out, out_desc, stream):
+        if stream is not None:
+            raise ValidationError(f"{owner}.stream: {stream!r} is invalid; expected None on the "
+                                  f"{self.name!r} device (streams are CUDA's)")
+        views = [view_host(a, t, owner, f) for a, (f, t) in zip(inputs, input_specs)]
+        if out is None:
+            result = target = np.empty(out_desc.sizes, out_desc.dtype)
+        else:
+            target = view_host(out, out_desc, owner, "out", writable=True)
+            check_no_overlap(target, views, owner)
+            result = out
+        kernel(views, target)
+        return result

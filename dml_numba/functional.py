@@ -1,0 +1,213 @@
+"""The functional layer: each function builds its operator's descriptor from arrays and
+parameters (output sizes from the operator's one shape rule), compiles it through the same cache
+as :func:`dml_numba.compile_operator`, and runs it.
+
+Inputs are anything ``numpy.asarray`` accepts (lists, scalars, objects with ``__array__``), or
+CUDA device arrays for ``device="cuda"``; masked arrays and object arrays are refused; a
+non-native byte order is converted. A repeated call with the same shapes, dtypes and parameters
+skips building the descriptor (a memo keyed by shapes and by parameter bits).
+"""
+from __future__ import annotations
+
+from ._api import compile_operator
+from ._binding import as_array
+from ._cache import cache, freeze
+from ._errors import Checker
+from .ops import convolution as _conv
+from .ops import lp_pooling as _pool
+from .ops import padding as _pad
+from .ops import slice as _slice
+from .ops import tile as _tile
+from .ops.convolution import (
+    ConvolutionDirection,
+    ConvolutionMode,
+    ConvolutionOperatorDesc,
+)
+from .ops.lp_pooling import LpPooling1OperatorDesc
+from .ops.padding import Padding1OperatorDesc, PaddingMode
+from .ops.slice import Slice1OperatorDesc
+from .ops.tile import TileOperatorDesc
+from .tensor import TensorDesc
+
+__all__ = ["padding", "lp_pooling", "convolution", "tile", "slice1"]
+
+
+def _signature(value):
+    """A hashable stand-in for an argument: arrays by type, shape and dtype; everything else
+    through :func:`freeze` (floats by bits, bools apart from ints)."""
+    if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "__len__"):
+        return (type(value), tuple(value.shape), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_signature(v) for v in value)
+    return freeze(value)
+
+
+def run(name, args, make_desc, inputs, device, out):
+    """Run a call; the compiled operator is memoised on the call's signature (shapes, dtypes,
+    parameters, device), so a repeated call skips building the descriptor."""
+    key = ("functional", name, tuple(_signature(a) for a in args), device)
+    try:
+        hash(key)
+    except TypeError:  # an unhashable parameter: no memo, same result
+        return compile_operator(make_desc(), device)(*inputs, out=out)
+    op = cache.get_or_build(key, lambda: compile_operator(make_desc(), device))
+    return op(*inputs, out=out)
+
+
+def _enum(owner, field, value, enum_type):
+    """An enum member from a member, its value or its name (any case)."""
+    if isinstance(value, str):
+        try:
+            return enum_type[value.upper()]
+        except KeyError:
+            Checker(owner).fail(field, value, "expected one of " +
+                                ", ".join(m.name.lower() for m in enum_type))
+    return Checker(owner).enum(field, value, enum_type)
+
+
+def _tuple(value, default=None):
+    """A sequence as a tuple (the default for None); anything else as is, for the checks to
+    name."""
+    if value is None:
+        return default
+    if hasattr(value, "__iter__") and not isinstance(value, (str, bytes)):
+        return tuple(value)
+    return value
+
+
+def padding(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value=0, *,
+            device="cpu", out=None):
+    """Pad ``x`` per axis (DML_PADDING1): ``mode`` is a PaddingMode, its value or its name
+    ("constant", "edge", "reflection", "symmetric", "wrap"); ``value`` is the constant for
+    CONSTANT, in ``x``'s type.
+
+    >>> import numpy as np
+    >>> padding(np.array([1., 2.], np.float32), (5,), (5,), "reflection", device="numpy")
+    array([2., 1., 2., 1., 2., 1., 2., 1., 2., 1., 2., 1.], dtype=float32)
+    """
+    x = as_array(x, "padding", "x")
+
+    def make_desc():
+        c = Checker("padding")
+        m = _enum("padding", "mode", mode, PaddingMode)
+        inp = TensorDesc.like(x)
+        sizes = _pad.output_sizes(c, inp.sizes, start_padding, end_padding)
+        v = value
+        if not inp.data_type.is_float and isinstance(v, float) and v.is_integer():
+            v = int(v)
+        return Padding1OperatorDesc(inp, TensorDesc(inp.data_type, sizes), m, inp.data_type, v,
+                                    _tuple(start_padding), _tuple(end_padding))
+
+    return run("padding", (x, start_padding, end_padding, mode, value), make_desc, (x,), device,
+               out)
+
+
+def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,
+               dilations=None, p=2, *, device="cpu", out=None):
+    """LP pooling over the spatial axes of ``x`` (N, C, spatial...): ``(sum |x|**p) ** (1/p)``
+    per window. Defaults: stride 1, no padding, dilation 1, p = 2.
+
+    >>> import numpy as np
+    >>> lp_pooling(np.array([[[-1., -2.]]], np.float32), (2,), p=1, device="numpy")
+    array([[[3.]]], dtype=float32)
+    """
+    x = as_array(x, "lp_pooling", "x")
+
+    def make_desc():
+        inp = TensorDesc.like(x)
+        nd = max(inp.rank - 2, 0)
+        ones, zeros = (1,) * nd, (0,) * nd
+        args = (_tuple(strides, ones), _tuple(window_size, None), _tuple(start_padding, zeros),
+                _tuple(end_padding, zeros), _tuple(dilations, ones))
+        if inp.rank < 3:  # the descriptor names the rank rule
+            return LpPooling1OperatorDesc(inp, inp, *args, p)
+        ranges = _pool.output_ranges(Checker("lp_pooling"), inp.sizes, *args)
+        outp = TensorDesc(inp.data_type, inp.sizes[:2] + tuple(lo for lo, _ in ranges))
+        return LpPooling1OperatorDesc(inp, outp, *args, p)
+
+    return run("lp_pooling", (x, window_size, strides, start_padding, end_padding, dilations, p),
+               make_desc, (x,), device, out)
+
+
+def convolution(x, filter, bias=None, strides=None, dilations=None, start_padding=None,
+                end_padding=None, output_padding=None, group_count=1,
+                mode=ConvolutionMode.CROSS_CORRELATION, direction=ConvolutionDirection.FORWARD,
+                fused_activation=None, *, device="cpu", out=None):
+    """Convolution of ``x`` (N, C, spatial...) with ``filter`` (FORWARD: {C_out, C_in/G, k...};
+    BACKWARD: {C_in, C_out/G, k...}); ``bias`` is (C_out,) or (1, C_out, 1...). Defaults:
+    stride 1, dilation 1, no padding, cross-correlation, forward. ``mode`` and ``direction``
+    take members, values or names.
+
+    >>> import numpy as np
+    >>> x = np.array([[[1, 2, 3, 4, 5]]], np.float32); w = np.array([[[1, 10, 100]]], np.float32)
+    >>> convolution(x, w, strides=(2,), start_padding=(1,), end_padding=(1,), device="numpy")
+    array([[[210., 432.,  54.]]], dtype=float32)
+    """
+    x = as_array(x, "convolution", "x")
+    filter = as_array(filter, "convolution", "filter")
+    nd = getattr(x, "ndim", 0) - 2
+    inputs = [x, filter]
+    if bias is not None:
+        bias = as_array(bias, "convolution", "bias")
+        if getattr(bias, "ndim", None) == 1:
+            bias = bias.reshape((1, -1) + (1,) * max(nd, 0))
+        inputs.append(bias)
+
+    def make_desc():
+        c = Checker("convolution")
+        m = _enum("convolution", "mode", mode, ConvolutionMode)
+        direc = _enum("convolution", "direction", direction, ConvolutionDirection)
+        inp, flt = TensorDesc.like(x), TensorDesc.like(filter)
+        bdesc = TensorDesc.like(bias) if bias is not None else None
+        ones, zeros = (1,) * max(nd, 0), (0,) * max(nd, 0)
+        args = (_tuple(strides, ones), _tuple(dilations, ones), _tuple(start_padding, zeros),
+                _tuple(end_padding, zeros), _tuple(output_padding, zeros))
+        if inp.rank < 3:  # the descriptor names the rank rule
+            sizes = inp.sizes
+        else:
+            sizes, _ = _conv.output_sizes(c, inp.sizes, flt.sizes, direc, *args, group_count)
+        return ConvolutionOperatorDesc(inp, flt, bdesc, TensorDesc(inp.data_type, sizes), m,
+                                       direc, *args, group_count, fused_activation)
+
+    args = (x, filter, bias, strides, dilations, start_padding, end_padding, output_padding,
+            group_count, mode, direction, fused_activation)
+    return run("convolution", args, make_desc, tuple(inputs), device, out)
+
+
+def tile(x, repeats, *, device="cpu", out=None):
+    """Repeat ``x`` ``repeats[i]`` times along each axis (like ``numpy.tile`` at equal rank).
+
+    >>> import numpy as np
+    >>> tile(np.array([[1, 2]], np.int8), (2, 2), device="numpy")
+    array([[1, 2, 1, 2],
+           [1, 2, 1, 2]], dtype=int8)
+    """
+    x = as_array(x, "tile", "x")
+
+    def make_desc():
+        inp = TensorDesc.like(x)
+        sizes = _tile.output_sizes(Checker("tile"), inp.sizes, repeats)
+        return TileOperatorDesc(inp, TensorDesc(inp.data_type, sizes), _tuple(repeats))
+
+    return run("tile", (x, repeats), make_desc, (x,), device, out)
+
+
+def slice1(x, offsets, sizes, strides=None, *, device="cpu", out=None):
+    """Slice ``x`` through an input window (offsets, sizes, signed strides); the output holds
+    every element the window reaches (DML_SLICE1; negative strides read backwards).
+
+    >>> import numpy as np
+    >>> slice1(np.arange(10, dtype=np.int32), (1,), (3,), (-2,), device="numpy")
+    array([3, 1], dtype=int32)
+    """
+    x = as_array(x, "slice1", "x")
+
+    def make_desc():
+        inp = TensorDesc.like(x)
+        window = _tuple(sizes)
+        steps = _tuple(strides, (1,) * len(window) if isinstance(window, tuple) else None)
+        out_sizes = _slice.output_sizes(Checker("slice1"), inp.sizes, offsets, window, steps)
+        return Slice1OperatorDesc(inp, TensorDesc(inp.data_type, out_sizes), _tuple(offsets),
+                                  window, steps)
+
+    return run("slice1", (x, offsets, sizes, strides), make_desc, (x,), device, out)
