@@ -72,12 +72,18 @@ def _byte_count(text: str) -> int:
     return int(float(m.group(1)) * scale)
 
 
+def _operator_names() -> list[str]:
+    from .functional import __all__ as names
+
+    return list(names)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="dml-numba", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("profile", help="time jitted against vectorised code and peers")
     p.add_argument("--ops", nargs="+", metavar="OP",
-                   help="operators: padding lp_pooling convolution tile slice1 (default: all)")
+                   help=f"operators: {' '.join(_operator_names())} (default: all)")
     p.add_argument("--devices", nargs="+", metavar="DEV",
                    help="numpy cpu cuda (default: every usable one; cuda only on a real GPU)")
     p.add_argument("--dtype", default="float32", help="numpy dtype name (default float32)")

@@ -10,7 +10,7 @@ def dilated_extent(k: int, dilation: int) -> int:
 def pooled_size(n: int, start: int, end: int, k: int, stride: int, dilation: int = 1) -> int:
     """Sliding-window output size: ``(n + start + end - dilated_extent(k, d)) // stride + 1``.
 
-    Used by forward convolution and LP pooling (SEMANTICS 2.1, 3). Returns a value <= 0 when the
+    Used by forward convolution and LP pooling (docs/SEMANTICS.md §2, 3). Returns a value <= 0 when the
     window does not fit the padded input.
     """
     span = n + start + end - dilated_extent(k, dilation)

@@ -1,4 +1,4 @@
-"""DirectML data types <-> NumPy dtypes, accumulator types and comparison tolerances."""
+"""DirectML data types <-> NumPy dtypes, and accumulator types."""
 from __future__ import annotations
 
 import enum
@@ -63,7 +63,6 @@ _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
 
 ALL_TYPES = tuple(DataType)
 FLOAT_TYPES = (DataType.FLOAT32, DataType.FLOAT16, DataType.FLOAT64)
-INTEGER_TYPES = tuple(t for t in DataType if t not in FLOAT_TYPES)
 #: DirectML's conv/pooling types, plus FLOAT64 (a deliberate extension of dml_numba).
 COMPUTE_TYPES = FLOAT_TYPES
 
@@ -71,15 +70,3 @@ COMPUTE_TYPES = FLOAT_TYPES
 def accumulator(data_type: DataType) -> np.dtype:
     """float32 for FLOAT16/FLOAT32 (DirectML computes half in float), float64 for FLOAT64."""
     return np.dtype(np.float64) if data_type == DataType.FLOAT64 else np.dtype(np.float32)
-
-
-#: (rtol, atol) for comparing convolution and pooling results with a float64 reference.
-TOLERANCES = {
-    DataType.FLOAT16: (1e-2, 1e-2),
-    DataType.FLOAT32: (1e-4, 1e-5),
-    DataType.FLOAT64: (1e-10, 1e-12),
-}
-
-
-def tolerance(data_type: DataType) -> tuple[float, float]:
-    return TOLERANCES[DataType(data_type)]

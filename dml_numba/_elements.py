@@ -61,7 +61,12 @@ def lp_root(acc: str, p: int, acc_type: str) -> str:
 # Each writes the value of output element (n, channel, o0..o{nd-1}) into ``y``. ``load`` wraps an
 # input read (CUDA converts half to float there); ``acc`` is the accumulator type's name.
 
-def pool_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> None:
+def pool_element(w: SourceWriter, desc, o, *, acc: str = "float64", load=lambda e: e) -> None:
+    """LP pooling at output (n, c, o...). The sum of ``|x|**p`` runs in float64 on every device
+    and for every input type: in float32 it overflows (or flushes to zero) long before the
+    result does (``|1e20|**2`` summed), so each device returns the correctly rounded result
+    whenever it is representable. ``acc`` is kept for symmetry; it must be float64."""
+    assert acc == "float64", acc
     nd = len(o)
     a = [f"a{i}" for i in range(nd)]
     w(f"acc = numba.{acc}(0.0)")
@@ -71,7 +76,7 @@ def pool_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> Non
                           steps=desc.strides, dilations=desc.dilations, transposed=False,
                           flip=False)
         xin = "x[" + index("n", "c", *a) + "]"
-        w(f"v = abs({load(xin)})")
+        w(f"v = abs(numba.{acc}({load(xin)}))")
         w(f"acc += {accumulate_power('v', desc.p)}")
     w(f"y[{index('n', 'c', *o)}] = {lp_root('acc', desc.p, acc)}")
 

@@ -20,9 +20,11 @@ import numpy as np
 
 import dml_numba as dml
 
-from ._dims import pooled_size, transposed_size
+from ._errors import Checker
+from .ops.convolution import output_sizes as conv_rule
+from .ops.lp_pooling import output_ranges as pool_rule
 
-OPS = ("padding", "lp_pooling", "convolution", "tile", "slice1")
+OPS = tuple(dml.functional.__all__)  # the functional layer's names
 SETTLE_S = 0.05  # pause before each steady-state measurement, for other thread pools to idle
 
 
@@ -105,12 +107,10 @@ def _conv(xs, ws, s, p, g, direction=0, act=None):
     def make(dtype, rng):
         x = _data(xs, dtype, rng)
         w = (_data(ws, dtype, rng) * 0.1).astype(dtype)
-        cout = ws[0] if direction == 0 else ws[1] * g
-        b = _data((1, cout, 1, 1), dtype, rng)
-        size = pooled_size if direction == 0 else transposed_size
-        spatial = tuple(size(n, pp, pp, k, ss, 1) for n, pp, k, ss in zip(xs[2:], p, ws[2:], s))
+        sizes, _ = conv_rule(Checker("profile"), xs, ws, direction, s, (1, 1), p, p, (0, 0), g)
+        b = _data((1, sizes[1], 1, 1), dtype, rng)
         desc = dml.ConvolutionOperatorDesc(
-            _t(dtype, xs), _t(dtype, ws), _t(dtype, b.shape), _t(dtype, (xs[0], cout) + spatial),
+            _t(dtype, xs), _t(dtype, ws), _t(dtype, b.shape), _t(dtype, sizes),
             dml.ConvolutionMode.CROSS_CORRELATION, direction, s, (1, 1), p, p, (0, 0), g, act)
         return desc, [x, w, b]
 
@@ -127,7 +127,8 @@ def _conv(xs, ws, s, p, g, direction=0, act=None):
 
 def _pool(xs, w, s, p):
     def make(dtype, rng):
-        spatial = tuple(pooled_size(n, 0, 0, ww, ss) for n, ww, ss in zip(xs[2:], w, s))
+        ranges = pool_rule(Checker("profile"), xs, s, w, (0, 0), (0, 0), (1, 1))
+        spatial = tuple(lo for lo, _ in ranges)
         desc = dml.LpPooling1OperatorDesc(_t(dtype, xs), _t(dtype, xs[:2] + spatial), s, w,
                                           (0, 0), (0, 0), (1, 1), p)
         return desc, [_data(xs, dtype, rng)]
@@ -247,15 +248,8 @@ def _steady(fn, budget_s: float, max_runs: int) -> float:
 
 
 def _work(workload: Workload, desc, inputs) -> float:
-    if workload.kind == "bytes":
-        return float(sum(a.nbytes for a in inputs) + desc.output.element_count * desc.output.dtype.itemsize)
-    if isinstance(desc, dml.ConvolutionOperatorDesc):
-        w = desc.filter_tensor.sizes
-        taps = int(np.prod(w[2:]))
-        if desc.direction == dml.ConvolutionDirection.FORWARD:
-            return 2.0 * desc.output_tensor.element_count * w[1] * taps
-        return 2.0 * desc.input_tensor.element_count * w[1] * taps
-    return 2.0 * desc.output_tensor.element_count * int(np.prod(desc.window_size))
+    """Bytes moved or arithmetic operations, from the descriptor's own metadata."""
+    return float(desc.bytes_moved() if workload.kind == "bytes" else desc.flops())
 
 
 def _device_runner(device: str, desc, inputs):

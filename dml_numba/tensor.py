@@ -67,7 +67,7 @@ class TensorDesc:
 
     @property
     def total_tensor_size_in_bytes(self) -> int:
-        """DMLCalcBufferTensorSize (SEMANTICS 1.3): bytes up to the last element, rounded up to 4."""
+        """DMLCalcBufferTensorSize (docs/SEMANTICS.md §1): bytes up to the last element, rounded up to 4."""
         bits = self.data_type.itemsize * 8
         if self.strides is None:
             total_bits = self.element_count * bits

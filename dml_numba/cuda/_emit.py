@@ -45,7 +45,7 @@ def element_loop(w: SourceWriter, key: KernelKey, args: str, total: int):
             yield
 
 
-def emit_reduction(key: KernelKey, args: str, channel: str, element) -> str:
+def emit_reduction(key: KernelKey, args: str, channel: str, element, acc: str | None = None) -> str:
     """A convolution or pooling kernel: one output element (n, channel, o...) per iteration,
     computed by the shared ``element(w, desc, o, acc=..., load=...)`` body."""
     d = key.desc
@@ -54,7 +54,7 @@ def emit_reduction(key: KernelKey, args: str, channel: str, element) -> str:
     o = [f"o{i}" for i in range(d.input_tensor.rank - 2)]
     with element_loop(w, key, args, d.output_tensor.element_count):
         decompose(w, "f", ["n", channel] + o, d.output_tensor.sizes)
-        element(w, d, o, acc=accumulator(d.input_tensor.data_type).name,
+        element(w, d, o, acc=acc or accumulator(d.input_tensor.data_type).name,
                 load=half_load(d.input_tensor.data_type))
     return w.text()
 

@@ -6,7 +6,7 @@ from ._emit import CudaKernel, emit_reduction, make_key
 
 
 def emit(key) -> str:
-    return emit_reduction(key, "x, y", "c", pool_element)
+    return emit_reduction(key, "x, y", "c", pool_element, acc="float64")
 
 
 @register(LpPooling1OperatorDesc, "cuda")

@@ -1,4 +1,4 @@
-"""The 18 activations DirectML can fuse into CONVOLUTION (SEMANTICS 2.7).
+"""The 18 activations DirectML can fuse into CONVOLUTION (docs/SEMANTICS.md §2).
 
 One frozen dataclass per DML desc, fields in DirectML's order (the null Input/Output tensors of a
 fused activation are omitted), defaults from DirectMLX's ``dml::FusedActivation``. Each knows its

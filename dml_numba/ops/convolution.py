@@ -1,4 +1,4 @@
-"""DML_CONVOLUTION_OPERATOR_DESC (SEMANTICS 2).
+"""DML_CONVOLUTION_OPERATOR_DESC (docs/SEMANTICS.md §2).
 
 FORWARD: ``Y[n,m,o] = act(sum_{c,k} X[n, g*Cg + c, o*s + k*d - start] * Wf[m,c,k] + B[m])`` with
 filter ``{C_out, C_in/G, k...}``, ``g = m // (C_out/G)``; out-of-range taps read 0. Output size
@@ -9,7 +9,7 @@ BACKWARD (transposed): the adjoint of FORWARD with the same filter tensor and pa
 ``O_min = (S-1)*s + (K-1)*d + 1 - start - end``.
 
 ``Wf`` is ``W`` for CROSS_CORRELATION and ``W`` flipped along every spatial axis for
-CONVOLUTION, in both directions (SEMANTICS 2.5).
+CONVOLUTION, in both directions (docs/SEMANTICS.md §2).
 
 Choices this implementation makes [INFERRED], each pinned by a test:
 

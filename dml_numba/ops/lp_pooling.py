@@ -1,4 +1,4 @@
-"""DML_LP_POOLING_OPERATOR_DESC and DML_LP_POOLING1_OPERATOR_DESC (SEMANTICS 3).
+"""DML_LP_POOLING_OPERATOR_DESC and DML_LP_POOLING1_OPERATOR_DESC (docs/SEMANTICS.md §3).
 
 ``Y[n,c,o] = (sum over window taps inside the input of |X[n,c,x]|**P) ** (1/P)`` with
 ``x = o*Strides + k*Dilations - StartPadding`` per spatial dimension; taps in the padding

@@ -1,4 +1,4 @@
-"""DML_PADDING_OPERATOR_DESC and DML_PADDING1_OPERATOR_DESC (SEMANTICS 4).
+"""DML_PADDING_OPERATOR_DESC and DML_PADDING1_OPERATOR_DESC (docs/SEMANTICS.md §4).
 
 ``Out.Sizes[i] = In.Sizes[i] + StartPadding[i] + EndPadding[i]``. Per axis, output coordinate
 ``o`` reads input coordinate ``src(o - StartPadding)``:

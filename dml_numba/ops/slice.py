@@ -1,4 +1,4 @@
-"""DML_SLICE1_OPERATOR_DESC and DML_SLICE_OPERATOR_DESC (SEMANTICS 5).
+"""DML_SLICE1_OPERATOR_DESC and DML_SLICE_OPERATOR_DESC (docs/SEMANTICS.md §5).
 
 SLICE1: per dimension, ``start = offset + (size - 1 if stride < 0 else 0)`` and
 ``Out[o] = In[start + stride * o]``. The window must lie inside the input and be non-empty, the

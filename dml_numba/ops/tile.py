@@ -1,4 +1,4 @@
-"""DML_TILE_OPERATOR_DESC (SEMANTICS 6): ``Out[o] = In[o mod In.Sizes]`` per dimension,
+"""DML_TILE_OPERATOR_DESC (docs/SEMANTICS.md §6): ``Out[o] = In[o mod In.Sizes]`` per dimension,
 ``Out.Sizes[i] = In.Sizes[i] * Repeats[i]``, each repeat > 0.
 
 1-8 D, every integer type and FLOAT16/FLOAT32 as DirectML lists; FLOAT64 is a deliberate

@@ -31,7 +31,7 @@ def test_pitched_buffer_is_read_through_strides(device):
 
 
 def test_stride_zero_broadcasts(device):
-    """Strides {0, 1}: every row reads the same 3 elements (SEMANTICS 1.3)."""
+    """Strides {0, 1}: every row reads the same 3 elements (docs/SEMANTICS.md §1)."""
     buf = np.array([7, 8, 9], np.float32)
     y = dml.compile_operator(_tile_desc(in_strides=(0, 1)), device)(buf)
     assert_exact(y, np.tile([[7, 8, 9]], (4, 1)).astype(np.float32))

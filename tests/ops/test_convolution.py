@@ -67,7 +67,7 @@ def test_backward_matches_onnx_conv_transpose_group1(device, case):
 @pytest.mark.parametrize("case", BACKWARD_CASES, ids=str)
 @pytest.mark.parametrize("mode", [CC, CV], ids=["xcorr", "conv"])
 def test_backward_is_the_adjoint_of_forward(device, case, mode):
-    """<Fwd(u), v> == <u, Bwd(v)> with the same filter and parameters (SEMANTICS 2.2), which
+    """<Fwd(u), v> == <u, Bwd(v)> with the same filter and parameters (docs/SEMANTICS.md §2), which
     also covers groups, where onnx.reference's ConvTranspose is broken."""
     xs, ws, s, d, a, b, g = case
     rng = np.random.default_rng(3)
@@ -105,7 +105,7 @@ def test_every_float_type(device, dtype, direction):
 
 
 def test_inferred_output_padding_computes_every_element(device):
-    """INFERRED (SEMANTICS 2.4): OutputPadding only enlarges the output; the extra positions are
+    """INFERRED (docs/SEMANTICS.md §2): OutputPadding only enlarges the output; the extra positions are
     computed by the transposed formula (ONNX/PyTorch), not literal zeros. They differ from the
     literal-zeros reading exactly when EndPadding > 0, as here."""
     x = random_array((1, 2, 4), np.float32)
@@ -128,47 +128,6 @@ def test_inferred_backward_accepts_larger_output_without_output_padding(device):
                                        (0,), (0,), (0,), 1)
     y = dml.compile_operator(desc, device)(x, w)
     assert_close(y, brute_conv_backward(x, w, None, (3,), (1,), (0,), (8,)), np.float32)
-
-
-ACTIVATIONS = [
-    (dml.ActivationLinearOperatorDesc(0.5, -1.0), lambda v: 0.5 * v - 1),
-    (dml.ActivationSigmoidOperatorDesc(), lambda v: 1 / (1 + np.exp(-v))),
-    (dml.ActivationHardSigmoidOperatorDesc(), lambda v: np.clip(0.2 * v + 0.5, 0, 1)),
-    (dml.ActivationTanhOperatorDesc(), np.tanh),
-    (dml.ActivationScaledTanhOperatorDesc(1.5, 0.7), lambda v: 1.5 * np.tanh(0.7 * v)),
-    (dml.ActivationReluOperatorDesc(), lambda v: np.maximum(v, 0)),
-    (dml.ActivationLeakyReluOperatorDesc(0.1), lambda v: np.where(v >= 0, v, 0.1 * v)),
-    (dml.ActivationThresholdedReluOperatorDesc(0.3), lambda v: np.where(v > 0.3, v, 0)),
-    (dml.ActivationEluOperatorDesc(0.8), lambda v: np.where(v >= 0, v, 0.8 * (np.exp(v) - 1))),
-    (dml.ActivationCeluOperatorDesc(1.3), lambda v: np.maximum(0, v) + np.minimum(0, 1.3 * (np.exp(v / 1.3) - 1))),
-    # DirectMLX's defaults are the SELU constants as C floats (SEMANTICS 2.7: 1.67326319..., 1.05070102...)
-    (dml.ActivationScaledEluOperatorDesc(), lambda v: float(np.float32(1.0507009873554805)) * np.where(
-        v > 0, v, float(np.float32(1.6732632423543772)) * (np.exp(v) - 1))),
-    (dml.ActivationSoftplusOperatorDesc(2.0), lambda v: np.log(1 + np.exp(2 * v)) / 2),
-    (dml.ActivationParametricSoftplusOperatorDesc(0.5, 1.5), lambda v: 0.5 * np.log(1 + np.exp(1.5 * v))),
-    (dml.ActivationSoftsignOperatorDesc(), lambda v: v / (1 + np.abs(v))),
-    (dml.ActivationIdentityOperatorDesc(), lambda v: v),
-    (dml.ActivationShrinkOperatorDesc(0.1, 0.4), lambda v: np.where(v > 0.4, v - 0.1, np.where(v < -0.4, v + 0.1, 0))),
-    (dml.ActivationGeluOperatorDesc(), lambda v: 0.5 * v * (1 + np.vectorize(__import__("math").erf)(v / np.sqrt(2)))),
-    (dml.ElementWiseClipOperatorDesc(-0.5, 0.75), lambda v: np.clip(v, -0.5, 0.75)),
-    (dml.ElementWiseClipOperatorDesc(-0.5, 0.75, (2.0, 0.1)), lambda v: np.clip(2 * v + 0.1, -0.5, 0.75)),
-]
-
-
-@pytest.mark.parametrize("act,formula", ACTIVATIONS, ids=lambda a: type(a).__name__)
-def test_fused_activation_after_bias(device, act, formula):
-    """y = act(conv + bias), each formula written independently here (SEMANTICS 2.7)."""
-    x = random_array((2, 3, 5, 4), np.float64)
-    w = random_array((2, 3, 2, 2), np.float64, np.random.default_rng(1))
-    bias = np.array([0.3, -0.2])
-    y = dml.convolution(x, w, bias, start_padding=(1, 0), fused_activation=act, device=device)
-    pre = brute_conv_forward(x, w, bias, (1, 1), (1, 1), (1, 0), out_spatial=y.shape[2:])
-    np.testing.assert_allclose(y, formula(pre), rtol=1e-9, atol=1e-12)
-
-
-def test_all_eighteen_activations_are_exported():
-    assert len(dml.FUSABLE_ACTIVATIONS) == 18
-    assert {type(a) for a, _ in ACTIVATIONS} == set(dml.FUSABLE_ACTIVATIONS)
 
 
 def test_impulse_response_recovers_the_filter(device):

@@ -65,7 +65,7 @@ def test_one_spatial_dimension_extension(device):
 
 
 def test_inferred_ceil_mode_output_reads_past_end_as_padding(device):
-    """INFERRED (SEMANTICS 3): an output up to the ceil-mode size is accepted; taps past the
+    """INFERRED (docs/SEMANTICS.md §3): an output up to the ceil-mode size is accepted; taps past the
     padded end count as padding (zero)."""
     x = random_array((1, 2, 5, 5), np.float32)
     d = _desc(x, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), 2, out_spatial=(3, 3))  # floor: 2
@@ -96,3 +96,28 @@ def test_nan_propagates(device):
     x = np.array([[[1.0, np.nan, 2.0, 3.0]]], np.float32)
     y = dml.lp_pooling(x, (2,), (2,), p=2, device=device)
     assert np.isnan(y[0, 0, 0]) and y[0, 0, 1] == pytest.approx(np.sqrt(13))
+
+
+EDGES = [  # (value, p, expected result of a 2x2 window of it): both ends of float32's range
+    (1e20, 2, 2e20), (1e-25, 2, 2e-25), (1.5e38, 2, 3e38), (1e-30, 3, 1e-30 * 4 ** (1 / 3)),
+    (2e38, 1, np.inf), (3e38, 2, np.inf), (1e-44, 2, 2 * float(np.float32(1e-44))),
+]
+
+
+@pytest.mark.parametrize("variant", [("numpy", {}), ("cpu", {"parallel": False}),
+                                     ("cpu", {"parallel": True}),
+                                     pytest.param(("cuda", {}), marks=pytest.mark.cuda)],
+                         ids=["numpy", "cpu-serial", "cpu-parallel", "cuda"])
+@pytest.mark.parametrize("value,p,expected", EDGES, ids=[f"{v:g}-p{p}" for v, p, _ in EDGES])
+def test_float32_edges_agree_on_every_device(value, p, expected, variant):
+    """Sums of |x|**p overflow or underflow float32 long before the result does: every device
+    returns the correctly rounded float32 of the exact result when it is representable."""
+    device, options = variant
+    x = np.full((1, 1, 2, 2), value, np.float32)
+    t = dml.TensorDesc(dml.DataType.FLOAT32, (1, 1, 2, 2))
+    desc = dml.LpPooling1OperatorDesc(t, dml.TensorDesc(dml.DataType.FLOAT32, (1, 1, 1, 1)),
+                                      (1, 1), (2, 2), (0, 0), (0, 0), (1, 1), p)
+    y = dml.compile_operator(desc, device, **options)(x)
+    exact = (4 * float(np.float32(value)) ** p) ** (1 / p)
+    assert y[0, 0, 0, 0] == np.float32(exact if np.isfinite(expected) else np.inf)
+    np.testing.assert_allclose(float(y[0, 0, 0, 0]), expected, rtol=1e-6)

@@ -47,7 +47,7 @@ def test_every_dtype(device, dtype, mode):
 
 
 def test_inferred_wrap_is_i_mod_n(device):
-    """INFERRED (SEMANTICS 4): WRAP reads input index (o - start) mod n."""
+    """INFERRED (docs/SEMANTICS.md §4): WRAP reads input index (o - start) mod n."""
     x = np.arange(3, dtype=np.int64)
     y = dml.padding(x, (4,), (5,), dml.PaddingMode.WRAP, device=device)
     assert y.tolist() == [(i - 4) % 3 for i in range(12)]
@@ -69,7 +69,7 @@ def test_inferred_reflection_of_a_single_element_repeats_it(device):
     (np.int64, float("inf"), np.iinfo(np.int64).max),
 ])
 def test_inferred_padding_value_truncates_and_saturates(device, dtype, value, expected):
-    """INFERRED (SEMANTICS 4): PADDING's FLOAT value truncates toward zero, saturates, NaN -> 0."""
+    """INFERRED (docs/SEMANTICS.md §4): PADDING's FLOAT value truncates toward zero, saturates, NaN -> 0."""
     t = dml.DataType.from_numpy(dtype)
     desc = dml.PaddingOperatorDesc(dml.TensorDesc(t, (2,)), dml.TensorDesc(t, (4,)),
                                    dml.PaddingMode.CONSTANT, value, (1,), (1,))

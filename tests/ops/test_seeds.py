@@ -1,6 +1,7 @@
-"""Every worked example of the seed pages (../shared/seeds) and of SEMANTICS, exactly, per device.
+"""Every worked example of DirectML's reference pages for these operators, and of
+docs/SEMANTICS.md, exactly, on every device.
 
-The expected arrays are copied from the source pages, not from our output.
+The expected arrays are copied from the pages (as test data, here), not from our output.
 """
 import numpy as np
 import pytest
@@ -64,7 +65,7 @@ def test_seed_slice1_examples(device, strides, expected):  # seeds/004
     ((0, 0, 1, 2), (1, 1, 3, 2), (1, 1, 1, 1), [[7, 8], [11, 12], [15, 16]]),
     ((0, 0, 1, 0), (1, 1, 2, 2), (1, 1, 2, 3), [[5, 8], [13, 16]]),
 ])
-def test_slice_doc_examples(device, offsets, sizes, strides, expected):  # SEMANTICS 5.2
+def test_slice_doc_examples(device, offsets, sizes, strides, expected):  # docs/SEMANTICS.md §5
     desc = dml.SliceOperatorDesc(dml.TensorDesc(F32, (1, 1, 4, 4)), dml.TensorDesc(F32, sizes),
                                  offsets, sizes, strides)
     y = dml.compile_operator(desc, device)(np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4))
@@ -85,9 +86,9 @@ FWD, BWD = dml.ConvolutionDirection.FORWARD, dml.ConvolutionDirection.BACKWARD
 
 
 @pytest.mark.parametrize("mode,direction,x,out_len,pads,expected", [
-    (CC, FWD, [1, 2, 3, 4, 5], 3, 1, [210, 432, 54]),               # SEMANTICS 2.1
+    (CC, FWD, [1, 2, 3, 4, 5], 3, 1, [210, 432, 54]),               # docs/SEMANTICS.md §2
     (CV, FWD, [1, 2, 3, 4, 5], 3, 1, [12, 234, 450]),
-    (CC, BWD, [1, 2, 3], 7, 0, [1, 10, 102, 20, 203, 30, 300]),     # SEMANTICS 2.2
+    (CC, BWD, [1, 2, 3], 7, 0, [1, 10, 102, 20, 203, 30, 300]),     # docs/SEMANTICS.md §2
     (CC, BWD, [1, 2, 3], 5, 1, [10, 102, 20, 203, 30]),
     (CV, BWD, [1, 2, 3], 7, 0, [100, 10, 201, 20, 302, 30, 3]),
 ], ids=["cc-fwd", "conv-fwd", "cc-bwd", "cc-bwd-pad", "conv-bwd"])
@@ -96,7 +97,7 @@ def test_convolution_worked_examples(device, mode, direction, x, out_len, pads, 
     np.testing.assert_array_equal(y, np.array(expected, np.float32))
 
 
-def test_lp_pooling_uses_absolute_value(device):  # SEMANTICS 3: P=1 over [-1, -2] -> 3, not -3
+def test_lp_pooling_uses_absolute_value(device):  # docs/SEMANTICS.md §3: P=1 over [-1, -2] -> 3, not -3
     desc = dml.LpPoolingOperatorDesc(dml.TensorDesc(F32, (1, 1, 1, 2)), dml.TensorDesc(F32, (1, 1, 1, 1)),
                                      (1, 1), (1, 2), (0, 0), (0, 0), 1)
     y = dml.compile_operator(desc, device)(np.array([[[[-1, -2]]]], np.float32))
@@ -107,14 +108,14 @@ def test_lp_pooling_uses_absolute_value(device):  # SEMANTICS 3: P=1 over [-1, -
     (dml.PaddingMode.REFLECTION, "babababababa"), (dml.PaddingMode.SYMMETRIC, "aabbaabbaabb"),
     (dml.PaddingMode.WRAP, "babababababa"), (dml.PaddingMode.EDGE, "aaaaaabbbbbb"),
 ])
-def test_semantics_pad_two_elements_by_five(device, mode, expected):  # SEMANTICS 4 table
+def test_semantics_pad_two_elements_by_five(device, mode, expected):  # docs/SEMANTICS.md §4 table
     y = dml.padding(np.array([1, 2], np.int32), (5,), (5,), mode, device=device)
     assert "".join("ab"[v - 1] for v in y) == expected
 
 
 def test_semantics_reflect_three_by_seven(device):
-    # SEMANTICS 4 prints "2 3 2 1 2 3 2 1 [1 2 3] 2 1 2 3 2 1 2": 8 values before the input for
-    # a pad of 7, a typo. The 17 values below follow the period-4 formula and numpy.pad.
+    # The published example prints "2 3 2 1 2 3 2 1 [1 2 3] 2 1 2 3 2 1 2": 8 values before the
+    # input for a pad of 7, a typo. The 17 values below follow the period-4 formula and numpy.pad.
     y = dml.padding(np.array([1, 2, 3], np.int32), (7,), (7,), "reflection", device=device)
     expected = [2, 3, 2, 1, 2, 3, 2, 1, 2, 3, 2, 1, 2, 3, 2, 1, 2]
     assert y.tolist() == expected == np.pad([1, 2, 3], 7, mode="reflect").tolist()

@@ -10,7 +10,7 @@ from tests.helpers import DTYPES, assert_exact, random_array
 
 
 def ort_slice_window(dim, start, end, step):
-    """ONNX Slice -> DML SLICE1 window, as ORT maps it (SEMANTICS 5.1)."""
+    """ONNX Slice -> DML SLICE1 window, as ORT maps it (docs/SEMANTICS.md §5)."""
     start = start + dim if start < 0 else start
     end = end + dim if end < 0 else end
     if step < 0:
@@ -69,7 +69,7 @@ def test_slice_canonicalises_to_slice1(device):
 
 
 def test_inferred_slice_rejects_stride_zero():
-    """INFERRED (SEMANTICS 5.2): SLICE's page does not exclude stride 0; dml_numba rejects it,
+    """INFERRED (docs/SEMANTICS.md §5): SLICE's page does not exclude stride 0; dml_numba rejects it,
     as SLICE1 does, rather than silently repeating one element."""
     t = dml.DataType.FLOAT32
     with pytest.raises(dml.ValidationError, match=r"SliceOperatorDesc\.strides\[1\]: 0 is invalid"):

@@ -10,7 +10,7 @@ from dml_numba import _dims
 F16, F32, U8 = dml.DataType.FLOAT16, dml.DataType.FLOAT32, dml.DataType.UINT8
 
 
-@pytest.mark.parametrize("dtype,sizes,strides,expected", [  # SEMANTICS 1.3 worked values
+@pytest.mark.parametrize("dtype,sizes,strides,expected", [  # docs/SEMANTICS.md §1 worked values
     (F16, (1, 1, 3, 5), None, 32),
     (F32, (1, 1, 2, 3), (0, 0, 5, 1), 32),
     (F32, (2, 3), (0, 1), 12),

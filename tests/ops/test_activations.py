@@ -1,0 +1,103 @@
+"""The 18 fusable activations: each with a non-default value for every parameter, against a
+formula written independently here, fused after the bias, on every device (the jitted CPU in
+both variants, and CUDA on the simulator); and the one function contract the formulas share."""
+import ast
+import math
+from dataclasses import MISSING, fields
+
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from dml_numba.ops.activation import FUNCTIONS
+from tests.helpers import brute_conv_forward, random_array
+
+_erf = np.vectorize(math.erf)
+SELU_A, SELU_G = 1.67326319217681884765625, 1.05070102214813232421875  # DirectMLX's defaults
+
+# (class, non-default keyword values, independent formula of (v, **values))
+TABLE = [
+    (dml.ActivationLinearOperatorDesc, dict(alpha=0.5, beta=-1.0),
+     lambda v, alpha, beta: alpha * v + beta),
+    (dml.ActivationSigmoidOperatorDesc, {}, lambda v: 1 / (1 + np.exp(-v))),
+    (dml.ActivationHardSigmoidOperatorDesc, dict(alpha=0.35, beta=0.4),
+     lambda v, alpha, beta: np.clip(alpha * v + beta, 0, 1)),
+    (dml.ActivationTanhOperatorDesc, {}, np.tanh),
+    (dml.ActivationScaledTanhOperatorDesc, dict(alpha=1.5, beta=0.7),
+     lambda v, alpha, beta: alpha * np.tanh(beta * v)),
+    (dml.ActivationReluOperatorDesc, {}, lambda v: np.maximum(v, 0)),
+    (dml.ActivationLeakyReluOperatorDesc, dict(alpha=0.1),
+     lambda v, alpha: np.where(v >= 0, v, alpha * v)),
+    (dml.ActivationThresholdedReluOperatorDesc, dict(alpha=0.3),
+     lambda v, alpha: np.where(v > alpha, v, 0)),
+    (dml.ActivationEluOperatorDesc, dict(alpha=0.8),
+     lambda v, alpha: np.where(v >= 0, v, alpha * (np.exp(v) - 1))),
+    (dml.ActivationCeluOperatorDesc, dict(alpha=1.3),
+     lambda v, alpha: np.maximum(0, v) + np.minimum(0, alpha * (np.exp(v / alpha) - 1))),
+    (dml.ActivationScaledEluOperatorDesc, dict(alpha=1.2, gamma=0.9),
+     lambda v, alpha, gamma: gamma * np.where(v > 0, v, alpha * np.exp(v) - alpha)),
+    (dml.ActivationSoftplusOperatorDesc, dict(steepness=2.0),
+     lambda v, steepness: np.log1p(np.exp(steepness * v)) / steepness),
+    (dml.ActivationParametricSoftplusOperatorDesc, dict(alpha=0.5, beta=1.5),
+     lambda v, alpha, beta: alpha * np.log1p(np.exp(beta * v))),
+    (dml.ActivationSoftsignOperatorDesc, {}, lambda v: v / (1 + np.abs(v))),
+    (dml.ActivationIdentityOperatorDesc, {}, lambda v: v),
+    (dml.ActivationShrinkOperatorDesc, dict(bias=0.1, threshold=0.4),
+     lambda v, bias, threshold: np.where(v > threshold, v - bias,
+                                         np.where(v < -threshold, v + bias, 0))),
+    (dml.ActivationGeluOperatorDesc, {}, lambda v: 0.5 * v * (1 + _erf(v / np.sqrt(2)))),
+    (dml.ElementWiseClipOperatorDesc, dict(min=-0.5, max=0.75, scale_bias=(2.0, 0.1)),
+     lambda v, min, max, scale_bias: np.clip(scale_bias[0] * v + scale_bias[1], min, max)),
+]
+IDS = [cls.__name__ for cls, _, _ in TABLE]
+
+
+def test_the_table_covers_every_activation_and_every_parameter_off_its_default():
+    assert [cls for cls, _, _ in TABLE] == list(dml.FUSABLE_ACTIVATIONS)
+    for cls, values, _ in TABLE:
+        for f in fields(cls):
+            assert f.name in values, (cls.__name__, f.name)
+            if f.default is not MISSING:
+                assert values[f.name] != f.default, (cls.__name__, f.name)
+
+
+@pytest.mark.parametrize("cls", dml.FUSABLE_ACTIVATIONS, ids=lambda c: c.__name__)
+def test_formulas_call_only_the_shared_functions(cls):
+    values = next(v for c, v, _ in TABLE if c is cls)
+    tree = ast.parse(cls(**values).expression("x"), mode="eval")
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    attributes = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
+    assert names <= set(FUNCTIONS) | {"x"} and not attributes
+
+
+def _run(cls, values, device, **options):
+    rng = np.random.default_rng(3)
+    x = random_array((1, 2, 3, 4), np.float64, rng)
+    w = random_array((2, 2, 2, 2), np.float64, rng)
+    bias = np.array([0.3, -0.2])
+    act = cls(**values)
+    t = lambda shape: dml.TensorDesc(dml.DataType.FLOAT64, shape)  # noqa: E731
+    desc = dml.ConvolutionOperatorDesc(
+        t(x.shape), t(w.shape), t((1, 2, 1, 1)), t((1, 2, 3, 3)),
+        dml.ConvolutionMode.CROSS_CORRELATION, dml.ConvolutionDirection.FORWARD, (1, 1), (1, 1),
+        (1, 0), (0, 0), (0, 0), 1, act)
+    y = dml.compile_operator(desc, device, **options)(x, w, bias.reshape(1, 2, 1, 1))
+    pre = brute_conv_forward(x, w, bias, (1, 1), (1, 1), (1, 0), out_spatial=(3, 3))
+    return y, pre
+
+
+@pytest.mark.parametrize("variant", [("numpy", {}), ("cpu", {"parallel": False}),
+                                     ("cpu", {"parallel": True})],
+                         ids=["numpy", "cpu-serial", "cpu-parallel"])
+@pytest.mark.parametrize("cls,values,formula", TABLE, ids=IDS)
+def test_activation_with_every_parameter_set(cls, values, formula, variant):
+    device, options = variant
+    y, pre = _run(cls, values, device, **options)
+    np.testing.assert_allclose(y, formula(pre, **values), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("cls,values,formula", TABLE, ids=IDS)
+def test_activation_with_every_parameter_set_on_cuda(cls, values, formula):
+    y, pre = _run(cls, values, "cuda")
+    np.testing.assert_allclose(y, formula(pre, **values), rtol=1e-9, atol=1e-12)
