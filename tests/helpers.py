@@ -5,7 +5,6 @@ import itertools
 
 import numpy as np
 
-import dml_numba as dml
 
 DTYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
           np.uint16, np.uint32, np.uint64]

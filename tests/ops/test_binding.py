@@ -1,11 +1,19 @@
-"""Binding arrays and DirectML-style buffers; out= checks; nothing written when refused."""
+"""Binding arrays and DirectML-style buffers; out= checks; nothing written when refused.
+Every binding rule runs on every device, CUDA (simulator) included: NumPy arrays bound to the
+"cuda" device follow exactly the host rules."""
 import numpy as np
 import pytest
 
 import dml_numba as dml
+from tests.conftest import ALL_DEVICES, HOST_DEVICES
 from tests.helpers import assert_exact
 
 F32 = dml.DataType.FLOAT32
+
+
+@pytest.fixture(params=ALL_DEVICES)
+def device(request):
+    return request.param
 
 
 def _tile_desc(in_strides=None, out_strides=None):
@@ -116,6 +124,68 @@ def test_wrong_input_count(device):
         dml.compile_operator(d, device)(np.zeros((1, 1, 3), np.float32))
 
 
+@pytest.mark.parametrize("device", HOST_DEVICES)
 def test_stream_refused_on_host(device):
     with pytest.raises(dml.ValidationError, match="stream"):
         dml.compile_operator(_tile_desc(), device)(np.zeros((2, 3), np.float32), stream=object())
+
+
+# -- the overlap rule, as a class: the same array, views, 1-D buffers, reversed reads ----------
+
+def _slice_reverse(n):
+    t = dml.TensorDesc(F32, (n,))
+    return dml.Slice1OperatorDesc(t, t, (0,), (n,), (-1,))
+
+
+def _overlaps():
+    """(name, make() -> (input, out, base buffer)) for every way an out can overlap an input."""
+    def same():
+        buf = np.arange(12, dtype=np.float32)
+        return buf, buf, buf
+
+    def full_view():
+        buf = np.arange(12, dtype=np.float32)
+        return buf, buf[:], buf
+
+    def reshaped_view():
+        buf = np.arange(12, dtype=np.float32)
+        return buf.reshape(3, 4).ravel(), buf, buf
+
+    def partial_views():
+        base = np.arange(20, dtype=np.float32)
+        return base[:12], base[8:20], base
+
+    def interleaved():  # the same bytes, one read backwards: no element in common, but shared
+        base = np.arange(24, dtype=np.float32)
+        return base[::2], base[22::-2], base
+
+    return {"same array": same, "full view": full_view, "reshaped view": reshaped_view,
+            "partial views": partial_views, "reversed view": interleaved}
+
+
+@pytest.mark.parametrize("make", list(_overlaps().values()), ids=list(_overlaps()))
+def test_every_kind_of_overlap_is_refused_and_nothing_written(device, make):
+    x, out, base = make()
+    before = base.copy()
+    with pytest.raises(dml.ValidationError, match=r"Slice1OperatorDesc.out: an array overlapping "
+                                                  r"input 0 is invalid"):
+        dml.compile_operator(_slice_reverse(12), device)(x, out=out)
+    np.testing.assert_array_equal(base, before)
+
+
+def test_functional_out_overlapping_its_input_is_refused(device):
+    buf = np.arange(12, dtype=np.float32)
+    with pytest.raises(dml.ValidationError, match="overlapping input 0"):
+        dml.slice1(buf, (0,), (12,), (-1,), out=buf[:], device=device)
+    np.testing.assert_array_equal(buf, np.arange(12, dtype=np.float32))
+
+
+def test_overlap_through_one_dimensional_buffers_is_refused(device):
+    """Input and output bound as 1-D buffers through strides: the bytes they reach overlap."""
+    buf = np.zeros(32, np.float32)
+    d = dml.TileOperatorDesc(dml.TensorDesc(F32, (2, 3), (4, 1)),
+                             dml.TensorDesc(F32, (4, 3), (4, 1)), (2, 1))
+    with pytest.raises(dml.ValidationError, match="overlapping input 0"):
+        dml.compile_operator(d, device)(buf[:7], out=buf[4:20])
+    d2 = dml.compile_operator(d, device)(buf[:7], out=buf[8:24])  # disjoint: fine
+    assert d2.shape == (16,)
