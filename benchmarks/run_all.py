@@ -12,7 +12,8 @@ from pathlib import Path
 from benchmarks._harness import machine
 
 MARKER = "<!-- analysis: kept when the tables above are regenerated -->"
-SUITES = ["bench_data_movement", "bench_lp_pooling", "bench_dispatch", "bench_convolution"]
+SUITES = ["bench_data_movement", "bench_lp_pooling", "bench_dispatch", "bench_convolution",
+          "bench_threading"]
 
 
 def main(argv=None):

@@ -7,9 +7,12 @@
 >>> op(np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3))[0, 0, :, 0]
 array([0., 3., 0., 3.], dtype=float32)
 """
-from . import _compat
+from . import _compat, _threads
 
 _compat.install()
+_threads.apply()  # before Numba starts its thread pool: see dml_numba/_threads.py
+
+import numba  # noqa: E402,F401 - the default device's compiler; the first call should not wait
 
 from . import functional, ops  # noqa: E402
 from ._api import CompiledOperator, compile_operator  # noqa: E402

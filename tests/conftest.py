@@ -43,3 +43,14 @@ ALL_DEVICES = HOST_DEVICES + ["cuda"]
 def device(request):
     """Every host device; the CUDA device has its own tests in tests/cuda (tiny shapes)."""
     return request.param
+
+
+if "MUTANT_UNDER_TEST" in os.environ:  # mutation testing (docs/TESTING.md)
+    @pytest.fixture(autouse=True)
+    def _fresh_memory_cache():
+        """Every test builds its operators again: a compiled operator memoised by an earlier
+        test would hide a mutant in the code that builds it."""
+        import dml_numba
+
+        dml_numba.cache.clear()
+        yield

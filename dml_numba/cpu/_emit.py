@@ -21,6 +21,7 @@ from .._gather import (
     inside,
     storage_dtype,
 )
+from ._warmstart import load_cached
 
 #: below this many output elements (times window taps for reductions) a serial loop nest is
 #: generated: waking the thread pool costs more than the work.
@@ -84,7 +85,9 @@ def build(key: KernelKey, source: str, arg_types):
     the compile happens here, under the cache lock, and not in the first call."""
 
     def finish(mod):
-        mod.kernel.compile(_signature(arg_types))
+        sig = _signature(arg_types)
+        if not (mod.__dict__["__dml_disk_cache__"] and load_cached(mod.kernel, sig)):
+            mod.kernel.compile(sig)  # compiles, or loads from the disk cache the normal way
         return mod.kernel
 
     def compile_it():

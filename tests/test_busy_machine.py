@@ -1,0 +1,98 @@
+"""The cpu device in a new process and under concurrency: the threading policy loads and can be
+overridden, many Python threads calling parallel kernels at once get right answers, and a
+process whose kernels are on disk loads them without Numba's compiler start-up."""
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import dml_numba as dml
+
+PROBE = textwrap.dedent("""
+    import os, numpy as np, dml_numba as dml, numba
+    x = np.arange(70000, dtype=np.float32).reshape(7, 10000)
+    d = dml.PaddingOperatorDesc(dml.TensorDesc.like(x), dml.TensorDesc(dml.DataType.FLOAT32,
+                                (11, 10006)), 2, 0.0, (1, 2), (3, 4))
+    y = dml.compile_operator(d, "cpu", parallel=True)(x)
+    assert np.array_equal(y, np.pad(x, [(1, 3), (2, 4)], mode="reflect"))
+    print(numba.threading_layer(), os.environ.get("OMP_WAIT_POLICY"))
+""")
+
+
+def _probe(**env):
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OMP_WAIT_POLICY", "NUMBA_THREADING_LAYER", "DML_NUMBA_THREADING")}
+    out = subprocess.run([sys.executable, "-c", PROBE], env={**base, **env},
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_the_default_policy_loads_a_passive_omp_pool():
+    assert _probe() == ["omp", "PASSIVE"]
+
+
+def test_users_and_numbas_own_settings_win():
+    assert _probe(OMP_WAIT_POLICY="ACTIVE") == ["omp", "ACTIVE"]
+    assert _probe(DML_NUMBA_THREADING="numba") == ["omp", "None"]
+    assert _probe(NUMBA_THREADING_LAYER="workqueue") == ["workqueue", "None"]
+
+
+def test_four_threads_calling_parallel_kernels_at_once():
+    x = np.random.default_rng(0).standard_normal((4, 8, 64, 64)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((8, 8, 3, 3)).astype(np.float32)
+    jobs = {
+        "pad": lambda: dml.padding(x, (0, 0, 3, 3), (0, 0, 3, 3), "symmetric"),
+        "tile": lambda: dml.tile(x, (1, 1, 2, 2)),
+        "pool": lambda: dml.lp_pooling(x, (3, 3), (2, 2), p=2),
+        "conv": lambda: dml.convolution(x, w, start_padding=(1, 1), end_padding=(1, 1)),
+    }
+    expected = {k: f() for k, f in jobs.items()}
+    errors, barrier = [], threading.Barrier(4)
+
+    def work(name):
+        try:
+            barrier.wait()
+            for _ in range(5):
+                for k in (name, *jobs):
+                    np.testing.assert_array_equal(jobs[k](), expected[k])
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in jobs]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert not errors
+
+
+WARM = textwrap.dedent("""
+    import sys, numpy as np, dml_numba as dml
+    x = np.arange(48, dtype=np.float32).reshape(1, 3, 4, 4)
+    w = np.ones((2, 3, 3, 3), np.float32)
+    y = dml.padding(x, (0, 0, 1, 2), (0, 0, 2, 1), "symmetric")
+    z = dml.convolution(x, w, start_padding=(1, 1), end_padding=(1, 1))
+    assert np.array_equal(y, np.pad(x, [(0, 0), (0, 0), (1, 2), (2, 1)], mode="symmetric"))
+    assert np.allclose(z[0, 0, 1, 1], x[0, :, 0:3, 0:3].sum())
+    fn = [v for k, v in dml.cache._table.items() if getattr(k, "backend", None) == "cpu"]
+    hits = sum(len(f.stats.cache_hits) for f in fn)
+    print("hits", hits, "of", len(fn), "linalg", "scipy.linalg" in sys.modules)
+    # a new specialisation still compiles in the same process
+    assert dml.tile(x, (1, 1, 2, 3)).shape == (1, 3, 8, 12)
+""")
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_a_warm_process_loads_its_kernels(tmp_path, fast):
+    env = dict(os.environ, DML_NUMBA_CACHE_DIR=str(tmp_path), DML_NUMBA_FAST_LOAD=fast)
+    first = subprocess.run([sys.executable, "-c", WARM], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run([sys.executable, "-c", WARM], env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    hits, _, total, _, linalg = again.stdout.split()[1:]
+    assert hits == total != "0"
+    # the fast path loads without Numba's registries (and the scipy.linalg they import)
+    assert linalg == ("False" if fast == "1" else "True")
