@@ -42,7 +42,30 @@ def _info(args) -> int:
     else:
         print(f"disk cache off: {usage['reason']}")
     print(f"memory cache (this process): {dml.cache.stats()}")
+    from ._threads import describe
+
+    print(describe())
+    if getattr(args, "cuda_kernels", False):
+        _cuda_kernels()
     return 0
+
+
+def _cuda_kernels() -> None:
+    """Registers, spills, shared memory and occupancy of the profiler's workloads' CUDA kernels
+    for sm_80 and sm_90, from NVIDIA's compiler (no GPU needed)."""
+    import numpy as np
+
+    from .cuda import resource_usage
+    from .profile import suite
+
+    print(f"{'workload':46s} {'arch':6s} {'regs':>5s} {'spill B':>8s} {'smem B':>7s} "
+          f"{'threads':>7s} {'occupancy':>9s}")
+    for w in suite(quick=True):
+        desc, _ = w.make(np.dtype(np.float32), np.random.default_rng(0))
+        for cc in ((8, 0), (9, 0)):
+            for r in resource_usage(desc, cc):
+                print(f"{w.name[:46]:46s} {r['cc']:6s} {r['registers']:5d} {r['spill_bytes']:8d} "
+                      f"{r['shared_bytes']:7d} {r['threads_per_block']:7d} {r['occupancy']:9.0%}")
 
 
 def _cache(args) -> int:
@@ -93,7 +116,11 @@ def main(argv=None) -> int:
     p.add_argument("--plot", metavar="FILE.png", help="write a chart of the speed-ups")
     p.set_defaults(fn=_profile)
     sub.add_parser("demo", help="run every operator on every available device").set_defaults(fn=_demo)
-    sub.add_parser("info", help="versions, devices, cache folder and counters").set_defaults(fn=_info)
+    i = sub.add_parser("info", help="versions, devices, cache folder and counters")
+    i.add_argument("--cuda-kernels", action="store_true",
+                   help="also compile the profiler's CUDA kernels with NVIDIA's compiler and "
+                        "print registers, spills, shared memory and occupancy (no GPU needed)")
+    i.set_defaults(fn=_info)
     c = sub.add_parser("cache", help="manage the disk cache of generated kernels")
     c.add_argument("action", choices=["clear", "prune"],
                    help="clear: delete every cached kernel; prune: delete the least recently used "

@@ -27,6 +27,14 @@ else:
                                  "NUMBA_ENABLE_CUDASIM=1 before importing to use Numba's simulator")
 
 
+def resource_usage(desc, cc=(9, 0)) -> list[dict]:
+    """Registers, spills, shared memory and theoretical occupancy of ``desc``'s CUDA kernel(s)
+    for compute capability ``cc``, from NVIDIA's compiler (no GPU needed); see _resources."""
+    from ._resources import resource_usage as usage
+
+    return usage(desc, cc)
+
+
 def kernel_for(desc):
     """The CUDA kernel object for ``desc`` without needing a GPU (for PTX checks)."""
     from .._api import packed

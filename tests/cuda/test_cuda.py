@@ -87,3 +87,10 @@ def test_generated_cuda_source_is_inspectable(cuda):
     op = dml.compile_operator(desc, "cuda")
     assert "@cuda.jit" in op.source and "cuda.gridsize(1)" in op.source
     assert "atomic" not in op.source  # backward convolution in gather form
+
+
+def test_importing_a_missing_name_is_an_import_error():
+    with pytest.raises(ImportError, match="missing_name"):
+        from dml_numba.cuda import missing_name  # noqa: F401
+    with pytest.raises(ModuleNotFoundError):
+        import dml_numba.cuda.no_such_module  # noqa: F401
