@@ -189,3 +189,16 @@ def test_overlap_through_one_dimensional_buffers_is_refused(device):
         dml.compile_operator(d, device)(buf[:7], out=buf[4:20])
     d2 = dml.compile_operator(d, device)(buf[:7], out=buf[8:24])  # disjoint: fine
     assert d2.shape == (16,)
+
+
+def test_overlap_with_a_later_input_is_refused(device):
+    """The filter (input 1) overlaps the output while the input (input 0) is its own array."""
+    d = dml.ConvolutionOperatorDesc(dml.TensorDesc(F32, (1, 1, 4)), dml.TensorDesc(F32, (1, 1, 2)),
+                                    None, dml.TensorDesc(F32, (1, 1, 3)), 1, 0, (1,), (1,), (0,),
+                                    (0,), (0,), 1)
+    buf = np.arange(8, dtype=np.float32)
+    x = np.ones((1, 1, 4), np.float32)
+    with pytest.raises(dml.ValidationError, match="out: an array overlapping input 1 is invalid; "
+                                                  "expected an output that shares no memory with "
+                                                  "the inputs"):
+        dml.compile_operator(d, device)(x, buf[:2].reshape(1, 1, 2), out=buf[1:4].reshape(1, 1, 3))

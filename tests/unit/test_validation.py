@@ -180,3 +180,63 @@ def test_functional_layer_validates_too():
         dml.padding(np.zeros(2, np.float32), (1,), (1,), "mirror", device="numpy")
     with pytest.raises(dml.ValidationError, match=r"tile.repeats\[0\]: 0 is invalid"):
         dml.tile(np.zeros(2, np.float32), (0,), device="numpy")
+
+
+# -- complete messages: operator, field, the offending value, and the expectation in words ----
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: dml.ElementWiseClipOperatorDesc(0.0, 1.0, 3.0),
+     "ElementWiseClipOperatorDesc.scale_bias: 3.0 is invalid; expected None or (scale, bias)"),
+    (lambda: dml.ElementWiseClipOperatorDesc(0.0, 1.0, (1.0, 2.0, 3.0)),
+     "ElementWiseClipOperatorDesc.scale_bias: (1.0, 2.0, 3.0) is invalid; expected None or "
+     "(scale, bias)"),
+    (lambda: dml.ElementWiseClipOperatorDesc(0.0, 1.0, ("a", 1.0)),
+     "ElementWiseClipOperatorDesc.scale_bias[0]: 'a' is invalid; expected a real number"),
+    (lambda: dml.ElementWiseClipOperatorDesc(0.0, 1.0, (1.0, float("nan"))),
+     "ElementWiseClipOperatorDesc.scale_bias[1]: nan is invalid; expected a finite real number"),
+    (lambda: dml.ActivationCeluOperatorDesc(0.0),
+     "ActivationCeluOperatorDesc.alpha: 0.0 is invalid; expected a non-zero alpha (x/alpha is "
+     "taken)"),
+    (lambda: dml.ActivationSoftplusOperatorDesc(0.0),
+     "ActivationSoftplusOperatorDesc.steepness: 0.0 is invalid; expected steepness > 0"),
+    (lambda: dml.ElementWiseClipOperatorDesc(2.0, 1.0),
+     "ElementWiseClipOperatorDesc.min: 2.0 is invalid; expected min <= max (1.0)"),
+    (lambda: tile(repeats=(0, 1)),
+     "TileOperatorDesc.repeats[0]: 0 is invalid; expected an integer >= 1"),
+    (lambda: T(F32, (2**32,)),
+     "TensorDesc.sizes[0]: 4294967296 is invalid; expected an integer < 2**32 (4294967296), the "
+     "range of DirectML's 32-bit fields"),
+])
+def test_complete_messages(make, message):
+    with pytest.raises(dml.ValidationError) as info:
+        make()
+    assert str(info.value) == message
+
+
+def test_scale_bias_is_stored_as_floats_and_steepness_below_one_is_valid():
+    assert dml.ElementWiseClipOperatorDesc(0, 1, [2, 3]).scale_bias == (2.0, 3.0)
+    assert dml.ActivationSoftplusOperatorDesc(0.5).steepness == 0.5  # allowed from FL6.4
+    assert dml.ActivationCeluOperatorDesc(-0.5).alpha == -0.5
+
+
+def test_lp_pooling_v1_canonicalises_with_unit_dilations():
+    d = dml.LpPoolingOperatorDesc(T(F32, (1, 2, 5, 6, 7)), T(F32, (1, 2, 4, 5, 3)), (1, 1, 2),
+                                  (2, 2, 2), (0, 0, 0), (0, 0, 0), 3)
+    c = d.canonical()
+    assert type(c) is dml.LpPooling1OperatorDesc and c.dilations == (1, 1, 1) and c.p == 3
+    with pytest.raises(dml.ValidationError, match=r"LpPoolingOperatorDesc.strides: \(1, 1\)"):
+        dml.LpPoolingOperatorDesc(T(F32, (1, 2, 5, 6, 7)), T(F32, (1, 2, 4, 5, 3)), (1, 1),
+                                  (2, 2, 2), (0, 0, 0), (0, 0, 0), 3)
+
+
+def test_metadata_flops_and_bytes_from_the_definitions():
+    """Counted by hand: FORWARD 2 * outputs * (C_in/G * taps); BACKWARD 2 * inputs * (C_out/G *
+    taps); pooling 2 * outputs * window; bytes = every input and the output, packed."""
+    c = conv()  # x (2,4,5,6), w (6,2,3,3), bias, y (2,6,3,4), G = 2
+    assert c.flops() == 2 * (2 * 6 * 3 * 4) * (2 * 9)
+    assert c.bytes_moved() == 4 * (2 * 4 * 5 * 6 + 6 * 2 * 9 + 6 + 2 * 6 * 3 * 4)
+    t = tconv()  # x (1,4,3,3), w (4,3,2,2)
+    assert t.flops() == 2 * (1 * 4 * 3 * 3) * (3 * 4)
+    assert pool().flops() == 2 * (2 * 3 * 2 * 5) * 4
+    assert tile().flops() == 0 and tile().bytes_moved() == 4 * (6 + 12)
+    assert conv().exact is False and pool().exact is False and tile().exact is True
