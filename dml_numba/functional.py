@@ -86,20 +86,22 @@ def padding(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value=0, *
     array([2., 1., 2., 1., 2., 1., 2., 1., 2., 1., 2., 1.], dtype=float32)
     """
     x = as_array(x, "padding", "x")
-
-    def make_desc():
-        c = Checker("padding")
-        m = _enum("padding", "mode", mode, PaddingMode)
-        inp = TensorDesc.like(x)
-        sizes = _pad.output_sizes(c, inp.sizes, start_padding, end_padding)
-        v = value
-        if not inp.data_type.is_float and isinstance(v, float) and v.is_integer():
-            v = int(v)
-        return Padding1OperatorDesc(inp, TensorDesc(inp.data_type, sizes), m, inp.data_type, v,
-                                    _tuple(start_padding), _tuple(end_padding))
-
-    return run("padding", (x, start_padding, end_padding, mode, value), make_desc, (x,), device,
+    return run("padding", (x, start_padding, end_padding, mode, value),
+               lambda: padding_desc(x, start_padding, end_padding, mode, value), (x,), device,
                out)
+
+
+def padding_desc(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value=0):
+    """The descriptor :func:`padding` runs, from anything with ``shape`` and ``dtype``."""
+    c = Checker("padding")
+    m = _enum("padding", "mode", mode, PaddingMode)
+    inp = TensorDesc.like(x)
+    sizes = _pad.output_sizes(c, inp.sizes, start_padding, end_padding)
+    v = value
+    if not inp.data_type.is_float and isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return Padding1OperatorDesc(inp, TensorDesc(inp.data_type, sizes), m, inp.data_type, v,
+                                _tuple(start_padding), _tuple(end_padding))
 
 
 def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,
@@ -112,21 +114,23 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
     array([[[3.]]], dtype=float32)
     """
     x = as_array(x, "lp_pooling", "x")
+    args = (window_size, strides, start_padding, end_padding, dilations, p)
+    return run("lp_pooling", (x,) + args, lambda: lp_pooling_desc(x, *args), (x,), device, out)
 
-    def make_desc():
-        inp = TensorDesc.like(x)
-        nd = max(inp.rank - 2, 0)
-        ones, zeros = (1,) * nd, (0,) * nd
-        args = (_tuple(strides, ones), _tuple(window_size, None), _tuple(start_padding, zeros),
-                _tuple(end_padding, zeros), _tuple(dilations, ones))
-        if inp.rank < 3:  # the descriptor names the rank rule
-            return LpPooling1OperatorDesc(inp, inp, *args, p)
-        ranges = _pool.output_ranges(Checker("lp_pooling"), inp.sizes, *args)
-        outp = TensorDesc(inp.data_type, inp.sizes[:2] + tuple(lo for lo, _ in ranges))
-        return LpPooling1OperatorDesc(inp, outp, *args, p)
 
-    return run("lp_pooling", (x, window_size, strides, start_padding, end_padding, dilations, p),
-               make_desc, (x,), device, out)
+def lp_pooling_desc(x, window_size, strides=None, start_padding=None, end_padding=None,
+                    dilations=None, p=2):
+    """The descriptor :func:`lp_pooling` runs, from anything with ``shape`` and ``dtype``."""
+    inp = TensorDesc.like(x)
+    nd = max(inp.rank - 2, 0)
+    ones, zeros = (1,) * nd, (0,) * nd
+    args = (_tuple(strides, ones), _tuple(window_size, None), _tuple(start_padding, zeros),
+            _tuple(end_padding, zeros), _tuple(dilations, ones))
+    if inp.rank < 3:  # the descriptor names the rank rule
+        return LpPooling1OperatorDesc(inp, inp, *args, p)
+    ranges = _pool.output_ranges(Checker("lp_pooling"), inp.sizes, *args)
+    outp = TensorDesc(inp.data_type, inp.sizes[:2] + tuple(lo for lo, _ in ranges))
+    return LpPooling1OperatorDesc(inp, outp, *args, p)
 
 
 def convolution(x, filter, bias=None, strides=None, dilations=None, start_padding=None,
@@ -150,28 +154,35 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     if bias is not None:
         bias = as_array(bias, "convolution", "bias")
         if getattr(bias, "ndim", None) == 1:
-            bias = bias.reshape((1, -1) + (1,) * max(nd, 0))
+            bias = bias.reshape((1, -1) + (1,) * max(nd, 0))  # (C_out,) -> (1, C_out, 1...)
         inputs.append(bias)
-
-    def make_desc():
-        c = Checker("convolution")
-        m = _enum("convolution", "mode", mode, ConvolutionMode)
-        direc = _enum("convolution", "direction", direction, ConvolutionDirection)
-        inp, flt = TensorDesc.like(x), TensorDesc.like(filter)
-        bdesc = TensorDesc.like(bias) if bias is not None else None
-        ones, zeros = (1,) * max(nd, 0), (0,) * max(nd, 0)
-        args = (_tuple(strides, ones), _tuple(dilations, ones), _tuple(start_padding, zeros),
-                _tuple(end_padding, zeros), _tuple(output_padding, zeros))
-        if inp.rank < 3:  # the descriptor names the rank rule
-            sizes = inp.sizes
-        else:
-            sizes, _ = _conv.output_sizes(c, inp.sizes, flt.sizes, direc, *args, group_count)
-        return ConvolutionOperatorDesc(inp, flt, bdesc, TensorDesc(inp.data_type, sizes), m,
-                                       direc, *args, group_count, fused_activation)
 
     args = (x, filter, bias, strides, dilations, start_padding, end_padding, output_padding,
             group_count, mode, direction, fused_activation)
-    return run("convolution", args, make_desc, tuple(inputs), device, out)
+    return run("convolution", args, lambda: convolution_desc(*args), tuple(inputs), device, out)
+
+
+def convolution_desc(x, filter, bias=None, strides=None, dilations=None, start_padding=None,
+                     end_padding=None, output_padding=None, group_count=1,
+                     mode=ConvolutionMode.CROSS_CORRELATION,
+                     direction=ConvolutionDirection.FORWARD, fused_activation=None):
+    """The descriptor :func:`convolution` runs, from anything with ``shape`` and ``dtype``
+    (``bias`` already shaped (1, C_out, 1...))."""
+    c = Checker("convolution")
+    m = _enum("convolution", "mode", mode, ConvolutionMode)
+    direc = _enum("convolution", "direction", direction, ConvolutionDirection)
+    inp, flt = TensorDesc.like(x), TensorDesc.like(filter)
+    bdesc = TensorDesc.like(bias) if bias is not None else None
+    nd = max(inp.rank - 2, 0)
+    ones, zeros = (1,) * nd, (0,) * nd
+    args = (_tuple(strides, ones), _tuple(dilations, ones), _tuple(start_padding, zeros),
+            _tuple(end_padding, zeros), _tuple(output_padding, zeros))
+    if inp.rank < 3:  # the descriptor names the rank rule
+        sizes = inp.sizes
+    else:
+        sizes, _ = _conv.output_sizes(c, inp.sizes, flt.sizes, direc, *args, group_count)
+    return ConvolutionOperatorDesc(inp, flt, bdesc, TensorDesc(inp.data_type, sizes), m, direc,
+                                   *args, group_count, fused_activation)
 
 
 def tile(x, repeats, *, device="cpu", out=None):
@@ -183,13 +194,14 @@ def tile(x, repeats, *, device="cpu", out=None):
            [1, 2, 1, 2]], dtype=int8)
     """
     x = as_array(x, "tile", "x")
+    return run("tile", (x, repeats), lambda: tile_desc(x, repeats), (x,), device, out)
 
-    def make_desc():
-        inp = TensorDesc.like(x)
-        sizes = _tile.output_sizes(Checker("tile"), inp.sizes, repeats)
-        return TileOperatorDesc(inp, TensorDesc(inp.data_type, sizes), _tuple(repeats))
 
-    return run("tile", (x, repeats), make_desc, (x,), device, out)
+def tile_desc(x, repeats):
+    """The descriptor :func:`tile` runs, from anything with ``shape`` and ``dtype``."""
+    inp = TensorDesc.like(x)
+    sizes = _tile.output_sizes(Checker("tile"), inp.sizes, repeats)
+    return TileOperatorDesc(inp, TensorDesc(inp.data_type, sizes), _tuple(repeats))
 
 
 def slice1(x, offsets, sizes, strides=None, *, device="cpu", out=None):
@@ -201,13 +213,15 @@ def slice1(x, offsets, sizes, strides=None, *, device="cpu", out=None):
     array([3, 1], dtype=int32)
     """
     x = as_array(x, "slice1", "x")
+    return run("slice1", (x, offsets, sizes, strides),
+               lambda: slice1_desc(x, offsets, sizes, strides), (x,), device, out)
 
-    def make_desc():
-        inp = TensorDesc.like(x)
-        window = _tuple(sizes)
-        steps = _tuple(strides, (1,) * len(window) if isinstance(window, tuple) else None)
-        out_sizes = _slice.output_sizes(Checker("slice1"), inp.sizes, offsets, window, steps)
-        return Slice1OperatorDesc(inp, TensorDesc(inp.data_type, out_sizes), _tuple(offsets),
-                                  window, steps)
 
-    return run("slice1", (x, offsets, sizes, strides), make_desc, (x,), device, out)
+def slice1_desc(x, offsets, sizes, strides=None):
+    """The descriptor :func:`slice1` runs, from anything with ``shape`` and ``dtype``."""
+    inp = TensorDesc.like(x)
+    window = _tuple(sizes)
+    steps = _tuple(strides, (1,) * len(window) if isinstance(window, tuple) else None)
+    out_sizes = _slice.output_sizes(Checker("slice1"), inp.sizes, offsets, window, steps)
+    return Slice1OperatorDesc(inp, TensorDesc(inp.data_type, out_sizes), _tuple(offsets),
+                              window, steps)

@@ -1,0 +1,88 @@
+"""dml_numba.dask: every operator on Dask arrays equals the in-memory functional result (bit for
+bit for data movement, within the tolerance table for arithmetic) on several chunkings, chunks
+smaller than the halo included, on the threaded and process schedulers and on a distributed
+LocalCluster of two worker processes."""
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import dml_numba as dml
+import dml_numba.dask as dd
+from tests.helpers import assert_close, assert_exact
+
+X = np.random.default_rng(0).standard_normal((2, 3, 11, 7)).astype(np.float32)
+W = np.random.default_rng(1).standard_normal((4, 3, 3, 2)).astype(np.float32)
+WT = np.random.default_rng(2).standard_normal((3, 2, 3, 3)).astype(np.float32)
+B = np.array([0.5, -1.0, 0.25, 2.0], np.float32)
+CHUNKINGS = {"one chunk": X.shape, "ragged": (1, 2, 4, 3), "smaller than the halo": (1, 1, 1, 1)}
+
+# (name, lazy call, in-memory call, exact?)
+CASES = [
+    ("reflection wider than the array",
+     lambda x: dd.padding(x, (0, 1, 13, 9), (1, 0, 2, 20), "reflection"),
+     lambda x: dml.padding(x, (0, 1, 13, 9), (1, 0, 2, 20), "reflection"), True),
+    ("symmetric", lambda x: dd.padding(x, (0, 0, 5, 3), (0, 0, 12, 1), "symmetric"),
+     lambda x: dml.padding(x, (0, 0, 5, 3), (0, 0, 12, 1), "symmetric"), True),
+    ("wrap", lambda x: dd.padding(x, (1, 0, 25, 0), (0, 2, 0, 8), "wrap"),
+     lambda x: dml.padding(x, (1, 0, 25, 0), (0, 2, 0, 8), "wrap"), True),
+    ("edge", lambda x: dd.padding(x, (0, 0, 4, 4), (0, 0, 4, 4), "edge"),
+     lambda x: dml.padding(x, (0, 0, 4, 4), (0, 0, 4, 4), "edge"), True),
+    ("constant -0.0", lambda x: dd.padding(x, (1, 0, 2, 0), (0, 1, 0, 3), "constant", -0.0),
+     lambda x: dml.padding(x, (1, 0, 2, 0), (0, 1, 0, 3), "constant", -0.0), True),
+    ("tile", lambda x: dd.tile(x, (2, 1, 3, 2)), lambda x: dml.tile(x, (2, 1, 3, 2)), True),
+    ("slice negative strides", lambda x: dd.slice1(x, (0, 1, 2, 1), (2, 2, 9, 6), (1, -1, -2, 3)),
+     lambda x: dml.slice1(x, (0, 1, 2, 1), (2, 2, 9, 6), (1, -1, -2, 3)), True),
+    ("lp pooling p=3 dilated",
+     lambda x: dd.lp_pooling(x, (3, 2), (2, 1), (1, 0), (1, 1), (1, 2), p=3),
+     lambda x: dml.lp_pooling(x, (3, 2), (2, 1), (1, 0), (1, 1), (1, 2), p=3), False),
+    ("convolution strided, dilated, bias, relu",
+     lambda x: dd.convolution(x, W, B, strides=(2, 1), dilations=(1, 2), start_padding=(1, 0),
+                              end_padding=(1, 1), fused_activation=dml.ActivationReluOperatorDesc()),
+     lambda x: dml.convolution(x, W, B, strides=(2, 1), dilations=(1, 2), start_padding=(1, 0),
+                               end_padding=(1, 1),
+                               fused_activation=dml.ActivationReluOperatorDesc()), False),
+    ("transposed convolution",
+     lambda x: dd.convolution(x, WT, strides=(2, 2), start_padding=(1, 1), direction=1),
+     lambda x: dml.convolution(x, WT, strides=(2, 2), start_padding=(1, 1), direction=1), False),
+]
+
+
+def _check(lazy, eager, exact, chunks, **compute):
+    y = lazy(da.from_array(X, chunks=chunks))
+    assert isinstance(y, da.Array)
+    got, ref = y.compute(**compute), eager(X)
+    (assert_exact if exact else lambda a, b: assert_close(a, b, np.float32))(got, ref)
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("name,lazy,eager,exact", CASES, ids=[c[0] for c in CASES])
+def test_threaded_scheduler(name, lazy, eager, exact, chunking):
+    _check(lazy, eager, exact, CHUNKINGS[chunking], scheduler="threads")
+
+
+@pytest.mark.parametrize("name,lazy,eager,exact", CASES, ids=[c[0] for c in CASES])
+def test_process_scheduler(name, lazy, eager, exact):
+    with dask.config.set(num_workers=2):
+        _check(lazy, eager, exact, CHUNKINGS["ragged"], scheduler="processes")
+
+
+def test_distributed_local_cluster():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=40) as cluster, Client(cluster) as client:
+        for name, lazy, eager, exact in CASES:
+            _check(lazy, eager, exact, CHUNKINGS["smaller than the halo"]
+                   if exact else CHUNKINGS["ragged"])
+        assert len(client.scheduler_info()["workers"]) == 2
+
+
+def test_lazy_until_computed_and_errors_name_the_field():
+    x = da.from_array(X, chunks=(1, 3, 4, 4))
+    y = dd.padding(x, (0, 0, 3, 3), (0, 0, 3, 3), "reflection")
+    assert y.shape == (2, 3, 17, 13) and y.chunks[2] == (3, 4, 4, 3, 3)
+    with pytest.raises(dml.ValidationError, match=r"padding.start_padding: \(1,\) is invalid"):
+        dd.padding(x, (1,), (1,))
+    with pytest.raises(dml.ValidationError, match=r"tile.repeats\[1\]: 0 is invalid"):
+        dd.tile(x, (1, 0, 1, 1))
