@@ -51,6 +51,7 @@ class Row:
     throughput: float
     throughput_unit: str
     speedup_vs_numpy: float | None = None
+    variant: str | None = None  # the cpu device's choice: serial, parallel, direct or gemm
 
 
 def workload(op: str, name: str, spec, kind: str, float_only: bool = False) -> Workload:
@@ -253,7 +254,8 @@ def _work(workload: Workload, desc, inputs) -> float:
 
 
 def _device_runner(device: str, desc, inputs):
-    """(first-call seconds, warm callable) for ``device``; CUDA keeps data on the device."""
+    """(first-call seconds, warm callable, operator) for ``device``; CUDA keeps data on the
+    device."""
     if device == "cuda":
         from numba import cuda
 
@@ -268,12 +270,12 @@ def _device_runner(device: str, desc, inputs):
             op(*d_in, out=out)
             cuda.synchronize()
 
-        return first, warm
+        return first, warm, op
     t0 = time.perf_counter()
     op = dml.compile_operator(desc, device)
     out = op(*inputs)
     first = time.perf_counter() - t0
-    return first, lambda: op(*inputs, out=out)
+    return first, lambda: op(*inputs, out=out), op
 
 
 class Progress:
@@ -336,12 +338,14 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
         unit = "GB/s" if w.kind == "bytes" else "GFLOP/s"
         for device in devices:
             bar.step(f"{w.name} on {device}")
-            first, warm = _device_runner(device, desc, inputs)
+            first, warm, op = _device_runner(device, desc, inputs)
             time.sleep(SETTLE_S)
             steady = _steady(warm, budget, max_runs)
+            variant = getattr(op.kernel, "variant", None)
             device_rows.setdefault(w.name, []).append(
                 Row(w.op, w.name, device, "device", list(desc.output.sizes), dtype.name, first,
-                    steady, work / steady / 1e9, unit))
+                    steady, work / steady / 1e9, unit,
+                    variant=variant() if callable(variant) else None))
     peer_rows: dict = {}
     for w, desc, inputs, work in prepared:
         unit = "GB/s" if w.kind == "bytes" else "GFLOP/s"
@@ -374,7 +378,8 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
 # -- reporting -------------------------------------------------------------------------------------
 
 def table(rows: list[Row]) -> str:
-    head = f"{'workload':44s} {'impl':20s} {'first call':>11s} {'steady':>10s} {'throughput':>16s} {'vs numpy':>9s}"
+    head = (f"{'workload':44s} {'impl':24s} {'first call':>11s} {'steady':>10s} "
+            f"{'throughput':>16s} {'vs numpy':>9s}")
     lines = [head, "-" * len(head)]
     last = None
     for r in rows:
@@ -382,7 +387,8 @@ def table(rows: list[Row]) -> str:
         last = r.workload
         first = f"{r.first_call_s * 1e3:9.1f}ms" if r.first_call_s is not None else ""
         speed = f"{r.speedup_vs_numpy:8.2f}x" if r.speedup_vs_numpy else ""
-        lines.append(f"{name[:44]:44s} {r.impl[:20]:20s} {first:>11s} {r.steady_s * 1e3:8.2f}ms "
+        impl = f"{r.impl} ({r.variant})" if r.variant else r.impl
+        lines.append(f"{name[:44]:44s} {impl[:24]:24s} {first:>11s} {r.steady_s * 1e3:8.2f}ms "
                      f"{r.throughput:9.2f} {r.throughput_unit:6s} {speed:>9s}")
     return "\n".join(lines)
 

@@ -32,14 +32,41 @@ def _probe(**env):
     return out.stdout.split()
 
 
-def test_the_default_policy_loads_a_passive_omp_pool():
-    assert _probe() == ["omp", "PASSIVE"]
+def test_the_default_policy_loads_numbas_pool_untouched():
+    layer, wait = _probe()
+    assert wait == "None"
+    assert layer in ("omp", "tbb")  # Numba's first choice that loads (tbb only if installed)
 
 
-def test_users_and_numbas_own_settings_win():
-    assert _probe(OMP_WAIT_POLICY="ACTIVE") == ["omp", "ACTIVE"]
-    assert _probe(DML_NUMBA_THREADING="numba") == ["omp", "None"]
-    assert _probe(NUMBA_THREADING_LAYER="workqueue") == ["workqueue", "None"]
+def test_the_passive_policy_and_users_own_settings():
+    assert _probe(DML_NUMBA_THREADING="passive", NUMBA_THREADING_LAYER="omp") == [
+        "omp", "PASSIVE"]
+    assert _probe(DML_NUMBA_THREADING="passive", OMP_WAIT_POLICY="ACTIVE",
+                  NUMBA_THREADING_LAYER="omp") == ["omp", "ACTIVE"]
+    assert _probe(DML_NUMBA_THREADING="passive", NUMBA_THREADING_LAYER="workqueue") == [
+        "workqueue", "None"]
+
+
+def test_the_automatic_variant_measures_and_switches():
+    """A fake clock-free check of the chooser: a parallel call that is slow relative to its
+    best makes the serial variant run, and the faster average wins."""
+    from dml_numba.cpu._adaptive import AdaptiveKernel
+
+    calls, delays = [], {"p": [0.001, 0.02, 0.02, 0.02], "s": [0.002, 0.002, 0.002]}
+    import time as _t
+
+    def parallel():
+        calls.append("p")
+        _t.sleep(delays["p"].pop(0) if delays["p"] else 0.02)
+
+    def serial():
+        calls.append("s")
+        _t.sleep(delays["s"].pop(0) if delays["s"] else 0.002)
+
+    k = AdaptiveKernel(parallel, lambda: serial)
+    for _ in range(6):
+        k()
+    assert calls[:2] == ["p", "p"] and "s" in calls and k.variant() == "serial"
 
 
 def test_four_threads_calling_parallel_kernels_at_once():

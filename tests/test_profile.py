@@ -55,10 +55,12 @@ def test_cli_writes_json_and_plot(tmp_path, capsys):
     data = json.loads(js.read_text())
     assert set(data["meta"]) >= {"dml_numba", "numba", "numpy", "python"}
     keys = {"op", "workload", "impl", "kind", "shape", "dtype", "first_call_s", "steady_s",
-            "throughput", "throughput_unit", "speedup_vs_numpy"}
+            "throughput", "throughput_unit", "speedup_vs_numpy", "variant"}
     assert data["rows"] and all(set(r) == keys for r in data["rows"])
     assert {r["op"] for r in data["rows"]} == {"tile", "slice1"}
     assert {r["impl"] for r in data["rows"]} == {"numpy", "cpu"}
+    assert {r["variant"] for r in data["rows"] if r["impl"] == "cpu"} <= {"serial", "parallel"}
+    assert all(r["variant"] is None for r in data["rows"] if r["impl"] == "numpy")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 

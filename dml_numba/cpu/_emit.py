@@ -6,6 +6,8 @@ nest shared by the data-movement operators.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .. import _diskcache
@@ -21,6 +23,7 @@ from .._gather import (
     inside,
     storage_dtype,
 )
+from ._adaptive import AdaptiveKernel
 from ._warmstart import load_cached
 
 #: below this many output elements (times window taps for reductions) a serial loop nest is
@@ -48,12 +51,22 @@ def header(w: SourceWriter, key: KernelKey) -> str:
 
 
 class CpuKernel:
-    """A compiled kernel plus the host-side adaptation of its arguments."""
+    """A compiled kernel plus the host-side adaptation of its arguments. ``emit(key)`` makes
+    the source; when the parallel variant was chosen automatically (``options["parallel"]`` is
+    None), calls go through :class:`AdaptiveKernel`, which also measures the serial variant."""
 
-    def __init__(self, key: KernelKey, source: str, arg_types):
+    def __init__(self, key: KernelKey, emit, arg_types, options=None):
         self.key = key
-        self.source = source
-        self.fn = build(key, source, arg_types)
+        self.source = emit(key)
+        self.fn = build(key, self.source, arg_types)
+        if key.parallel and (options or {}).get("parallel") is None:
+            serial = dataclasses.replace(key, parallel=False)
+            self.fn = AdaptiveKernel(self.fn, lambda: build(serial, emit(serial), arg_types))
+
+    def variant(self) -> str:
+        """"parallel" or "serial": what the next call runs."""
+        return self.fn.variant() if isinstance(self.fn, AdaptiveKernel) else (
+            "parallel" if self.key.parallel else "serial")
 
     def __call__(self, inputs, out):  # pragma: no cover - every kernel overrides it
         raise NotImplementedError
@@ -191,7 +204,8 @@ class GatherKernel(CpuKernel):
         key = make_key(desc, options, desc.output_tensor.element_count)
         dt = storage_dtype(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
-        super().__init__(key, emit_gather(key, desc.gather_plan()), [(dt, rank), (dt, rank)])
+        plan = desc.gather_plan()
+        super().__init__(key, lambda k: emit_gather(k, plan), [(dt, rank), (dt, rank)], options)
         self._f16 = desc.input_tensor.data_type == DataType.FLOAT16
 
     def __call__(self, inputs, out):

@@ -33,7 +33,7 @@ from ..ops.convolution import (
     ConvolutionMode,
     ConvolutionOperatorDesc,
 )
-from ._emit import build, header, make_key, run_in_accumulator
+from ._emit import CpuKernel, build, header, make_key, run_in_accumulator
 
 #: bound on the im2col / columns buffer of one call; larger batches are processed in chunks
 COLUMNS_BUDGET_BYTES = 8 << 20  # one 3x3 64-channel 56x56 image: cache-friendly, ~5% faster than 64 MiB
@@ -318,7 +318,7 @@ def choose_algorithm(desc) -> str:
     return "gemm" if inner >= 32 and rows >= 8 else "direct"
 
 
-class ConvolutionKernel:
+class ConvolutionKernel(CpuKernel):
     def __init__(self, desc, options):
         algorithm = options.get("algorithm")
         self.desc = desc
@@ -331,8 +331,8 @@ class ConvolutionKernel:
         work = desc.output_tensor.element_count * cg * taps
         key = make_key(desc, options, work)
         if self.algorithm == "direct":
-            self.source = emit(key)
-            self.fn = build(key, self.source, [(self.acc, rank)] * (4 if has_bias else 3))
+            CpuKernel.__init__(self, key, emit, [(self.acc, rank)] * (4 if has_bias else 3),
+                               options)
             return
         par = options.get("parallel")
         forward = desc.direction == ConvolutionDirection.FORWARD
@@ -370,6 +370,11 @@ class ConvolutionKernel:
             self.col2im = helper("col2im",
                                  [(acc, 4), (i64, 0)] + bias_arg + [(acc, rank)])
         self.source = "\n".join(sources)
+
+    def variant(self) -> str:
+        if self.algorithm == "direct":
+            return "direct, " + super().variant()
+        return "gemm"
 
     # -- running ---------------------------------------------------------------------------
     def _buffer(self, shape):

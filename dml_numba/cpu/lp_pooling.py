@@ -32,7 +32,7 @@ class LpPoolingKernel(CpuKernel):
         key = make_key(desc, options, work)
         self.acc = accumulator(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
-        super().__init__(key, emit(key), [(self.acc, rank), (self.acc, rank)])
+        super().__init__(key, emit, [(self.acc, rank), (self.acc, rank)], options)
 
     def __call__(self, inputs, out):
         run_in_accumulator(self.acc, lambda xs, y: self.fn(xs[0], y), inputs, out)
