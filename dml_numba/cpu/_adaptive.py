@@ -5,7 +5,7 @@ another process's threads hold the cores, when a Python loop spins on one of the
 several Python threads call kernels at once (each serial kernel then already keeps a core busy).
 No cheap signal from the operating system tells these apart from our own threads' load, so the
 choice is made the way an autotuner makes it. While another Python thread is inside one of our
-kernels, the serial variant runs (the cores are already taken). Otherwise the parallel variant
+kernels (or was, within the last 50 ms), the serial variant runs (the cores are already taken). Otherwise the parallel variant
 runs while it behaves; when a call takes more than 1.5x the best time seen, the serial variant
 is tried (compiled, or loaded from the disk cache, the
 first time); from then on both are timed, the faster recent one runs and the other is tried
@@ -28,6 +28,9 @@ PROBE_CALLS, PROBE_S = 32, 0.5
 SLOWER = 1.5
 
 _running = 0  # our kernels running right now, in any thread
+_overlap_at = -1.0  # when a call last started while another was running
+#: after an overlap, calls run serially for this long (threads calling kernels come in bursts)
+OVERLAP_S = 0.05
 
 
 class AdaptiveKernel:
@@ -54,11 +57,13 @@ class AdaptiveKernel:
         return fn
 
     def __call__(self, *args):
-        global _running
+        global _running, _overlap_at
+        now = time.perf_counter()
         if _running > 0:  # another thread is in one of our kernels: the cores are taken
+            _overlap_at = now
+        if now - _overlap_at < OVERLAP_S:
             return self._run_serial(args)
         use = self._use
-        now = time.perf_counter()
         if self._avg[False] is None:  # serial never tried: only on a sign of contention
             probe = self._contended or _running > 0
         else:
