@@ -1,6 +1,8 @@
 """compile_operator and the compiled operator: validate -> key -> lowering; bind -> run."""
 from __future__ import annotations
 
+import functools
+
 from ._cache import cache, freeze
 from ._errors import ValidationError
 from ._registry import check_options, get_device, get_lowering
@@ -62,12 +64,12 @@ def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
         raise ValidationError(f"compile_operator.desc: {type(desc).__name__} is invalid; expected "
                               "one of dml_numba's operator descriptors such as "
                               "PaddingOperatorDesc" + (f" (not {what})" if what else ""))
-    opts = tuple(sorted(options.items()))
-    check_allocatable(desc)
-    return cache.get_or_build(("operator", freeze(desc), device, freeze(opts)),
+    opts = tuple(sorted(options.items())) if options else ()
+    return cache.get_or_build(("operator", freeze(desc), device, freeze(opts) if opts else ()),
                               lambda: _build(desc, device, dict(opts)))
 
 
+@functools.lru_cache(maxsize=None)
 def _physical_memory() -> int | None:
     try:
         import os
@@ -90,6 +92,7 @@ def check_allocatable(desc) -> None:
 
 
 def _build(desc, device, options):
+    check_allocatable(desc)
     dev = get_device(device)
     canon = packed(desc.canonical())
     factory = get_lowering(type(canon), device)

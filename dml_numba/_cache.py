@@ -26,9 +26,23 @@ from ._version import __version__
 DEFAULT_MAX_ENTRIES = 2048
 
 
+_PACK_DOUBLE = struct.Struct("<d").pack
+
+
 def freeze(value):
     """A hashable stand-in for ``value`` that compares floats by bits and bools apart from ints
-    (recursively through tuples, lists, enums and dataclasses such as descriptors)."""
+    (recursively through tuples, lists, enums and dataclasses such as descriptors). A frozen
+    dataclass (a descriptor, a TensorDesc) keeps its result: it cannot change."""
+    t = type(value)
+    if t is int or t is str or value is None:
+        return value
+    if t is float:
+        return ("f64", _PACK_DOUBLE(value))
+    if t is tuple:
+        return ("tuple",) + tuple(freeze(v) for v in value)
+    cached = getattr(value, "__dict__", {}).get("_dml_frozen")
+    if cached is not None:
+        return cached
     if isinstance(value, bool):
         return ("bool", value)
     if isinstance(value, enum.Enum):
@@ -40,7 +54,10 @@ def freeze(value):
     if isinstance(value, (tuple, list)):
         return (type(value).__name__,) + tuple(freeze(v) for v in value)
     if is_dataclass(value) and not isinstance(value, type):
-        return (type(value),) + tuple(freeze(getattr(value, f.name)) for f in fields(value))
+        frozen = (type(value),) + tuple(freeze(getattr(value, f.name)) for f in fields(value))
+        if getattr(value, "__dataclass_params__").frozen:
+            object.__setattr__(value, "_dml_frozen", frozen)
+        return frozen
     if hasattr(value, "dtype") and hasattr(value, "shape") and not hasattr(value, "__len__"):
         # a NumPy scalar: its bits in its own type
         import numpy as np

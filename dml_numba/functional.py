@@ -9,6 +9,8 @@ skips building the descriptor (a memo keyed by shapes and by parameter bits).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ._api import compile_operator
 from ._binding import as_array
 from ._cache import cache, freeze
@@ -35,6 +37,13 @@ __all__ = ["padding", "lp_pooling", "convolution", "tile", "slice1"]
 def _signature(value):
     """A hashable stand-in for an argument: arrays by type, shape and dtype; everything else
     through :func:`freeze` (floats by bits, bools apart from ints)."""
+    t = type(value)
+    if t is int or t is str or value is None:
+        return value
+    if t is np.ndarray:
+        return (t, value.shape, value.dtype)
+    if t is tuple and all(type(v) is int for v in value):
+        return value
     if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "__len__"):
         return (type(value), tuple(value.shape), value.dtype)
     if isinstance(value, (list, tuple)):

@@ -66,7 +66,29 @@ def test_transposed_size():
     assert _dims.transposed_size(3, 1, 1, 3, 2, 1) == 5
 
 
-def test_importing_the_package_does_not_import_numba():
-    """Validation and shape rules are pure Python: the core imports no Numba."""
-    code = "import sys, dml_numba; assert 'numba' not in sys.modules, 'numba imported'"
+def test_importing_the_package_imports_only_what_the_first_call_needs():
+    """Numba is imported with the package (the default device's first call needs it, and a
+    warm process should get its first result without waiting for it); nothing else heavy is:
+    no backend package, no CUDA, no scipy.linalg, Dask, ONNX or plotting."""
+    code = ("import sys, dml_numba; heavy = [m for m in ('numba.cuda', 'dml_numba.cpu', "
+            "'dml_numba.cuda', 'scipy.linalg', 'dask', 'onnx', 'matplotlib', 'torch') "
+            "if m in sys.modules]; assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_validation_and_shape_rules_are_pure_python():
+    """ops/ imports no backend, code generation or dispatch module (checked on the source)."""
+    import ast
+    from pathlib import Path
+
+    import dml_numba
+
+    bad = []
+    for path in (Path(dml_numba.__file__).parent / "ops").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and any(
+                    node.module.lstrip(".").startswith(m) for m in (
+                        "cpu", "cuda", "vectorized", "_api", "_codegen", "_gather", "_elements",
+                        "_registry", "functional", "numba")):
+                bad.append(f"{path.name}: from {node.module}")
+    assert not bad
