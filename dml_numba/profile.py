@@ -379,17 +379,17 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
 
 def table(rows: list[Row]) -> str:
     head = (f"{'workload':44s} {'impl':24s} {'first call':>11s} {'steady':>10s} "
-            f"{'throughput':>16s} {'vs numpy':>9s}")
+            f"{'throughput':>16s} {'vs numpy device':>16s}")
     lines = [head, "-" * len(head)]
     last = None
     for r in rows:
         name = r.workload if r.workload != last else ""
         last = r.workload
         first = f"{r.first_call_s * 1e3:9.1f}ms" if r.first_call_s is not None else ""
-        speed = f"{r.speedup_vs_numpy:8.2f}x" if r.speedup_vs_numpy else ""
+        speed = f"{r.speedup_vs_numpy:15.2f}x" if r.speedup_vs_numpy else ""
         impl = f"{r.impl} ({r.variant})" if r.variant else r.impl
         lines.append(f"{name[:44]:44s} {impl[:24]:24s} {first:>11s} {r.steady_s * 1e3:8.2f}ms "
-                     f"{r.throughput:9.2f} {r.throughput_unit:6s} {speed:>9s}")
+                     f"{r.throughput:9.2f} {r.throughput_unit:6s} {speed:>16s}")
     return "\n".join(lines)
 
 

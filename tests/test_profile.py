@@ -51,7 +51,7 @@ def test_cli_writes_json_and_plot(tmp_path, capsys):
                  "--no-peers", "--json", str(js), "--plot", str(png)])
     assert code == 0
     out = capsys.readouterr().out
-    assert "vs numpy" in out and "tile (1,1,2,2)" in out
+    assert "vs numpy device" in out and "tile (1,1,2,2)" in out
     data = json.loads(js.read_text())
     assert set(data["meta"]) >= {"dml_numba", "numba", "numpy", "python"}
     keys = {"op", "workload", "impl", "kind", "shape", "dtype", "first_call_s", "steady_s",
