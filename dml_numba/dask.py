@@ -102,14 +102,23 @@ def _sources(m, lo: int, hi: int):
 
 
 def _gather_block(region, local_idx, masks, constant, dtype):
-    block = region[np.ix_(*local_idx)] if region.size else np.empty(
-        tuple(len(i) for i in local_idx), dtype)
+    """The output block: per axis, the region as is where the block reads it in order (the
+    common case: interior blocks are views), else a gather along that axis."""
+    shape = tuple(len(i) for i in local_idx)
+    if not region.size:
+        block = np.empty(shape, dtype)
+    else:
+        block = region
+        for d, idx in enumerate(local_idx):
+            if not (len(idx) == block.shape[d] and (len(idx) < 2 or (
+                    idx[0] == 0 and np.all(np.diff(idx) == 1)))):
+                block = np.take(block, idx, axis=d)
     if constant is not None and not all(m.all() for m in masks):
         nd = len(masks)
         axes = [m.reshape([-1 if i == d else 1 for i in range(nd)]) for d, m in enumerate(masks)]
         outside = ~functools.reduce(np.logical_and, axes)
         block = np.where(outside, np.asarray(constant, dtype=dtype), block)
-    return block.astype(dtype, copy=False)
+    return np.ascontiguousarray(block, dtype=dtype)
 
 
 def _data_movement(x, desc, out_chunks):
@@ -126,6 +135,7 @@ def _data_movement(x, desc, out_chunks):
     name = "dml-" + desc.op_name() + "-" + dask.base.tokenize(x, desc, out_chunks)
     deps, dsk = [x], {}
     bounds = [_boundaries(c) for c in out_chunks]
+    in_bounds = [_boundaries(c) for c in x.chunks]
 
     for index in itertools.product(*(range(len(c)) for c in out_chunks)):
         local, masks, region = [], [], []
@@ -139,11 +149,17 @@ def _data_movement(x, desc, out_chunks):
         if any(s.stop == s.start for s in region):  # all padding: no input read
             dsk[(name,) + index] = (_gather_block, np.empty((0,) * x.ndim, dtype), local, masks,
                                     const, dtype)
-        else:  # the region as one block, however many input chunks it spans
-            part = x[tuple(region)].rechunk(tuple(s.stop - s.start for s in region))
-            deps.append(part)
-            dsk[(name,) + index] = (_gather_block, (part.name,) + (0,) * part.ndim, local, masks,
-                                    const, dtype)
+        else:
+            exact = [in_bounds[d].index(r.start) if r.start in in_bounds[d] and
+                     r.stop in in_bounds[d] and in_bounds[d].index(r.stop) ==
+                     in_bounds[d].index(r.start) + 1 else None for d, r in enumerate(region)]
+            if all(e is not None for e in exact):  # exactly one input chunk: use it as is
+                key = (x.name,) + tuple(exact)
+            else:  # the region as one block, however many input chunks it spans
+                part = x[tuple(region)].rechunk(tuple(r.stop - r.start for r in region))
+                deps.append(part)
+                key = (part.name,) + (0,) * part.ndim
+            dsk[(name,) + index] = (_gather_block, key, local, masks, const, dtype)
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=deps)
     return Array(graph, name, out_chunks, dtype=dtype)
 
