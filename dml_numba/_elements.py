@@ -10,6 +10,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 from ._codegen import SourceWriter, affine, index
+from ._dtypes import DataType
 from .ops.convolution import ConvolutionDirection, ConvolutionMode
 
 
@@ -48,13 +49,29 @@ def accumulate_power(v: str, p: int) -> str:
     return " * ".join([v] * p) if p <= 8 else f"{v} ** {p}"
 
 
-def lp_root(acc: str, p: int, acc_type: str) -> str:
-    """The p-th root in the accumulator's precision (float32 pow is ~2.6x faster than double)."""
+def lp_root(acc: str, p: int, acc_type: str, narrow: bool = False) -> str:
+    """The p-th root of the float64 sum. Square roots (p = 2, 4) are taken in double and are
+    correctly rounded. Other p use ``pow``; for a float32/float16 output (``narrow``) it is taken
+    in float32 when the sum is a normal float32 (about 2x faster than double ``pow``, within one
+    float32 ulp), and in double outside that range, so the ends of float32's range stay exact."""
     if p == 1:
         return acc
     if p == 2:
         return f"math.sqrt({acc})"
-    return f"{acc} ** numba.{acc_type}({1.0 / p!r})"
+    if p == 4:
+        return f"math.sqrt(math.sqrt({acc}))"
+    wide = f"{acc} ** numba.{acc_type}({1.0 / p!r})"
+    if not narrow:
+        return wide
+    return f"numba.float32({acc}) ** numba.float32({1.0 / p!r})"
+
+
+def lp_root_fixup(w: SourceWriter, acc: str, p: int, acc_type: str, target: str) -> None:
+    """After a float32 root (see :func:`lp_root`): a sum outside float32's normal range (its
+    float32 root would be 0, inf or imprecise) is rooted again in double. Rare, so the branch
+    is predicted and the common path keeps float32's speed."""
+    with w.block(f"if {acc} < 1.1754943508222875e-38 or {acc} > 3.4028234663852886e38:"):
+        w(f"{target} = {acc} ** numba.{acc_type}({1.0 / p!r})")
 
 
 # -- the per-output-element computation of the reduction operators, shared by cpu/ and cuda/ --
@@ -64,8 +81,8 @@ def lp_root(acc: str, p: int, acc_type: str) -> str:
 def pool_element(w: SourceWriter, desc, o, *, acc: str = "float64", load=lambda e: e) -> None:
     """LP pooling at output (n, c, o...). The sum of ``|x|**p`` runs in float64 on every device
     and for every input type: in float32 it overflows (or flushes to zero) long before the
-    result does (``|1e20|**2`` summed), so each device returns the correctly rounded result
-    whenever it is representable. ``acc`` is kept for symmetry; it must be float64."""
+    result does (``|1e20|**2`` summed), so each device returns the result whenever it is
+    representable: correctly rounded for p = 1, 2, 4, within one float32 ulp otherwise. ``acc`` is kept for symmetry; it must be float64."""
     assert acc == "float64", acc
     nd = len(o)
     a = [f"a{i}" for i in range(nd)]
@@ -78,7 +95,11 @@ def pool_element(w: SourceWriter, desc, o, *, acc: str = "float64", load=lambda 
         xin = "x[" + index("n", "c", *a) + "]"
         w(f"v = abs(numba.{acc}({load(xin)}))")
         w(f"acc += {accumulate_power('v', desc.p)}")
-    w(f"y[{index('n', 'c', *o)}] = {lp_root('acc', desc.p, acc)}")
+    narrow = desc.output_tensor.data_type != DataType.FLOAT64
+    target = f"y[{index('n', 'c', *o)}]"
+    w(f"{target} = {lp_root('acc', desc.p, acc, narrow)}")
+    if narrow and desc.p not in (1, 2, 4):
+        lp_root_fixup(w, "acc", desc.p, acc, target)
 
 
 def conv_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> None:
