@@ -49,57 +49,56 @@ def accumulate_power(v: str, p: int) -> str:
     return " * ".join([v] * p) if p <= 8 else f"{v} ** {p}"
 
 
-def lp_root(acc: str, p: int, acc_type: str, narrow: bool = False) -> str:
-    """The p-th root of the float64 sum. Square roots (p = 2, 4) are taken in double and are
-    correctly rounded. Other p use ``pow``; for a float32/float16 output (``narrow``) it is taken
-    in float32 when the sum is a normal float32 (about 2x faster than double ``pow``, within one
-    float32 ulp), and in double outside that range, so the ends of float32's range stay exact."""
+def lp_root(acc: str, p: int, acc_type: str) -> str:
+    """The p-th root in the accumulator's precision (square roots through ``sqrt``)."""
     if p == 1:
         return acc
     if p == 2:
         return f"math.sqrt({acc})"
     if p == 4:
         return f"math.sqrt(math.sqrt({acc}))"
-    wide = f"{acc} ** numba.{acc_type}({1.0 / p!r})"
-    if not narrow:
-        return wide
-    return f"numba.float32({acc}) ** numba.float32({1.0 / p!r})"
-
-
-def lp_root_fixup(w: SourceWriter, acc: str, p: int, acc_type: str, target: str) -> None:
-    """After a float32 root (see :func:`lp_root`): a sum outside float32's normal range (its
-    float32 root would be 0, inf or imprecise) is rooted again in double. Rare, so the branch
-    is predicted and the common path keeps float32's speed."""
-    with w.block(f"if {acc} < 1.1754943508222875e-38 or {acc} > 3.4028234663852886e38:"):
-        w(f"{target} = {acc} ** numba.{acc_type}({1.0 / p!r})")
+    return f"{acc} ** numba.{acc_type}({1.0 / p!r})"
 
 
 # -- the per-output-element computation of the reduction operators, shared by cpu/ and cuda/ --
 # Each writes the value of output element (n, channel, o0..o{nd-1}) into ``y``. ``load`` wraps an
 # input read (CUDA converts half to float there); ``acc`` is the accumulator type's name.
 
-def pool_element(w: SourceWriter, desc, o, *, acc: str = "float64", load=lambda e: e) -> None:
-    """LP pooling at output (n, c, o...). The sum of ``|x|**p`` runs in float64 on every device
-    and for every input type: in float32 it overflows (or flushes to zero) long before the
-    result does (``|1e20|**2`` summed), so each device returns the result whenever it is
-    representable: correctly rounded for p = 1, 2, 4, within one float32 ulp otherwise. ``acc`` is kept for symmetry; it must be float64."""
-    assert acc == "float64", acc
+def pool_element(w: SourceWriter, desc, o, *, load=lambda e: e) -> None:
+    """LP pooling at output (n, c, o...): ``(sum over the window of |x|**p) ** (1/p)``.
+
+    float64 tensors are summed in float64. float32/float16 tensors are summed in float32 (the
+    fast path) and, when that sum is not a normal float32 (it overflowed, or underflowed into
+    subnormals or zero, as ``|1e20|**2`` or ``|1e-25|**2`` do), summed again in float64, so the
+    result is right whenever it is representable in the output type; the branch is rarely
+    taken and predictable."""
     nd = len(o)
     a = [f"a{i}" for i in range(nd)]
-    w(f"acc = numba.{acc}(0.0)")
-    with ExitStack() as stack:
-        open_window_loops(w, stack, [f"k{i}" for i in range(nd)], a, desc.input_tensor.sizes[2:],
-                          starts={"o": o, "k": desc.window_size, "pad": desc.start_padding},
-                          steps=desc.strides, dilations=desc.dilations, transposed=False,
-                          flip=False)
-        xin = "x[" + index("n", "c", *a) + "]"
-        w(f"v = abs(numba.{acc}({load(xin)}))")
-        w(f"acc += {accumulate_power('v', desc.p)}")
     narrow = desc.output_tensor.data_type != DataType.FLOAT64
     target = f"y[{index('n', 'c', *o)}]"
-    w(f"{target} = {lp_root('acc', desc.p, acc, narrow)}")
-    if narrow and desc.p not in (1, 2, 4):
-        lp_root_fixup(w, "acc", desc.p, acc, target)
+
+    def window_sum(acc_type):
+        w(f"acc = numba.{acc_type}(0.0)")
+        with ExitStack() as stack:
+            open_window_loops(w, stack, [f"k{i}" for i in range(nd)], a,
+                              desc.input_tensor.sizes[2:],
+                              starts={"o": o, "k": desc.window_size, "pad": desc.start_padding},
+                              steps=desc.strides, dilations=desc.dilations, transposed=False,
+                              flip=False)
+            xin = "x[" + index("n", "c", *a) + "]"
+            w(f"v = abs(numba.{acc_type}({load(xin)}))")
+            w(f"acc += {accumulate_power('v', desc.p)}")
+
+    if not narrow:
+        window_sum("float64")
+        w(f"{target} = {lp_root('acc', desc.p, 'float64')}")
+        return
+    window_sum("float32")
+    with w.block("if acc >= numba.float32(1.1754944e-38) and acc <= numba.float32(3.4028235e38):"):
+        w(f"{target} = {lp_root('acc', desc.p, 'float32')}")
+    with w.block("else:  # outside float32's normal range: the same sum in float64"):
+        window_sum("float64")
+        w(f"{target} = {lp_root('acc', desc.p, 'float64')}")
 
 
 def conv_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> None:

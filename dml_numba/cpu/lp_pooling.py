@@ -1,5 +1,5 @@
 """LP pooling on the CPU: a parallel loop over (n, c, outer spatial), one fused pass per output
-element over the window (|x|**p summed in float64, then the p-th root)."""
+element over the window (|x|**p summed, then the p-th root; see _elements.pool_element)."""
 from __future__ import annotations
 
 from .._codegen import SourceWriter, decompose
@@ -22,7 +22,7 @@ def emit(key) -> str:
         with w.block(f"for f in {loop}({n_ * c_ * prod(out[:-1])}):"):
             decompose(w, "f", ["n", "c"] + o[:-1], [n_, c_] + list(out[:-1]))
             with w.block(f"for {o[-1]} in range({out[-1]}):"):
-                pool_element(w, d, o, acc="float64")
+                pool_element(w, d, o)
     return w.text()
 
 

@@ -6,7 +6,8 @@ from ._emit import CudaKernel, emit_reduction, make_key
 
 
 def emit(key) -> str:
-    return emit_reduction(key, "x, y", "c", pool_element, acc="float64")
+    return emit_reduction(key, "x, y", "c",
+                          lambda w, d, o, acc, load: pool_element(w, d, o, load=load))
 
 
 @register(LpPooling1OperatorDesc, "cuda")
