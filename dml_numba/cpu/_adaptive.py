@@ -6,8 +6,8 @@ several Python threads call kernels at once (each serial kernel then already kee
 No cheap signal from the operating system tells these apart from our own threads' load, so the
 choice is made the way an autotuner makes it. While another Python thread is inside one of our
 kernels (or was, within the last 50 ms), the serial variant runs (the cores are already taken). Otherwise the parallel variant
-runs while it behaves; when a call takes more than 1.5x the best time seen, the serial variant
-is tried (compiled, or loaded from the disk cache, the
+runs while it behaves; when three calls in a row take more than 1.5x the best time seen, the
+serial variant is tried (compiled, or loaded from the disk cache, the
 first time); from then on both are timed, the faster recent one runs and the other is tried
 again every PROBE_CALLS calls (at most every PROBE_S seconds), so a machine that becomes idle or
 busy is followed within a few calls. On an idle machine the serial variant is never built. The
@@ -24,8 +24,9 @@ import time
 ALPHA = 0.25
 #: re-measure the variant not in use after this many calls (and after PROBE_S seconds)
 PROBE_CALLS, PROBE_S = 32, 0.5
-#: a parallel call this much slower than its best is a sign of contention
-SLOWER = 1.5
+#: a parallel call this much slower than its best, STREAK times in a row, is a sign of
+#: contention (one slow call is just a noisy machine)
+SLOWER, STREAK = 1.5, 3
 
 _running = 0  # our kernels running right now, in any thread
 _overlap_at = -1.0  # when a call last started while another was running
@@ -43,6 +44,7 @@ class AdaptiveKernel:
         self._best = None
         self._use = True
         self._contended = False
+        self._slow = 0
         self._since = 0
         self._last_probe = time.perf_counter()
 
@@ -82,7 +84,8 @@ class AdaptiveKernel:
             _running -= 1
         if use:
             self._best = dt if self._best is None else min(self._best, dt)
-            self._contended = dt > SLOWER * self._best
+            self._slow = self._slow + 1 if dt > SLOWER * self._best else 0
+            self._contended = self._slow >= STREAK
         avg = self._avg[use]
         self._avg[use] = dt if avg is None else (1 - ALPHA) * avg + ALPHA * dt
         other = self._avg[not use]
