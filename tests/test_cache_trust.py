@@ -267,6 +267,7 @@ def test_corrupt_entries_are_purged_and_rebuilt(tmp_path, damage):
 def test_an_entry_failing_twice_runs_from_memory_with_a_warning(tmp_path, monkeypatch):
     monkeypatch.setenv("DML_NUMBA_CACHE_DIR", str(private_root(tmp_path)))
     _diskcache.reset()
+    monkeypatch.setattr(_diskcache, "_warned", set())  # each warning is given once a process
     calls = []
 
     def finish(mod):
