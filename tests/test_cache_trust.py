@@ -592,3 +592,18 @@ def test_no_warning_for_a_good_cache(tmp_path, monkeypatch):
             assert _diskcache.state().usable
     finally:
         _diskcache.reset()
+
+
+def test_functional_layer_messages_in_full():
+    class Refuses:
+        def __array__(self, dtype=None, copy=None):
+            raise RuntimeError("no array here")
+
+    with pytest.raises(dml.ValidationError) as info:
+        dml.tile(Refuses(), (2,), device="numpy")
+    assert str(info.value) == ("tile.x: Refuses is invalid; expected an array or something "
+                               "numpy.asarray accepts (no array here)")
+    with pytest.raises(dml.ValidationError) as info:
+        dml.padding(np.ma.masked_array(np.ones(2, np.float32)), (1,), (1,), device="numpy")
+    assert str(info.value) == ("padding.x: a masked array is invalid; expected a plain array "
+                               "(the mask would be ignored: use .filled() or .data)")

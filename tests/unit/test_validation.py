@@ -240,3 +240,17 @@ def test_metadata_flops_and_bytes_from_the_definitions():
     assert pool().flops() == 2 * (2 * 3 * 2 * 5) * 4
     assert tile().flops() == 0 and tile().bytes_moved() == 4 * (6 + 12)
     assert conv().exact is False and pool().exact is False and tile().exact is True
+
+
+def test_operator_names_come_from_their_modules():
+    names = {t.op_name() for t in (dml.PaddingOperatorDesc, dml.Padding1OperatorDesc,
+                                   dml.LpPooling1OperatorDesc, dml.ConvolutionOperatorDesc,
+                                   dml.TileOperatorDesc, dml.Slice1OperatorDesc)}
+    assert names == {"padding", "lp_pooling", "convolution", "tile", "slice"}
+
+
+def test_output_size_message_in_full():
+    with pytest.raises(dml.ValidationError) as info:
+        tile(output_tensor=T(F32, (4, 4)))
+    assert str(info.value) == ("TileOperatorDesc.output_tensor.sizes: (4, 4) is invalid; "
+                               "expected (4, 3) (input_tensor.sizes * repeats)")
