@@ -56,14 +56,12 @@ def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
     also ``algorithm`` = None (automatic), "direct" or "gemm". Unknown options and values are a
     ValidationError on every device.
     """
-    if not isinstance(desc, OperatorDesc) or type(desc) not in DESCRIPTOR_TYPES:
-        what = ("a subclass of " + next(b.__name__ for b in type(desc).__mro__
-                                        if b in DESCRIPTOR_TYPES)
-                if isinstance(desc, OperatorDesc) and any(
-                    b in DESCRIPTOR_TYPES for b in type(desc).__mro__) else None)
+    if type(desc) not in DESCRIPTOR_TYPES:
+        base = next((b for b in type(desc).__mro__ if b in DESCRIPTOR_TYPES), None)
         raise ValidationError(f"compile_operator.desc: {type(desc).__name__} is invalid; expected "
                               "one of dml_numba's operator descriptors such as "
-                              "PaddingOperatorDesc" + (f" (not {what})" if what else ""))
+                              "PaddingOperatorDesc" +
+                              (f" (not a subclass of {base.__name__})" if base else ""))
     opts = tuple(sorted(options.items())) if options else ()
     return cache.get_or_build(("operator", freeze(desc), device, freeze(opts) if opts else ()),
                               lambda: _build(desc, device, dict(opts)))

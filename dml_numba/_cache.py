@@ -50,7 +50,7 @@ def freeze(value):
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
-        return ("f64", struct.pack("<d", value))
+        return ("f64", _PACK_DOUBLE(value))
     if isinstance(value, (tuple, list)):
         return (type(value).__name__,) + tuple(freeze(v) for v in value)
     if is_dataclass(value) and not isinstance(value, type):

@@ -38,6 +38,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._cache import cache
 from ._version import __version__ as VERSION
 
 SUBDIR = "dml-numba-cache-v1"
@@ -251,14 +252,20 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def _scan(*folders: Path) -> list[os.DirEntry]:
+    """The entries of ``folders`` (a folder that cannot be read has none)."""
+    entries = []
+    for folder in folders:
+        try:
+            entries += list(os.scandir(folder))
+        except OSError:
+            pass
+    return entries
+
+
 def _entry_files(sub: Path, name: str) -> list[Path]:
-    files = [sub / f"{name}.py"]
-    pyc = sub / "__pycache__"
-    try:
-        files += [pyc / e.name for e in os.scandir(pyc) if e.name.startswith(name)]
-    except OSError:
-        pass
-    return files
+    return [sub / f"{name}.py"] + [Path(e.path) for e in _scan(sub / "__pycache__")
+                                   if e.name.startswith(name)]
 
 
 def _check_entry(sub: Path, name: str) -> None:
@@ -338,13 +345,14 @@ def _disk_module(source: str, name: str, sub: Path) -> types.ModuleType:
     return _new_module(name, str(path), source, True)
 
 
-def compile_source(source: str, prefix: str, finish):
+def compile_source(source: str, prefix: str, finish, *, disk: bool = True):
     """Execute generated ``source`` as a module and return ``finish(module)`` (which compiles
-    or fetches the kernel). From the disk cache when it is usable: a failure purges the entry
-    and rebuilds it once, a second failure falls back to memory with a warning."""
+    or fetches the kernel). From the disk cache when it is usable (and ``disk``): a failure
+    purges the entry and rebuilds it once, a second failure falls back to memory with a
+    warning."""
     name = module_name(source, prefix)
-    st = state()
-    if st.usable:
+    st = state() if disk else None
+    if st is not None and st.usable:
         last = None
         for _ in range(2):
             try:
@@ -364,10 +372,18 @@ def compile_source(source: str, prefix: str, finish):
 
 def load_module(source: str, prefix: str, *, disk: bool = True) -> types.ModuleType:
     """The generated module (compile_source with no further step)."""
-    if not disk:
-        name = module_name(source, prefix)
-        return _new_module(name, f"<dml_numba generated {name}>", source, False)
-    return compile_source(source, prefix, lambda mod: mod)
+    return compile_source(source, prefix, lambda mod: mod, disk=disk)
+
+
+def compile_kernel(key, source: str, finish, *, disk: bool = True):
+    """The one build path of every backend: ``finish(module)`` of the generated ``source``,
+    built once per ``key`` (a :class:`~dml_numba._cache.KernelKey`) in the kernel cache, its
+    source kept for inspection, from the disk cache when it is usable and ``disk``."""
+    def build():
+        cache.record_source(key, source)
+        return compile_source(source, f"{key.backend}_{key.op}", finish, disk=disk)
+
+    return cache.get_or_build(key, build)
 
 
 # -- Numba's cache locator for our folder ------------------------------------------------------
@@ -431,33 +447,22 @@ def _install_locators() -> None:
 
 def _remove_stale_tmp(sub: Path) -> None:
     now = time.time()
-    for folder in (sub, sub / "__pycache__"):
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for e in entries:
-            m = _ENTRY.match(e.name)
-            if (m or e.name.startswith(PREFIX)) and ".tmp" in e.name:
-                try:
-                    if now - e.stat(follow_symlinks=False).st_mtime > TMP_MAX_AGE_S:
-                        os.unlink(e.path)
-                except OSError:
-                    pass
+    for e in _scan(sub, sub / "__pycache__"):
+        if e.name.startswith(PREFIX) and ".tmp" in e.name:
+            try:
+                if now - e.stat(follow_symlinks=False).st_mtime > TMP_MAX_AGE_S:
+                    os.unlink(e.path)
+            except OSError:
+                pass
 
 
 def _entries(sub: Path) -> dict[str, list[os.DirEntry]]:
     """Recognised files of the library folder, grouped by module name."""
     groups: dict[str, list] = {}
-    for folder in (sub, sub / "__pycache__"):
-        try:
-            scan = list(os.scandir(folder))
-        except OSError:
-            continue
-        for e in scan:
-            m = _ENTRY.match(e.name)
-            if m and e.is_file(follow_symlinks=False):
-                groups.setdefault(m.group(1), []).append(e)
+    for e in _scan(sub, sub / "__pycache__"):
+        m = _ENTRY.match(e.name)
+        if m and e.is_file(follow_symlinks=False):
+            groups.setdefault(m.group(1), []).append(e)
     return groups
 
 

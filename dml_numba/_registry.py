@@ -81,10 +81,6 @@ def lowering_for(desc_type, device: str):
                               f"{device!r}; no lowering is registered") from None
 
 
-def registered() -> dict:
-    """{(descriptor type, device): factory} of every lowering imported so far."""
-    return dict(_lowerings)
-
 
 def _load(name: str) -> None:
     if name in _devices or name in _unavailable:
@@ -113,12 +109,9 @@ def get_device(name: str):
 
 
 def get_lowering(desc_type, device: str):
+    """The factory for a usable device (DeviceUnavailableError otherwise)."""
     get_device(device)
-    try:
-        return _lowerings[(desc_type, device)]
-    except KeyError:
-        raise ValidationError(f"compile_operator.desc: {desc_type.__name__} is invalid on device "
-                              f"{device!r}; no lowering is registered") from None
+    return lowering_for(desc_type, device)
 
 
 def device_status() -> dict[str, str]:

@@ -174,7 +174,8 @@ def _split(size: int, like) -> tuple[int, ...]:
 
 
 def padding(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value=0, *, device="cpu"):
-    """Lazy :func:`dml_numba.padding` of a Dask array; every mode, pads of any width."""
+    """Lazy :func:`dml_numba.padding` of a Dask array; every mode, pads of any width. ``device``
+    is accepted for the functional layer's signature: data-movement blocks are NumPy gathers."""
     x = _as_dask(x, "padding", "x")
     desc = F.padding_desc(x, start_padding, end_padding, mode, value)
     chunks = tuple(_pad_chunks(c, a, b) for c, a, b in zip(x.chunks, desc.start_padding,
@@ -208,19 +209,19 @@ def slice1(x, offsets, sizes, strides=None, *, device="cpu"):
 def _windows(n, chunks, out_size, stride, k, dil, start):
     """Per output block: (o0, o1, region lo, region hi, local start pad, local end pad)."""
     kl = (k - 1) * dil + 1
+    bounds = _boundaries(_split(out_size, [max(1, -(-c // stride)) for c in chunks]))
     blocks = []
-    for o0, o1 in zip(*(lambda b: (b[:-1], b[1:]))(_boundaries(_split(out_size, [
-            max(1, -(-c // stride)) for c in chunks])))):
+    for o0, o1 in zip(bounds[:-1], bounds[1:]):
         lo = o0 * stride - start
         hi = (o1 - 1) * stride + kl - start
         blocks.append((o0, o1, max(lo, 0), min(hi, n), max(0, -lo), max(0, hi - n)))
     return blocks
 
 
-def _windowed(x, out_desc_sizes, spatial_params, run_block, extra=(), extra_chunks=None,
-              channels_out=None):
-    """Assemble the output from blocks ``run_block(x_region, local_start, local_end, *extra)``
-    over (batch chunk) x (spatial output blocks); channels whole."""
+def _windowed(x, out_desc_sizes, spatial_params, run_block, channels_out):
+    """Assemble the output from blocks ``run_block(x_region, starts=..., ends=...)`` (the
+    block's own start and end padding) over (batch chunk) x (spatial output blocks); channels
+    whole."""
     da = _da()
     nd = x.ndim - 2
     xb = x.rechunk({1: -1})
@@ -230,15 +231,16 @@ def _windowed(x, out_desc_sizes, spatial_params, run_block, extra=(), extra_chun
     rows = []
     for bi in range(len(xb.chunks[0])):
         grid = {}
-        for combo in itertools.product(*per_axis):
+        for indexed in itertools.product(*(list(enumerate(a)) for a in per_axis)):
+            combo = [c for _, c in indexed]
             region = (slice(nb[bi], nb[bi + 1]), slice(None)) + tuple(
                 slice(c[2], c[3]) for c in combo)
             part = xb[region]
             starts = tuple(c[4] for c in combo)
             ends = tuple(c[5] for c in combo)
             shape = (nb[bi + 1] - nb[bi], channels_out) + tuple(c[1] - c[0] for c in combo)
-            grid[tuple(per_axis[i].index(c) for i, c in enumerate(combo))] = da.map_blocks(
-                run_block, part.rechunk(part.shape), *extra, starts=starts, ends=ends,
+            grid[tuple(i for i, _ in indexed)] = da.map_blocks(
+                run_block, part.rechunk(part.shape), starts=starts, ends=ends,
                 dtype=x.dtype, chunks=shape, meta=np.empty((0,) * x.ndim, x.dtype))
         rows.append(_nest(grid, [len(a) for a in per_axis]))
     return da.concatenate(rows, axis=0) if len(rows) > 1 else rows[0]

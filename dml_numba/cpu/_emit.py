@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from .. import _diskcache
-from .._cache import KernelKey, cache
+from .._cache import KernelKey
 from .._codegen import SourceWriter, affine, decompose, index, preamble
 from .._dims import prod
 from .._dtypes import DataType
@@ -103,11 +103,7 @@ def build(key: KernelKey, source: str, arg_types):
             mod.kernel.compile(sig)  # compiles, or loads from the disk cache the normal way
         return mod.kernel
 
-    def compile_it():
-        cache.record_source(key, source)
-        return _diskcache.compile_source(source, f"cpu_{key.op}", finish)
-
-    return cache.get_or_build(key, compile_it)
+    return _diskcache.compile_kernel(key, source, finish)
 
 
 def emit_gather(key: KernelKey, plan: GatherPlan) -> str:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from .. import _diskcache
-from .._cache import KernelKey, cache
+from .._cache import KernelKey
 from .._codegen import SourceWriter, decompose, index, preamble
 from .._dtypes import DataType, accumulator
 from .._gather import GatherPlan, constant_literal, emit_map, inside, storage_dtype
@@ -76,13 +76,9 @@ class CudaKernel:
         self.total = total
         self._f16_bits = f16_bits
 
-        def load():
-            cache.record_source(key, source)
-            if simulator():  # the simulator cannot cache: always from memory
-                return _diskcache.load_module(source, f"cuda_{key.op}", disk=False).kernel
-            return _diskcache.compile_source(source, f"cuda_{key.op}", lambda mod: mod.kernel)
-
-        self.fn = cache.get_or_build(key, load)
+        # the simulator cannot cache: always from memory
+        self.fn = _diskcache.compile_kernel(key, source, lambda mod: mod.kernel,
+                                            disk=not simulator())
 
     def __call__(self, inputs, out, stream=None):
         if self._f16_bits:
