@@ -80,7 +80,7 @@ def run(quick: bool = False) -> Table:
         for par in (False, True):
             convs[par].append(compile_time(desc, parallel=par))
     # every specialisation the profiler creates (its quick suite), cold
-    from dml_numba.profile import suite
+    from dml_numba.workloads import suite
 
     profiler = []
     for w in suite(quick=True):

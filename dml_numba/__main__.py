@@ -56,7 +56,7 @@ def _cuda_kernels() -> None:
     import numpy as np
 
     from .cuda import resource_usage
-    from .profile import suite
+    from .workloads import suite
 
     print(f"{'workload':46s} {'arch':6s} {'regs':>5s} {'spill B':>8s} {'smem B':>7s} "
           f"{'threads':>7s} {'occupancy':>9s}")

@@ -58,10 +58,10 @@ def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
     """
     if type(desc) not in DESCRIPTOR_TYPES:
         base = next((b for b in type(desc).__mro__ if b in DESCRIPTOR_TYPES), None)
+        names = ", ".join(sorted(t.__name__ for t in DESCRIPTOR_TYPES))
         raise ValidationError(f"compile_operator.desc: {type(desc).__name__} is invalid; expected "
-                              "one of dml_numba's operator descriptors such as "
-                              "PaddingOperatorDesc" +
-                              (f" (not a subclass of {base.__name__})" if base else ""))
+                              f"one of dml_numba's operator descriptors ({names})" +
+                              (f", not a subclass of {base.__name__}" if base else ""))
     opts = tuple(sorted(options.items())) if options else ()
     return cache.get_or_build(("operator", freeze(desc), device, freeze(opts) if opts else ()),
                               lambda: _build(desc, device, dict(opts)))

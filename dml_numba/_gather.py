@@ -31,7 +31,7 @@ def emit_map(w: SourceWriter, m: AxisMap, o: str, i: str) -> None:
             w(f"{i} = {period - (0 if k == 'reflect' else 1)} - {i}")
     elif k == "wrap":
         w(f"{i} = {_mod(affine([(o, 1)], -(-a // n) * n - a), n)}")
-    elif k == "tile":
+    elif k == "modulo":
         w(f"{i} = {_mod(o, n)}" if n > 1 else f"{i} = 0")
     elif k == "affine":
         w(f"{i} = {affine([(o, m.s)], a)}")

@@ -92,7 +92,7 @@ def _sources(m, lo: int, hi: int):
         i = np.where(j < n, j, p - 1 - j)
     elif m.kind == "wrap":
         i = np.mod(o - a, n)
-    elif m.kind == "tile":
+    elif m.kind == "modulo":
         i = np.mod(o, n)
     elif m.kind == "affine":
         i = a + m.s * o

@@ -1,8 +1,8 @@
 """``dml-numba profile``: jitted against vectorised, and both against peers.
 
-A built-in suite runs every operator at realistic sizes on every available device and, when
-installed, on peers (NumPy's own functions, PyTorch CPU, ONNX Runtime). For each it reports the
-first call (compile, or disk-cache load) apart from the steady state (median of warm runs),
+A built-in suite (``dml_numba.workloads``, a module per operator) runs every operator at
+realistic sizes on every available device and, when installed, on peers (NumPy's own functions,
+PyTorch CPU, ONNX Runtime). For each it reports the first call (compile, or disk-cache load) apart from the steady state (median of warm runs),
 throughput (GB/s for data movement, GFLOP/s for convolution and pooling) and the speed-up over
 the vectorised "numpy" device.
 """
@@ -14,28 +14,16 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 import dml_numba as dml
 
-from ._errors import Checker
-from .ops.convolution import output_sizes as conv_rule
-from .ops.lp_pooling import output_ranges as pool_rule
+from .workloads import PeerUnavailable, Workload, suite  # noqa: F401 - Workload re-exported
 
 OPS = tuple(dml.functional.__all__)  # the functional layer's names
 SETTLE_S = 0.05  # pause before each steady-state measurement, for other thread pools to idle
-
-
-@dataclass
-class Workload:
-    op: str
-    name: str
-    make: object            # (dtype, rng) -> (desc, inputs)
-    kind: str               # "bytes" (GB/s) or "flops" (GFLOP/s)
-    peers: dict = field(default_factory=dict)  # name -> (desc, inputs) -> callable
-    float_only: bool = False
 
 
 @dataclass
@@ -52,186 +40,6 @@ class Row:
     throughput_unit: str
     speedup_vs_numpy: float | None = None
     variant: str | None = None  # the cpu device's choice: serial, parallel, direct or gemm
-
-
-def workload(op: str, name: str, spec, kind: str, float_only: bool = False) -> Workload:
-    """A Workload from one of the builders below, whose ``spec`` is ``(make, peers)``."""
-    make, peers = spec
-    return Workload(op, name, make, kind, peers, float_only)
-
-
-# -- the suite ---------------------------------------------------------------------------------
-
-def _t(dtype, shape):
-    return dml.TensorDesc(dml.DataType.from_numpy(dtype), shape)
-
-
-def _data(shape, dtype, rng):
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return rng.standard_normal(shape).astype(dtype)
-    return rng.integers(0, 100, size=shape).astype(dtype)
-
-
-def _padding(shape, start, end, mode):
-    def make(dtype, rng):
-        out = tuple(n + a + b for n, a, b in zip(shape, start, end))
-        dt = dml.DataType.from_numpy(dtype)
-        desc = dml.Padding1OperatorDesc(_t(dtype, shape), _t(dtype, out), mode, dt,
-                                        1.0 if dt.is_float else 1, start, end)
-        return desc, [_data(shape, dtype, np.random.default_rng(0))]
-
-    np_mode = {dml.PaddingMode.CONSTANT: "constant", dml.PaddingMode.EDGE: "edge",
-               dml.PaddingMode.REFLECTION: "reflect", dml.PaddingMode.SYMMETRIC: "symmetric",
-               dml.PaddingMode.WRAP: "wrap"}[mode]
-    peers = {"numpy.pad": lambda d, xs: (lambda: np.pad(xs[0], list(zip(start, end)), np_mode,
-                                                        **({"constant_values": 1}
-                                                           if np_mode == "constant" else {})))}
-    torch_mode = {"constant": "constant", "edge": "replicate", "reflect": "reflect",
-                  "wrap": "circular"}.get(np_mode)
-    if torch_mode and len(shape) == 4 and start[:2] == end[:2] == (0, 0):
-        pads = (start[3], end[3], start[2], end[2])
-        peers["torch"] = lambda d, xs: _torch_call(
-            lambda torch, tx: torch.nn.functional.pad(tx, pads, mode=torch_mode,
-                                                      **({"value": 1.0}
-                                                         if torch_mode == "constant" else {})),
-            xs)
-    ort_mode = {"constant": "constant", "edge": "edge", "reflect": "reflect", "wrap": "wrap"}.get(np_mode)
-    if ort_mode:
-        peers["onnxruntime"] = lambda d, xs: _ort_call(
-            "Pad", xs, extra_inputs=[np.array(list(start) + list(end), np.int64)],
-            mode=ort_mode)
-    return make, peers
-
-
-def _conv(xs, ws, s, p, g, direction=0, act=None):
-    def make(dtype, rng):
-        x = _data(xs, dtype, rng)
-        w = (_data(ws, dtype, rng) * 0.1).astype(dtype)
-        sizes, _ = conv_rule(Checker("profile"), xs, ws, direction, s, (1, 1), p, p, (0, 0), g)
-        b = _data((1, sizes[1], 1, 1), dtype, rng)
-        desc = dml.ConvolutionOperatorDesc(
-            _t(dtype, xs), _t(dtype, ws), _t(dtype, b.shape), _t(dtype, sizes),
-            dml.ConvolutionMode.CROSS_CORRELATION, direction, s, (1, 1), p, p, (0, 0), g, act)
-        return desc, [x, w, b]
-
-    if direction == 0:
-        torch_fn = lambda torch, x, w, b: torch.nn.functional.conv2d(x, w, b.reshape(-1), s, p, 1, g)  # noqa: E731
-        ort = lambda d, xs_: _ort_call("Conv", [xs_[0], xs_[1], xs_[2].reshape(-1)], strides=list(s),  # noqa: E731
-                                       pads=list(p) * 2, group=g)
-    else:
-        torch_fn = lambda torch, x, w, b: torch.nn.functional.conv_transpose2d(x, w, b.reshape(-1), s, p, 0, g)  # noqa: E731
-        ort = lambda d, xs_: _ort_call("ConvTranspose", [xs_[0], xs_[1], xs_[2].reshape(-1)],  # noqa: E731
-                                       strides=list(s), pads=list(p) * 2, group=g)
-    return make, {"torch": lambda d, xs_: _torch_call(torch_fn, xs_), "onnxruntime": ort}
-
-
-def _pool(xs, w, s, p):
-    def make(dtype, rng):
-        ranges = pool_rule(Checker("profile"), xs, s, w, (0, 0), (0, 0), (1, 1))
-        spatial = tuple(lo for lo, _ in ranges)
-        desc = dml.LpPooling1OperatorDesc(_t(dtype, xs), _t(dtype, xs[:2] + spatial), s, w,
-                                          (0, 0), (0, 0), (1, 1), p)
-        return desc, [_data(xs, dtype, rng)]
-
-    return make, {
-        # PyTorch and ONNX Runtime have no |x|: they get |x| as input, which gives equal results
-        "torch": lambda d, xs_: _torch_call(
-            lambda torch, x: torch.nn.functional.lp_pool2d(x, p, w, s), [np.abs(xs_[0])]),
-        "onnxruntime": lambda d, xs_: _ort_call("LpPool", [np.abs(xs_[0])], kernel_shape=list(w),
-                                                strides=list(s), p=p),
-    }
-
-
-def _tile(xs, reps):
-    def make(dtype, rng):
-        out = tuple(n * r for n, r in zip(xs, reps))
-        return dml.TileOperatorDesc(_t(dtype, xs), _t(dtype, out), reps), [_data(xs, dtype, rng)]
-
-    return make, {"numpy.tile": lambda d, x: (lambda: np.tile(x[0], reps)),
-                  "torch": lambda d, x: _torch_call(lambda torch, t: t.repeat(*reps), x),
-                  "onnxruntime": lambda d, x: _ort_call("Tile", x, extra_inputs=[np.array(reps, np.int64)])}
-
-
-def _slice(xs, offs, sizes, strides):
-    def make(dtype, rng):
-        out = tuple(1 + (n - 1) // abs(s) for n, s in zip(sizes, strides))
-        desc = dml.Slice1OperatorDesc(_t(dtype, xs), _t(dtype, out), offs, sizes, strides)
-        return desc, [_data(xs, dtype, rng)]
-
-    def np_slices():
-        out = []
-        for o, n, s in zip(offs, sizes, strides):
-            start = o + (n - 1 if s < 0 else 0)
-            stop = start + s * (1 + (n - 1) // abs(s))
-            out.append(slice(start, stop if stop >= 0 else None, s))
-        return tuple(out)
-
-    return make, {"numpy (strided copy)": lambda d, x: (lambda: np.ascontiguousarray(x[0][np_slices()]))}
-
-
-def suite(quick: bool) -> list[Workload]:
-    """The built-in workloads; ``quick`` shrinks batch and image sizes (whole run < 2 min)."""
-    img = (1, 3, 540, 960) if quick else (1, 3, 1080, 1920)
-    n = 1 if quick else 8
-    act = (4, 16, 128, 128) if quick else (8, 16, 256, 256)
-    M = dml.PaddingMode
-    items = [
-        ("padding", f"reflection pad 16 on image {img}", _padding(img, (0, 0, 16, 16), (0, 0, 16, 16), M.REFLECTION), "bytes", False),
-        ("padding", f"constant pad 3 on {act}", _padding(act, (0, 0, 3, 3), (0, 0, 3, 3), M.CONSTANT), "bytes", False),
-        ("padding", f"symmetric pad 8 on {act}", _padding(act, (0, 0, 8, 8), (0, 0, 8, 8), M.SYMMETRIC), "bytes", False),
-        ("lp_pooling", f"p=2 3x3/2 on ({n}, 64, 56, 56)", _pool((n, 64, 56, 56), (3, 3), (2, 2), 2), "flops", True),
-        ("convolution", f"3x3 64->64 on ({n}, 64, 56, 56)", _conv((n, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), 1), "flops", True),
-        ("convolution", f"depthwise 3x3 on ({n}, 128, 56, 56)", _conv((n, 128, 56, 56), (128, 1, 3, 3), (1, 1), (1, 1), 128), "flops", True),
-        ("convolution", f"transposed 3x3/2 64->32 on ({n}, 64, 28, 28)", _conv((n, 64, 28, 28), (64, 32, 3, 3), (2, 2), (1, 1), 1, direction=1), "flops", True),
-        ("tile", f"tile (1,1,2,2) of {act[:2] + (act[2] // 2, act[3] // 2)}", _tile(act[:2] + (act[2] // 2, act[3] // 2), (1, 1, 2, 2)), "bytes", False),
-        ("slice1", f"reverse C and W of {act}", _slice(act, (0, 0, 0, 0), act, (1, -1, 1, -1)), "bytes", False),
-        ("slice1", f"every 2nd row of {act}", _slice(act, (0, 0, 0, 0), act, (1, 1, 2, 1)), "bytes", False),
-    ]
-    return [workload(*item) for item in items]
-
-
-# -- peers ---------------------------------------------------------------------------------------
-
-class PeerUnavailable(Exception):
-    pass
-
-
-def _torch_call(fn, arrays):
-    try:
-        import torch
-    except ImportError:
-        raise PeerUnavailable("torch is not installed") from None
-    tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
-
-    def call():
-        with torch.no_grad():
-            return fn(torch, *tensors)
-
-    return call
-
-
-def _ort_call(op_type, inputs, extra_inputs=(), **attrs):
-    try:
-        import onnxruntime as ort
-        from onnx import helper
-    except ImportError:
-        raise PeerUnavailable("onnxruntime/onnx is not installed") from None
-    arrays = list(inputs) + list(extra_inputs)
-    names = [f"in{i}" for i in range(len(arrays))]
-    elem = helper.np_dtype_to_tensor_dtype(arrays[0].dtype)
-    info = [helper.make_tensor_value_info(nm, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-            for nm, a in zip(names, arrays)]
-    graph = helper.make_graph([helper.make_node(op_type, names, ["out"], **attrs)], "g", info,
-                              [helper.make_tensor_value_info("out", elem, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-    model.ir_version = 9
-    try:
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    except Exception as exc:  # an op/dtype ORT does not implement
-        raise PeerUnavailable(f"onnxruntime cannot run it ({str(exc).splitlines()[0][:80]})") from None
-    feed = dict(zip(names, arrays))
-    return lambda: session.run(None, feed)
 
 
 # -- measuring -------------------------------------------------------------------------------------
@@ -320,6 +128,7 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
     if "numpy" not in devices:
         devices.insert(0, "numpy")  # the reference every speed-up is measured against
     chosen = [w for w in (workloads if workloads is not None else suite(quick)) if w.op in ops]
+    chosen.sort(key=lambda w: OPS.index(w.op) if w.op in OPS else len(OPS))  # the API's order
     if dtype.kind != "f":
         chosen = [w for w in chosen if not w.float_only]
     budget, max_runs = (0.3, 7) if quick else (1.0, 25)

@@ -8,16 +8,18 @@ import pytest
 import dml_numba as dml
 from dml_numba import profile
 from dml_numba.__main__ import main
+from dml_numba.workloads import convolution, padding, workload
+from dml_numba.workloads import slice as slicing
 
 
 def tiny_suite():
     M = dml.PaddingMode
     return [
-        profile.workload("padding", "tiny reflection pad",
-                         profile._padding((2, 3, 8, 9), (0, 0, 2, 1), (0, 0, 1, 3), M.REFLECTION), "bytes"),
-        profile.workload("convolution", "tiny conv",
-                         profile._conv((1, 2, 6, 5), (4, 2, 3, 3), (1, 1), (1, 1), 1), "flops", True),
-        profile.workload("slice1", "tiny slice", profile._slice((3, 8), (0, 1), (3, 7), (-1, 2)), "bytes"),
+        workload("padding", "tiny reflection pad",
+                 padding.spec((2, 3, 8, 9), (0, 0, 2, 1), (0, 0, 1, 3), M.REFLECTION), "bytes"),
+        workload("convolution", "tiny conv",
+                 convolution.spec((1, 2, 6, 5), (4, 2, 3, 3), (1, 1), (1, 1), 1), "flops", True),
+        workload("slice1", "tiny slice", slicing.spec((3, 8), (0, 1), (3, 7), (-1, 2)), "bytes"),
     ]
 
 

@@ -1,5 +1,9 @@
 """The registry: every operator is found on every device without a list, unknown kinds and
 options are refused the same way everywhere."""
+import ast
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -60,3 +64,62 @@ def test_functional_enums_go_through_the_same_checker():
         dml.convolution(x, w, direction="sideways")
     np.testing.assert_array_equal(dml.convolution(x, w, mode="convolution", device="numpy"),
                                   [[[2.0, 2.0]]])
+
+
+def test_every_operator_has_workloads_and_a_demo_of_its_own():
+    """Each descriptor's module in ``ops/`` has a module of the same name in ``workloads/``
+    (found by discovery: the profiler, the demo and ``info --cuda-kernels`` keep no list)."""
+    from dml_numba import workloads
+
+    modules = {m.__name__.rsplit(".", 1)[1]: m for m in workloads.modules()}
+    for t in canonical_types():
+        name = t.__module__.rsplit(".", 1)[1]
+        assert name in modules, f"no dml_numba/workloads/{name}.py for {t.__name__}"
+        ws = modules[name].workloads(quick=True)
+        assert ws and all(w.op in dml.functional.__all__ for w in ws)
+        for w in ws:
+            desc, _ = w.make(np.dtype(np.float32), np.random.default_rng(0))
+            assert type(desc) is t and w.kind in ("bytes", "flops")
+        assert {type(desc) for _, desc, _ in modules[name].demo(np.random.default_rng(0))} == {t}
+
+
+def _code_tokens(tree):
+    """Identifiers, imported names and string constants of a module, without docstrings and
+    comments (prose may name an operator as an example)."""
+    import builtins
+
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docs.add(id(first.value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            yield node.value
+        elif isinstance(node, ast.Name) and not hasattr(builtins, node.id):
+            yield node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.attr
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield getattr(node, "module", None) or ""
+            yield from (a.name for a in node.names)
+
+
+def test_operator_names_appear_outside_their_slices_only_in_the_two_api_modules():
+    """Adding an operator edits no list: in code, an operator's name (its slice, its functional
+    name, its descriptor class) appears only in modules of its own name and in the two modules
+    that give it a public function (``functional.py``, ``dask.py``)."""
+    root = Path(dml.__file__).parent
+    slices = {t.__module__.rsplit(".", 1)[1] for t in DESCRIPTOR_TYPES}
+    names = slices | set(dml.functional.__all__) | {t.__name__ for t in DESCRIPTOR_TYPES}
+    pattern = re.compile("|".join(sorted(map(re.escape, names), key=len, reverse=True)))
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        if path.stem in slices:
+            continue
+        hits = {m for tok in _code_tokens(ast.parse(path.read_text())) for m in pattern.findall(tok)}
+        if hits:
+            found[str(path.relative_to(root))] = sorted(hits)
+    assert set(found) <= {"functional.py", "dask.py"}, found
+    assert found.get("functional.py")  # the test sees names where they are

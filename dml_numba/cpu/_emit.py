@@ -177,7 +177,7 @@ def _emit_row(w, outer, inner, m, constant: bool):
                 else:
                     emit_map(w, m, "j", "k")
                     w(f"{y('j')} = {x('k')}")
-    elif m.kind == "tile":
+    elif m.kind == "modulo":
         reps = m.size // m.n
         if reps == 1:
             with w.block(f"for j in range({m.n}):"):
@@ -194,7 +194,7 @@ def _emit_row(w, outer, inner, m, constant: bool):
 
 
 class GatherKernel(CpuKernel):
-    """Padding, tile and slice on the CPU."""
+    """Data movement (an index map per axis) on the CPU."""
 
     def __init__(self, desc, options):
         key = make_key(desc, options, desc.output_tensor.element_count)

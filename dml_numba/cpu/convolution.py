@@ -26,8 +26,9 @@ from .._cache import KernelKey
 from .._codegen import SourceWriter, affine, decompose, index
 from .._dims import prod
 from .._dtypes import accumulator
-from .._elements import conv_epilogue, open_window_loops
 from .._registry import register
+from ..elements import open_window_loops
+from ..elements.convolution import conv_epilogue
 from ..ops.convolution import (
     ConvolutionDirection,
     ConvolutionMode,

@@ -1,12 +1,12 @@
 """LP pooling on the CPU: a parallel loop over (n, c, outer spatial), one fused pass per output
-element over the window (|x|**p summed, then the p-th root; see _elements.pool_element)."""
+element over the window (|x|**p summed, then the p-th root; see elements.lp_pooling.pool_element)."""
 from __future__ import annotations
 
 from .._codegen import SourceWriter, decompose
 from .._dims import prod
 from .._dtypes import accumulator
-from .._elements import pool_element
 from .._registry import register
+from ..elements.lp_pooling import pool_element
 from ..ops.lp_pooling import LpPooling1OperatorDesc
 from ._emit import CpuKernel, header, make_key, run_in_accumulator
 

@@ -1,6 +1,6 @@
 """Convolution on CUDA: one thread per output element; BACKWARD in gather form (no atomics)."""
-from .._elements import conv_element
 from .._registry import register
+from ..elements.convolution import conv_element
 from ..ops.convolution import ConvolutionOperatorDesc
 from ._emit import CudaKernel, emit_reduction, make_key
 

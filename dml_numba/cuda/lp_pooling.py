@@ -1,6 +1,6 @@
 """LP pooling on CUDA: one thread per output element, the shared element body."""
-from .._elements import pool_element
 from .._registry import register
+from ..elements.lp_pooling import pool_element
 from ..ops.lp_pooling import LpPooling1OperatorDesc
 from ._emit import CudaKernel, emit_reduction, make_key
 

@@ -134,7 +134,7 @@ class AxisMap:
 
     * 'shift': ``i = o - a``; outside ``[0, n)`` is the padding constant;
     * 'clamp', 'reflect', 'symmetric', 'wrap': padding by ``a`` in front, folded as named;
-    * 'tile': ``i = o mod n``;
+    * 'modulo': ``i = o mod n`` (repetition);
     * 'affine': ``i = a + s * o``.
 
     ``size`` is the output axis length.

@@ -47,5 +47,5 @@ class TileOperatorDesc(OperatorDesc):
 
     def gather_plan(self) -> GatherPlan:
         """Per-axis index maps: ``i = o mod n``."""
-        return GatherPlan(tuple(AxisMap("tile", n, o) for n, o in
+        return GatherPlan(tuple(AxisMap("modulo", n, o) for n, o in
                                 zip(self.input_tensor.sizes, self.output_tensor.sizes)))

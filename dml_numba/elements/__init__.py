@@ -1,0 +1,42 @@
+"""The per-element bodies of the reduction operators, shared by the CPU and CUDA backends.
+
+This package holds what is common to every windowed reduction (the window loops: forward gather
+and the transposed adjoint in gather form); each operator's own body lives in the module of its
+name (``elements/<op>.py``), beside its other slices. Each writes source through a
+:class:`~dml_numba._codegen.SourceWriter` and stores the value of one output element into ``y``;
+``load`` wraps an input read (CUDA converts half to float there) and ``acc`` names the
+accumulator type.
+"""
+from __future__ import annotations
+
+from .._codegen import SourceWriter, affine
+
+
+def open_window_loops(w: SourceWriter, stack, taps, coords, sizes, *, starts, steps, dilations,
+                      transposed: bool, flip: bool):
+    """Open nested loops over window taps ``taps`` (one per spatial dim) whose input coordinate
+    ``coords[d]`` is inside ``[0, sizes[d])``; returns the filter index expressions.
+
+    Forward (gather): ``a = o*step + k*dilation - start``. Transposed (the adjoint, gathered):
+    ``t = o + start - k*dilation``; tap valid when ``t >= 0``, ``t % step == 0`` and
+    ``a = t // step < size`` (``t >= 0`` is checked before ``%``). ``stack`` is an ExitStack
+    that owns the opened blocks. ``flip`` reverses the filter index (CONVOLUTION mode).
+    """
+    outs, kernel = starts["o"], starts["k"]
+    findex = []
+    for d, (k, a) in enumerate(zip(taps, coords)):
+        n, s, dil, p = sizes[d], steps[d], dilations[d], starts["pad"][d]
+        stack.enter_context(w.block(f"for {k} in range({kernel[d]}):"))
+        o = outs[d]
+        if not transposed:
+            w(f"{a} = {affine([(o, s), (k, dil)], -p)}")
+            stack.enter_context(w.block(f"if {a} >= 0 and {a} < {n}:"))
+        else:
+            w(f"{a} = {affine([(o, 1), (k, -dil)], p)}")
+            cond = f"{a} >= 0" + (f" and {a} % {s} == 0" if s != 1 else "")
+            stack.enter_context(w.block(f"if {cond}:"))
+            if s != 1:
+                w(f"{a} = {a} // {s}")
+            stack.enter_context(w.block(f"if {a} < {n}:"))
+        findex.append(f"{kernel[d] - 1} - {k}" if flip else k)
+    return findex
