@@ -40,10 +40,10 @@ def make_key(desc, options, work: int, kernel: str = "main") -> KernelKey:
     return KernelKey("cpu", desc, kernel, resolve_parallel(options.get("parallel"), work))
 
 
-def header(w: SourceWriter, key: KernelKey) -> str:
+def header(w: SourceWriter, key: KernelKey, imports=()) -> str:
     """Module preamble and the kernel's decorator; returns the outer loop's constructor. The
-    caller opens ``def kernel(...)``. ``W`` and ``F`` serve the activation formulas."""
-    preamble(w, key, key.op, f"parallel={key.parallel}", "@numba.njit(inline='always')")
+    caller opens ``def kernel(...)``. ``imports``: extra import lines of the module."""
+    preamble(w, key, key.op, f"parallel={key.parallel}", "@numba.njit(inline='always')", imports)
     # __dml_disk_cache__ is set by the loader: True only for a module in the verified folder
     w(f"@numba.njit(parallel={key.parallel}, cache=__dml_disk_cache__, nogil=True, "
       "boundscheck=False, error_model='numpy')")

@@ -1,9 +1,13 @@
-"""Convolution on the CPU: two algorithms over the same semantics.
+"""Convolution on the CPU: three algorithms over the same semantics.
 
+* ``blocked``: register-blocked SIMD tiles (FORWARD, float32 and float16, last-axis stride 1):
+  the input zero-padded once, the filter packed once per call, and for each tile of output
+  channels x rows x vectors of pixels the accumulators held in LLVM vector registers
+  (``cpu/_simd.py``), every multiply-add a fused vector FMA; all inside Numba's own thread pool.
 * ``direct``: one generated loop nest, parallel over (n, output channel, outer spatial);
   FORWARD gathers input taps, BACKWARD is the adjoint in gather form (no scatter, no races);
-  bias and the fused activation in each element's epilogue. Best when each group has few
-  channels (depthwise, small groups), where a GEMM would be tiny.
+  bias and the fused activation in each element's epilogue. Best when each group has one output
+  channel (depthwise), and the fallback for float64 and strided last axes.
 * ``gemm``: the work goes to BLAS (NumPy's ``matmul``), with generated kernels around it.
   FORWARD: a batched im2col (skipped for unpadded stride-1 1x1 convolutions, whose input already
   is the matrix), one ``matmul`` per image and group written straight into the output, then a
@@ -11,11 +15,12 @@
   gives every tap's contribution ("columns"), then col2im gathers them per output element
   (race-free) with bias and activation fused in. CONVOLUTION mode flips the filter once per call.
 
-``algorithm=None`` (the default) picks ``gemm`` when the per-group matrix product is large
-enough to pay for itself; ``compile_operator(desc, "cpu", algorithm="direct"|"gemm")`` forces one.
+``algorithm=None`` (the default) chooses by :func:`choose_algorithm`;
+``compile_operator(desc, "cpu", algorithm="blocked"|"direct"|"gemm")`` forces one.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from contextlib import ExitStack
@@ -25,7 +30,8 @@ import numpy as np
 from .._cache import KernelKey
 from .._codegen import SourceWriter, affine, decompose, index
 from .._dims import prod
-from .._dtypes import accumulator
+from .._errors import ValidationError
+from .._dtypes import DataType, accumulator
 from .._registry import register
 from ..elements import open_window_loops
 from ..elements.convolution import conv_epilogue
@@ -43,7 +49,7 @@ COLUMNS_BUDGET_BYTES = 8 << 20  # one 3x3 64-channel 56x56 image: cache-friendly
 def emit(key) -> str:
     """The direct loop nest (``key.kernel == "main"``) or a GEMM helper kernel."""
     return {"main": _emit_direct, "im2col": _emit_im2col, "col2im": _emit_col2im,
-            "epilogue": _emit_epilogue}[key.kernel](key)
+            "epilogue": _emit_epilogue, "blocked": _emit_blocked}[key.kernel.split()[0]](key)
 
 
 def _emit_direct(key) -> str:
@@ -304,14 +310,236 @@ def _emit_epilogue(key) -> str:
     return w.text()
 
 
-def choose_algorithm(desc) -> str:
-    """``gemm`` when each group's matrix product is big enough for BLAS to pay off.
+# -- blocked: register-blocked SIMD tiles ---------------------------------------------------
 
-    Measured (8x56x56 and 8x28x28, float32): forward GEMM wins from 32 output channels per
-    group (3x3 32->32: 20 vs 31 ms), ties at 16 (16->16: 10.0 vs 9.4 ms) and loses below
-    (grouped g=8 with 16 per group: 12.6 vs 8.0 ms; depthwise: 31 vs 1.8 ms)."""
+@dataclasses.dataclass(frozen=True)
+class BlockPlan:
+    """The tile of the blocked kernel: ``mb`` output channels x ``rows`` output rows (the
+    second-to-last spatial axis) x ``vectors`` vectors of ``lanes`` pixels along the last axis,
+    all held in ``mb * rows * vectors`` vector accumulators."""
+    lanes: int
+    mb: int
+    rows: int
+    vectors: int
+    padded: tuple  # the spatial sizes of the zero-padded input the tiles read
+
+    @property
+    def accumulators(self) -> int:
+        return self.mb * self.rows * self.vectors
+
+
+def block_plan(desc, lanes: int | None = None, budget: int | None = None) -> BlockPlan | None:
+    """The tile for ``desc`` on this machine, or None where the blocked kernel does not apply:
+    transposed direction, float64, a last-axis stride other than 1 (vector loads need
+    consecutive pixels) or an output row narrower than 4 pixels.
+
+    ``lanes`` defaults to the host's widest float32 vector (16 with AVX-512, 8 with AVX2, 4 with
+    SSE/NEON), reduced to fit the row; ``budget`` (accumulator registers) to 12 of 16 vector
+    registers or 24 of 32, leaving the rest for the input vectors and the broadcast weight."""
+    from ._simd import vector_lanes
+
+    d = desc
+    if (d.direction != ConvolutionDirection.FORWARD or d.strides[-1] != 1
+            or d.input_tensor.data_type not in (DataType.FLOAT32, DataType.FLOAT16)):
+        return None
+    out = d.output_tensor.sizes[2:]
+    lanes = lanes or vector_lanes()
+    while lanes > 4 and lanes > out[-1]:
+        lanes //= 2
+    if out[-1] < lanes:
+        return None
+    taps = prod(d.filter_tensor.sizes[2:])
+    # measured (3x3 64->64 on 8x56x56, AVX-512): 8, 12, 16, 24 accumulators gave 163, 173, 170,
+    # 150 GFLOP/s; 1x1 256->128 on 8x28x28: 162, 111, 132, 158 (fewer rows, less reloading of
+    # the short filter slab). 12 leaves four of AVX2's 16 registers for loads and the broadcast.
+    budget = budget or (8 if taps == 1 else 12)
+    mg = d.output_tensor.sizes[1] // d.group_count
+    mb = min(mg, 4)
+    room = max(1, budget // mb)
+    rows = min(room, out[-2]) if len(out) >= 2 else 1
+    vectors = max(1, min(room // rows, out[-1] // lanes))
+    return BlockPlan(lanes, mb, rows, vectors, padded_sizes(d))
+
+
+def padded_sizes(desc) -> tuple:
+    """Spatial sizes of the zero-padded input that the forward windows read: up to the last
+    tap of the last output, ``(out - 1) * stride + (k - 1) * dilation + 1``."""
+    d = desc
+    return tuple((o - 1) * s + (k - 1) * dil + 1 for o, s, k, dil in zip(
+        d.output_tensor.sizes[2:], d.strides, d.filter_tensor.sizes[2:], d.dilations))
+
+
+def _emit_blocked(key) -> str:
+    """Forward convolution in register-blocked tiles (dense, grouped, depthwise; 1-D to 3-D).
+
+    ``kernel(x, wp, [b,] y, xp)``, every argument a flat float32 array: phase 1 copies the input
+    into ``xp`` with its zero padding (skipped when nothing is padded); phase 2 runs a (p)range
+    over (n, group, channel block, outer spatial, row block). Each iteration walks the row in
+    vectors; for one tile it keeps ``mb x rows x vectors`` accumulators in vector registers and,
+    per input channel and tap, loads ``rows x vectors`` input vectors and broadcasts ``mb``
+    weights from ``wp`` (the filter packed once per call as [g][channel block][c][tap][mb]):
+    ``mb * rows * vectors`` fused multiply-adds per ``rows * vectors + mb`` loads. Taps are
+    unrolled with constant offsets. The last row block and vector overlap the previous ones
+    instead of running a remainder loop (the same values are stored twice). Bias is added in
+    registers; a fused activation runs over the stored tile."""
+    d = key.desc
+    L, MB, R, J = map(int, key.kernel.split()[1:])  # "blocked L MB R J"
+    n_, cin = d.input_tensor.sizes[:2]
+    cout = d.output_tensor.sizes[1]
+    size_in = d.input_tensor.sizes[2:]
+    out = d.output_tensor.sizes[2:]
+    ksz = d.filter_tensor.sizes[2:]
+    nd = len(out)
+    g = d.group_count
+    cg, mg = cin // g, cout // g
+    nmb = -(-mg // MB)
+    tail = mg - (nmb - 1) * MB  # channels in the last block
+    P = padded_sizes(d)
+    start = d.start_padding
+    pad = any(start) or tuple(size_in) != tuple(P)
+    pstride = [prod(P[i + 1:]) for i in range(nd)]
+    ostride = [prod(out[i + 1:]) for i in range(nd)]
+    ps, os_ = prod(P), prod(out)
+    taps = prod(ksz)  # CONVOLUTION mode: the host packs the filter flipped
+    w = SourceWriter()
+    loop = header(w, key, imports=("from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, "
+                                   "vstore, vzero",))
+    has_bias = d.bias_tensor is not None
+    with w.block(f"def kernel(x, wp, {'b, ' if has_bias else ''}y, xp):"):
+        if pad:
+            w("# phase 1: the input with its zero padding, one padded row per iteration")
+            rows_p = n_ * cin * prod(P[:-1])
+            pc = [f"p{i}" for i in range(nd - 1)]
+            with w.block(f"for r in {loop}({rows_p}):"):
+                decompose(w, "r", ["nc"] + pc, [n_ * cin] + list(P[:-1]))
+                w(f"dst = r * {P[-1]}")
+                conds = [f"{p} >= {start[i]} and {p} < {start[i] + size_in[i]}"
+                         for i, p in enumerate(pc)]
+                lo, n_copy = min(start[-1], P[-1]), max(0, min(size_in[-1], P[-1] - start[-1]))
+                src = "nc"
+                for i, p in enumerate(pc):
+                    src = f"({src}) * {size_in[i]} + {p} - {start[i]}"
+                with w.block(f"if {' and '.join(conds)}:" if conds else "if True:"):
+                    w(f"src = ({src}) * {size_in[-1]}")
+                    with w.block(f"for j in range({lo}):"):
+                        w("xp[dst + j] = 0")
+                    with w.block(f"for j in range({n_copy}):"):
+                        w(f"xp[dst + {lo} + j] = x[src + j]")
+                    with w.block(f"for j in range({lo + n_copy}, {P[-1]}):"):
+                        w("xp[dst + j] = 0")
+                with w.block("else:"), w.block(f"for j in range({P[-1]}):"):
+                    w("xp[dst + j] = 0")
+        else:
+            w("xp = x  # nothing to pad")
+        w("# phase 2: register-blocked tiles")
+        outer = [f"o{i}" for i in range(nd - 2)]
+        nrt = -(-out[-2] // R) if nd >= 2 else 1
+        njt = -(-out[-1] // (L * J))
+        with w.block(f"for f in {loop}({n_ * g * nmb * prod(out[:-2]) * nrt}):"):
+            decompose(w, "f", ["n", "g", "mbi"] + outer + ["rt"],
+                      [n_, g, nmb] + list(out[:-2]) + [nrt])
+            if nd >= 2:
+                w(f"r0 = min(rt * {R}, {out[-2] - R})")
+            w(f"m0 = g * {mg} + mbi * {MB}")
+            # offsets of each tile row in xp and in y (without the channel)
+            for r in range(R):
+                terms_x = [(o_, d.strides[i] * pstride[i]) for i, o_ in enumerate(outer)]
+                terms_y = [(o_, ostride[i]) for i, o_ in enumerate(outer)]
+                if nd >= 2:
+                    terms_x.append(("r0", d.strides[-2] * pstride[-2]))
+                    terms_y.append(("r0", ostride[-2]))
+                w(f"xr{r} = {affine(terms_x, r * d.strides[-2] * pstride[-2] if nd >= 2 else 0)}")
+                w(f"yr{r} = {affine(terms_y, r * ostride[-2] if nd >= 2 else 0)}")
+
+            def tile(mb):
+                with w.block(f"for jt in range({njt}):"):
+                    w(f"j = min(jt * {L * J}, {out[-1] - L * J})")
+                    accs = [[[f"a{m}_{r}_{v}" for v in range(J)] for r in range(R)]
+                            for m in range(mb)]
+                    for m in range(mb):
+                        for r in range(R):
+                            for v in range(J):
+                                w(f"{accs[m][r][v]} = vzero({L})")
+                    with w.block(f"for c in range({cg}):"):
+                        w(f"xc = (n * {cin} + g * {cg} + c) * {ps} + j")
+                        w(f"wc = ((g * {nmb} + mbi) * {cg} + c) * {taps * MB}")
+                        with ExitStack() as taps_loop:
+                            # the taps of the leading axes as loops, the last axis's unrolled
+                            ko = [f"k{i}" for i in range(nd - 1)]
+                            for i, k in enumerate(ko):
+                                taps_loop.enter_context(w.block(f"for {k} in range({ksz[i]}):"))
+                            w(f"xo = {affine([('xc', 1)] + [(k, d.dilations[i] * pstride[i]) for i, k in enumerate(ko)])}")
+                            flat_k = _flat(ko, list(ksz[:-1])) if ko else "0"
+                            w(f"wo = wc + ({flat_k}) * {ksz[-1] * MB}" if ko else "wo = wc")
+                            for t in range(ksz[-1]):
+                                off = t * d.dilations[-1]
+                                xs = [[f"x{r}_{v}" for v in range(J)] for r in range(R)]
+                                for r in range(R):
+                                    for v in range(J):
+                                        w(f"{xs[r][v]} = vload(xp, xo + xr{r} + {off + v * L}, {L})")
+                                for m in range(mb):
+                                    w(f"ws = vsplat(wp[wo + {t * MB + m}], {L})")
+                                    for r in range(R):
+                                        for v in range(J):
+                                            w(f"{accs[m][r][v]} = vfma(ws, {xs[r][v]}, {accs[m][r][v]})")
+                    for m in range(mb):
+                        if has_bias:
+                            w(f"bs = vsplat(b[m0 + {m}], {L})")
+                        for r in range(R):
+                            for v in range(J):
+                                acc = f"vadd({accs[m][r][v]}, bs)" if has_bias else accs[m][r][v]
+                                w(f"vstore(y, (n * {cout} + m0 + {m}) * {os_} + yr{r} + j + {v * L}, {acc})")
+                    if d.fused_activation is not None:
+                        with w.block(f"for m in range({mb}):"):
+                            w(f"yb = (n * {cout} + m0 + m) * {os_} + j")
+                            for r in range(R):
+                                with w.block(f"for q in range({L * J}):"):
+                                    w(f"v = y[yb + yr{r} + q]")
+                                    w(f"v = {d.fused_activation.expression('v')}")
+                                    w(f"y[yb + yr{r} + q] = v")
+
+            if tail == MB:
+                tile(MB)
+            else:
+                with w.block(f"if mbi < {nmb - 1}:"):
+                    tile(MB)
+                with w.block("else:"):
+                    tile(tail)
+    return w.text()
+
+
+def pack_filter(desc, w, plan: BlockPlan) -> np.ndarray:
+    """The filter as the blocked kernel reads it: [g][channel block][c][tap][mb], float32,
+    flipped for CONVOLUTION mode, zeros past the last block's channels."""
+    d = desc
+    g = d.group_count
+    cout, cg = w.shape[0], w.shape[1]
+    mg, mb = cout // g, plan.mb
+    nmb = -(-mg // mb)
+    if d.mode == ConvolutionMode.CONVOLUTION:
+        w = w[(Ellipsis,) + (slice(None, None, -1),) * (w.ndim - 2)]
+    wg = w.reshape(g, mg, cg, -1)
+    if nmb * mb != mg:
+        wg = np.concatenate([wg, np.zeros((g, nmb * mb - mg) + wg.shape[2:], wg.dtype)], axis=1)
+    return np.ascontiguousarray(
+        wg.reshape(g, nmb, mb, cg, -1).transpose(0, 1, 3, 4, 2), dtype=np.float32).reshape(-1)
+
+
+def choose_algorithm(desc) -> str:
+    """``blocked`` for forward float32/float16 convolutions it takes with at least 4 output
+    channels per group; otherwise ``gemm`` when each group's matrix product is big enough for
+    BLAS to pay off, else ``direct``.
+
+    Measured (8x56x56 and 8x28x28, float32, 2 cores, benchmarks/RESULTS.md): blocked runs 3x3
+    64->64 at 173 GFLOP/s against 74 (gemm) and 64 (direct), grouped 256/8 at 156-174 against 52
+    (direct); depthwise (one channel per group) stays direct (46 against 12-15 blocked). Without
+    the blocked kernel (float64, strided last axis, transposed): forward GEMM wins from 32 output
+    channels per group (3x3 32->32: 20 vs 31 ms), ties at 16 (16->16: 10.0 vs 9.4 ms) and loses
+    below (grouped g=8 with 16 per group: 12.6 vs 8.0 ms; depthwise: 31 vs 1.8 ms)."""
     g = desc.group_count
     taps = prod(desc.filter_tensor.sizes[2:])
+    if desc.output_tensor.sizes[1] // g >= 4 and block_plan(desc) is not None:
+        return "blocked"
     if desc.direction == ConvolutionDirection.FORWARD:
         inner, rows = desc.input_tensor.sizes[1] // g * taps, desc.output_tensor.sizes[1] // g
         return "gemm" if inner >= 32 and rows >= 32 else "direct"
@@ -331,6 +559,21 @@ class ConvolutionKernel(CpuKernel):
         taps = prod(desc.filter_tensor.sizes[2:])
         work = desc.output_tensor.element_count * cg * taps
         key = make_key(desc, options, work)
+        if self.algorithm == "blocked":
+            self.plan = block_plan(desc)
+            if self.plan is None:
+                raise ValidationError(
+                    "compile_operator.algorithm: 'blocked' is invalid; expected 'direct' or "
+                    "'gemm' for this descriptor (the blocked kernel takes FORWARD float32 or "
+                    "float16 convolutions with last-axis stride 1 and at least 4 output pixels "
+                    "per row)")
+            self.acc = np.dtype(np.float32)
+            p = self.plan
+            key = dataclasses.replace(key, kernel=f"blocked {p.lanes} {p.mb} {p.rows} {p.vectors}")
+            n_args = 5 if has_bias else 4
+            CpuKernel.__init__(self, key, emit, [(self.acc, 1)] * n_args, options)
+            self._local = threading.local()
+            return
         if self.algorithm == "direct":
             CpuKernel.__init__(self, key, emit, [(self.acc, rank)] * (4 if has_bias else 3),
                                options)
@@ -373,8 +616,8 @@ class ConvolutionKernel(CpuKernel):
         self.source = "\n".join(sources)
 
     def variant(self) -> str:
-        if self.algorithm == "direct":
-            return "direct, " + super().variant()
+        if self.algorithm in ("direct", "blocked"):
+            return f"{self.algorithm}, " + super().variant()
         return "gemm"
 
     # -- running ---------------------------------------------------------------------------
@@ -385,8 +628,18 @@ class ConvolutionKernel(CpuKernel):
         return buf
 
     def __call__(self, inputs, out):
-        run = (lambda xs, y: self.fn(*xs, y)) if self.algorithm == "direct" else self._gemm
+        run = {"direct": lambda xs, y: self.fn(*xs, y), "gemm": self._gemm,
+               "blocked": self._blocked}[self.algorithm]
         run_in_accumulator(self.acc, run, inputs, out)
+
+    def _blocked(self, inputs, y):
+        x = np.ascontiguousarray(inputs[0]).reshape(-1)
+        wp = pack_filter(self.desc, inputs[1], self.plan)
+        n_, cin = self.desc.input_tensor.sizes[:2]
+        size = n_ * cin * prod(self.plan.padded)
+        xp = x if size == x.size and not any(self.desc.start_padding) else self._buffer((size,))
+        bias = [inputs[2].reshape(-1)] if len(inputs) > 2 else []
+        self.fn(x, wp, *bias, y.reshape(-1), xp)
 
     def _gemm(self, inputs, y):
         x, w = inputs[:2]
@@ -429,4 +682,4 @@ class ConvolutionKernel(CpuKernel):
 
 
 register(ConvolutionOperatorDesc, "cpu",
-         options={"algorithm": (None, "direct", "gemm")})(ConvolutionKernel)
+         options={"algorithm": (None, "direct", "gemm", "blocked")})(ConvolutionKernel)

@@ -1,6 +1,7 @@
-"""Both CPU convolution algorithms (row-wise direct, im2col/col2im + BLAS) agree with the
-vectorised device on every catalogue case, in both parallel variants; the automatic choice, the
-1x1 fast path and chunked batches are exercised explicitly."""
+"""The direct and GEMM CPU convolution algorithms (row-wise direct, im2col/col2im + BLAS) agree
+with the vectorised device on every catalogue case, in both parallel variants; the automatic
+choice, the 1x1 fast path and chunked batches are exercised explicitly (the blocked kernel has
+tests of its own in test_convolution_blocked.py)."""
 import numpy as np
 import pytest
 
@@ -51,8 +52,23 @@ def test_automatic_choice():
             dml.TensorDesc(f32, (1, cout, 8 - k + 1, 8 - k + 1)), 1, 0, (1, 1), (1, 1), (0, 0),
             (0, 0), (0, 0), g)
 
-    assert cpu_conv.choose_algorithm(desc(64, 64, 1)) == "gemm"
+    assert cpu_conv.choose_algorithm(desc(64, 64, 1)) == "blocked"
+    assert cpu_conv.choose_algorithm(desc(128, 128, 8)) == "blocked"  # 16 output channels a group
     assert cpu_conv.choose_algorithm(desc(64, 64, 64)) == "direct"  # depthwise
+    assert cpu_conv.choose_algorithm(desc(6, 3, 3)) == "direct"     # one output channel a group
+    assert cpu_conv.choose_algorithm(desc(8, 8, 1, k=7)) == "direct"  # rows of 2 pixels
+
+
+def test_automatic_choice_without_the_blocked_kernel():
+    """float64 (and BACKWARD, strided last axes): GEMM when each group's product is big."""
+    f64 = dml.DataType.FLOAT64
+
+    def desc(cin, cout, g):
+        return dml.ConvolutionOperatorDesc(
+            dml.TensorDesc(f64, (1, cin, 8, 8)), dml.TensorDesc(f64, (cout, cin // g, 3, 3)), None,
+            dml.TensorDesc(f64, (1, cout, 6, 6)), 1, 0, (1, 1), (1, 1), (0, 0), (0, 0), (0, 0), g)
+
+    assert cpu_conv.choose_algorithm(desc(64, 64, 1)) == "gemm"
     assert cpu_conv.choose_algorithm(desc(4, 4, 1)) == "direct"     # too small for BLAS
     assert cpu_conv.choose_algorithm(desc(128, 128, 8)) == "direct"  # 16 output channels a group
 

@@ -1,0 +1,132 @@
+"""The register-blocked SIMD convolution kernel (``algorithm="blocked"``) against the vectorised
+device and against a brute-force loop, for every tile shape the planner can choose (4, 8 and
+16 lanes; one to several rows and vectors; channel blocks with a remainder), 1-D to 3-D, groups,
+dilations, row strides, asymmetric padding, CONVOLUTION mode, bias and fused activation,
+float16 and both parallel variants."""
+import functools
+
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from dml_numba.cpu import convolution as cpu_conv
+from tests.cases import CV, catalogue, compare, conv_case
+
+F32 = np.float32
+
+SHAPES = {
+    # name: conv_case arguments (input, filter, strides, dilations, start, end, groups, ...)
+    "2d-tails": ((2, 3, 9, 21), (6, 3, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1),
+    "2d-groups-rowstride-dil": ((1, 8, 11, 19), (8, 4, 3, 2), (2, 1), (2, 3), (2, 0), (0, 2), 2),
+    "2d-asym-pad-convmode": ((1, 4, 6, 17), (5, 4, 2, 4), (1, 1), (1, 1), (0, 3), (2, 1), 1, 0, CV),
+    "1d": ((3, 5, 37), (7, 5, 5), (1,), (2,), (2,), (3,), 1),
+    "3d": ((1, 2, 5, 4, 18), (4, 2, 2, 3, 3), (2, 1, 1), (1, 2, 1), (1, 0, 1), (0, 1, 1), 1),
+    "1x1-unpadded": ((2, 16, 5, 20), (12, 16, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),
+    "no-padding-exact": ((1, 3, 6, 10), (4, 3, 3, 3), (1, 1), (1, 1), (0, 0), (0, 0), 1),
+}
+
+
+def brute_force(desc, x, w, b):
+    """Forward convolution by the definition: one output element at a time, in float64."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n_, cin = x.shape[:2]
+    cout = desc.output_tensor.sizes[1]
+    out = desc.output_tensor.sizes[2:]
+    g = desc.group_count
+    cg, mg = cin // g, cout // g
+    if desc.mode == dml.ConvolutionMode.CONVOLUTION:
+        w = w[(Ellipsis,) + (slice(None, None, -1),) * len(out)]
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(a, b_) for a, b_ in zip(desc.start_padding, desc.end_padding)])
+    y = np.zeros((n_, cout) + tuple(out))
+    for m in range(cout):
+        gi = m // mg
+        for o in np.ndindex(*out):
+            win = tuple(slice(oi * s, oi * s + (k - 1) * dl + 1, dl) for oi, s, k, dl in
+                        zip(o, desc.strides, w.shape[2:], desc.dilations))
+            patch = xp[(slice(None), slice(gi * cg, (gi + 1) * cg)) + win]
+            y[(slice(None), m) + o] = (patch * w[m]).reshape(n_, -1).sum(axis=1)
+    if b is not None:
+        y += b.astype(np.float64).reshape((1, cout) + (1,) * len(out))
+    return y
+
+
+def blocked_kernel(desc, lanes, budget, parallel):
+    original = cpu_conv.block_plan
+    try:
+        cpu_conv.block_plan = functools.partial(original, lanes=lanes, budget=budget)
+        return cpu_conv.ConvolutionKernel(desc, {"algorithm": "blocked", "parallel": parallel})
+    finally:
+        cpu_conv.block_plan = original
+
+
+@pytest.mark.parametrize("lanes,budget", [(4, 4), (8, 12), (16, 24)], ids=["4x4", "8x12", "16x24"])
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_every_tile_shape_agrees_with_brute_force_and_numpy(name, lanes, budget):
+    desc, inputs = conv_case(*SHAPES[name])
+    kernel = blocked_kernel(desc, lanes, budget, parallel=False)
+    plan = kernel.plan
+    assert plan.lanes <= lanes and plan.accumulators <= budget
+    y = np.empty(desc.output_tensor.sizes, F32)
+    kernel(list(inputs), y)
+    compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
+    np.testing.assert_allclose(y, brute_force(desc, *inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_the_planner_covers_remainders_and_several_vectors():
+    """The cases above include a channel block with a remainder (6 = 4 + 2), rows not a
+    multiple of the row block, rows narrower than the widest vector, and several vectors."""
+    plans = {name: cpu_conv.block_plan(conv_case(*args)[0], lanes=8, budget=12)
+             for name, args in SHAPES.items()}
+    assert plans["2d-tails"].mb == 4 and 6 % plans["2d-tails"].mb
+    asym = conv_case(*SHAPES["2d-asym-pad-convmode"])[0]
+    assert asym.output_tensor.sizes[-2] % plans["2d-asym-pad-convmode"].rows  # overlapping block
+    assert asym.output_tensor.sizes[-1] % plans["2d-asym-pad-convmode"].lanes  # overlapping vector
+    assert plans["1d"].rows == 1 and plans["1d"].vectors > 1
+    assert cpu_conv.block_plan(conv_case(*SHAPES["1x1-unpadded"])[0], lanes=16).lanes == 16
+    assert cpu_conv.block_plan(conv_case((1, 1, 3, 6), (4, 1, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1)[0],
+                               lanes=16).lanes == 4
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+@pytest.mark.parametrize("act", [None, dml.ActivationLeakyReluOperatorDesc(0.1),
+                                 dml.ActivationScaledEluOperatorDesc(1.2, 0.7)],
+                         ids=["none", "leaky", "selu"])
+def test_bias_and_fused_activation_in_both_variants(act, parallel):
+    desc, inputs = conv_case((2, 4, 7, 13), (8, 4, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1, act=act)
+    op = dml.compile_operator(desc, "cpu", algorithm="blocked", parallel=parallel)
+    assert op.kernel.algorithm == "blocked"
+    compare(desc, op(*inputs), dml.compile_operator(desc, "numpy")(*inputs))
+
+
+def test_float16_computes_in_float32_through_the_same_kernel():
+    desc, inputs = conv_case((1, 4, 5, 12), (4, 4, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1, dtype=np.float16)
+    op = dml.compile_operator(desc, "cpu", algorithm="blocked")
+    y = op(*inputs)
+    assert y.dtype == np.float16
+    compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
+
+
+@pytest.mark.parametrize("name", [k for k in catalogue() if k.startswith("conv")])
+def test_catalogue_blocked_or_refused(name):
+    """Every catalogue convolution runs blocked where the kernel applies and is refused with a
+    ValidationError (nothing compiled) where it does not."""
+    desc, inputs = catalogue()[name]
+    if cpu_conv.block_plan(desc) is None:
+        with pytest.raises(dml.ValidationError, match="compile_operator.algorithm: 'blocked' is "
+                                                      "invalid; expected 'direct' or 'gemm'"):
+            dml.compile_operator(desc, "cpu", algorithm="blocked")
+        return
+    op = dml.compile_operator(desc, "cpu", algorithm="blocked")
+    compare(desc, op(*inputs), dml.compile_operator(desc, "numpy")(*inputs))
+
+
+def test_out_argument_and_reuse_of_the_padding_buffer():
+    desc, inputs = conv_case(*SHAPES["2d-tails"])
+    op = dml.compile_operator(desc, "cpu", algorithm="blocked")
+    out = np.full(desc.output_tensor.sizes, np.nan, F32)
+    ref = dml.compile_operator(desc, "numpy")(*inputs)
+    for _ in range(2):
+        op(*inputs, out=out)
+        compare(desc, out, ref)
+    x2 = inputs[0] * 2
+    compare(desc, op(x2, *inputs[1:]), dml.compile_operator(desc, "numpy")(x2, *inputs[1:]))
