@@ -11,6 +11,9 @@ convolution kernels hold their accumulators in ``<L x float>`` values: a Numba t
 * ``vfma(a, b, c)``: ``a * b + c`` per lane through ``llvm.fmuladd``, which is one FMA
   instruction where the target has FMA and a multiply and an add elsewhere (so the same code is
   right, and fast, on every CPU Numba targets: x86 with or without FMA, AArch64 NEON);
+* ``vscatter(a, i, s, v)``: ``a[i + s * lane] = v[lane]`` for every lane, through
+  ``llvm.masked.scatter`` (one instruction with AVX-512, a store per lane elsewhere; one call
+  in the IR either way, which keeps compile times of kernels with many strided stores short);
 * ``vadd(a, b)`` and ``vzero(L)``.
 
 ``L`` is a compile-time constant (a literal in the generated source). LLVM legalises any lane
@@ -94,11 +97,7 @@ def vsplat(typingctx, scalar, lanes):
     n = _lanes(lanes)
 
     def codegen(context, builder, sig, args):
-        vt = ir.VectorType(ir.FloatType(), n)
-        one = builder.insert_element(ir.Constant(vt, ir.Undefined), args[0],
-                                     ir.Constant(ir.IntType(32), 0))
-        return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
-                                      ir.Constant(ir.VectorType(ir.IntType(32), n), [0] * n))
+        return _splat(builder, args[0], ir.VectorType(ir.FloatType(), n))
 
     return FloatVector(n)(scalar, lanes), codegen
 
@@ -136,6 +135,42 @@ def vadd(typingctx, a, b):
         return builder.fadd(args[0], args[1])
 
     return a(a, b), codegen
+
+
+def _splat(builder, value, vt):
+    one = builder.insert_element(ir.Constant(vt, ir.Undefined), value,
+                                 ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), vt.count),
+                                              [0] * vt.count))
+
+
+@intrinsic
+def vscatter(typingctx, arr, index, stride, vec):
+    _check_array(arr)
+    if not (isinstance(vec, FloatVector) and isinstance(index, types.Integer)
+            and isinstance(stride, types.Integer)):
+        raise TypeError("vscatter takes an array, an index, a stride and a FloatVector")
+    n = vec.lanes
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        i64 = ir.IntType(64)
+        vi = ir.VectorType(i64, n)
+        first = builder.ptrtoint(builder.gep(ary.data, [args[1]]), i64)
+        step = builder.mul(context.cast(builder, args[2], sig.args[2], types.int64),
+                           ir.Constant(i64, 4))
+        offsets = builder.mul(_splat(builder, step, vi), ir.Constant(vi, list(range(n))))
+        ptrs = builder.inttoptr(builder.add(_splat(builder, first, vi), offsets),
+                                ir.VectorType(ir.PointerType(ir.FloatType()), n))
+        mask = ir.Constant(ir.VectorType(ir.IntType(1), n), [1] * n)
+        fnty = ir.FunctionType(ir.VoidType(), [args[3].type, ptrs.type, ir.IntType(32), mask.type])
+        fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                            f"llvm.masked.scatter.v{n}f32.v{n}p0")
+        builder.call(fn, [args[3], ptrs, ir.Constant(ir.IntType(32), 4), mask])
+        return context.get_dummy_value()
+
+    return types.none(arr, index, stride, vec), codegen
 
 
 @functools.lru_cache(maxsize=None)

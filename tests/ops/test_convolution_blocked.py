@@ -1,5 +1,6 @@
-"""The register-blocked SIMD convolution kernel (``algorithm="blocked"``) against the vectorised
-device and against a brute-force loop, for every tile shape the planner can choose (4, 8 and
+"""The register-blocked SIMD convolution kernels (``algorithm="blocked"``, forward and
+transposed) against the vectorised device and against brute-force loops (the transposed one as
+a scatter, the kernels gather), for every tile shape the planner can choose (4, 8 and
 16 lanes; one to several rows and vectors; channel blocks with a remainder), 1-D to 3-D, groups,
 dilations, row strides, asymmetric padding, CONVOLUTION mode, bias and fused activation,
 float16 and both parallel variants."""
@@ -24,6 +25,42 @@ SHAPES = {
     "1x1-unpadded": ((2, 16, 5, 20), (12, 16, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),
     "no-padding-exact": ((1, 3, 6, 10), (4, 3, 3, 3), (1, 1), (1, 1), (0, 0), (0, 0), 1),
 }
+
+
+TRANSPOSED = {
+    # stride 2 and 3 (phases with 1 and 2 taps, and phases with none), groups, dilation,
+    # output padding, CONVOLUTION mode, 1-D and 3-D, stride 1 (contiguous stores)
+    "2d-stride2": ((2, 4, 6, 11), (4, 3, 4, 4), (2, 2), (1, 1), (1, 1), (1, 1), 2, 1),
+    "2d-stride3-dil-outpad": ((1, 3, 4, 9), (3, 5, 2, 3), (3, 3), (2, 1), (1, 0), (0, 2), 1, 1, CV,
+                              True, None, np.float32, (1, 2)),
+    "2d-stride1": ((1, 2, 5, 9), (2, 6, 3, 3), (1, 1), (1, 1), (1, 2), (0, 1), 1, 1),
+    "1d": ((2, 3, 17), (3, 6, 5), (2,), (1,), (1,), (2,), 1, 1),
+    "3d": ((1, 2, 3, 4, 9), (2, 4, 2, 3, 3), (2, 1, 2), (1, 1, 1), (0, 1, 1), (1, 0, 0), 1, 1),
+}
+
+
+def brute_force_transposed(desc, x, w, b):
+    """BACKWARD by the definition, as a scatter (the kernels gather):
+    ``y[n, g*M/g + col, a*s + k*d - start] += x[n, g*C/g + c, a] * w[g*C/g + c, col, k]``."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    out = desc.output_tensor.sizes
+    g = desc.group_count
+    cg, mg = x.shape[1] // g, w.shape[1]
+    if desc.mode == dml.ConvolutionMode.CONVOLUTION:
+        w = w[(Ellipsis,) + (slice(None, None, -1),) * (x.ndim - 2)]
+    y = np.zeros(out)
+    for ci in range(x.shape[1]):
+        gi = ci // cg
+        for col in range(mg):
+            for a in np.ndindex(*x.shape[2:]):
+                for k in np.ndindex(*w.shape[2:]):
+                    o = tuple(ai * s + ki * dl - p for ai, ki, s, dl, p in
+                              zip(a, k, desc.strides, desc.dilations, desc.start_padding))
+                    if all(0 <= oi < n for oi, n in zip(o, out[2:])):
+                        y[(slice(None), gi * mg + col) + o] += x[(slice(None), ci) + a] * w[(ci, col) + k]
+    if b is not None:
+        y += b.astype(np.float64).reshape((1, out[1]) + (1,) * (x.ndim - 2))
+    return y
 
 
 def brute_force(desc, x, w, b):
@@ -70,6 +107,27 @@ def test_every_tile_shape_agrees_with_brute_force_and_numpy(name, lanes, budget)
     kernel(list(inputs), y)
     compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
     np.testing.assert_allclose(y, brute_force(desc, *inputs), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("lanes,budget", [(4, 4), (8, 12), (16, 24)], ids=["4x4", "8x12", "16x24"])
+@pytest.mark.parametrize("name", list(TRANSPOSED))
+def test_transposed_agrees_with_the_scatter_definition_and_numpy(name, lanes, budget):
+    desc, inputs = conv_case(*TRANSPOSED[name])
+    kernel = blocked_kernel(desc, lanes, budget, parallel=False)
+    assert "blocked-transposed" in kernel.key.kernel
+    y = np.empty(desc.output_tensor.sizes, F32)
+    kernel(list(inputs), y)
+    compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
+    np.testing.assert_allclose(y, brute_force_transposed(desc, *inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_transposed_phases_cover_every_tap_once():
+    """Each tap reaches exactly one residue class per axis; a stride larger than the kernel
+    leaves phases with no tap (those outputs are the bias alone)."""
+    desc, _ = conv_case(*TRANSPOSED["2d-stride3-dil-outpad"])
+    for axis, k_n in zip(cpu_conv.transposed_phases(desc), desc.filter_tensor.sizes[2:]):
+        assert sorted(k for taps in axis for k, _ in taps) == list(range(k_n))
+    assert [] in cpu_conv.transposed_phases(desc)[0]
 
 
 def test_the_planner_covers_remainders_and_several_vectors():
