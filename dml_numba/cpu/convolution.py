@@ -332,8 +332,7 @@ class BlockPlan:
 
 def block_plan(desc, lanes: int | None = None, budget: int | None = None) -> BlockPlan | None:
     """The tile for ``desc`` on this machine, or None where the blocked kernel does not apply:
-    float64, a FORWARD last-axis stride other than 1 (vector loads need consecutive pixels),
-    or fewer than 4 output pixels per row (per stride phase for BACKWARD).
+    float64, or fewer than 4 output pixels per row (per stride phase for BACKWARD).
 
     ``lanes`` defaults to the host's widest float32 vector (16 with AVX-512, 8 with AVX2, 4 with
     SSE/NEON), reduced to fit the row; ``budget`` (accumulator registers) to 12, which leaves
@@ -342,8 +341,7 @@ def block_plan(desc, lanes: int | None = None, budget: int | None = None) -> Blo
 
     d = desc
     forward = d.direction == ConvolutionDirection.FORWARD
-    if (forward and d.strides[-1] != 1) or d.input_tensor.data_type not in (
-            DataType.FLOAT32, DataType.FLOAT16):
+    if d.input_tensor.data_type not in (DataType.FLOAT32, DataType.FLOAT16):
         return None
     out = d.output_tensor.sizes[2:]
     # BACKWARD runs per stride phase: output o = q * stride + r, the fewest q's a phase has
@@ -383,11 +381,14 @@ def transposed_phases(desc) -> list:
 def padded_geometry(desc) -> tuple:
     """``(front, sizes)`` of the zero-padded input the blocked kernel reads: input element ``a``
     sits at ``a + front``. FORWARD: ``front`` is the start padding and the sizes reach the last
-    tap of the last output; BACKWARD: enough in front for the most negative phase offset and
+    tap of the last output (the last rounded up to a multiple of its stride, for the rows stored
+    by stride phase); BACKWARD: enough in front for the most negative phase offset and
     behind for the last q plus the largest."""
     d = desc
-    if d.direction == ConvolutionDirection.FORWARD:
-        return tuple(d.start_padding), padded_sizes(d)
+    if d.direction == ConvolutionDirection.FORWARD:  # a strided last axis is stored by phases
+        sizes = padded_sizes(d)
+        s = d.strides[-1]
+        return tuple(d.start_padding), sizes[:-1] + (s * -(-sizes[-1] // s),)
     front, sizes = [], []
     for n, o, s, axis in zip(d.input_tensor.sizes[2:], d.output_tensor.sizes[2:], d.strides,
                              transposed_phases(d)):
@@ -406,31 +407,52 @@ def padded_sizes(desc) -> tuple:
         d.output_tensor.sizes[2:], d.strides, d.filter_tensor.sizes[2:], d.dilations))
 
 
-def _emit_pad_phase(w, loop, planes, size_in, front, P) -> None:
+def _emit_pad_phase(w, loop, planes, size_in, front, P, split: int = 1, row=None) -> None:
     """Phase 1 of the blocked kernels: ``xp`` (``planes`` planes of spatial sizes ``P``) holds
-    ``x`` at offset ``front`` (cropped to ``P``) and zeros elsewhere; one row per iteration."""
+    ``x`` at offset ``front`` (cropped to ``P``) and zeros elsewhere; one row per iteration.
+    ``split`` > 1 stores each row by phases of that stride: padded element ``j`` of a row at
+    ``(j % split) * (P[-1] // split) + j // split``, so that a strided window reads consecutive
+    elements; ``row`` is then the padded row's length (at most ``P[-1]``)."""
     nd = len(P)
-    w("# phase 1: the input with its zero padding, one padded row per iteration")
+    q = P[-1] // split
+    at = "j" if split == 1 else f"(j % {split}) * {q} + j // {split}"
+    row = P[-1] if row is None else row
+    w("# phase 1: the input with its zero padding, one padded row per iteration"
+      + (f", split by the stride {split}" if split > 1 else ""))
     pc = [f"p{i}" for i in range(nd - 1)]
     with w.block(f"for r in {loop}({planes * prod(P[:-1])}):"):
         decompose(w, "r", ["nc"] + pc, [planes] + list(P[:-1]))
         w(f"dst = r * {P[-1]}")
         conds = [f"{p} >= {front[i]} and {p} < {front[i] + size_in[i]}" for i, p in enumerate(pc)]
-        lo = min(front[-1], P[-1])
-        n_copy = max(0, min(size_in[-1], P[-1] - front[-1]))
+        lo = min(front[-1], row)
+        n_copy = max(0, min(size_in[-1], row - front[-1]))
         src = "nc"
         for i, p in enumerate(pc):
             src = f"({src}) * {size_in[i]} + {affine([(p, 1)], -front[i])}"
         with w.block(f"if {' and '.join(conds)}:" if conds else "if True:"):
             w(f"src = ({src}) * {size_in[-1]}")
-            with w.block(f"for j in range({lo}):"):
-                w("xp[dst + j] = 0")
-            with w.block(f"for j in range({n_copy}):"):
-                w(f"xp[dst + {lo} + j] = x[src + j]")
-            with w.block(f"for j in range({lo + n_copy}, {P[-1]}):"):
-                w("xp[dst + j] = 0")
+            if split > 1:  # every slot first: the row is not written in order
+                with w.block(f"for j in range({P[-1]}):"):
+                    w("xp[dst + j] = 0")
+            else:
+                with w.block(f"for j in range({lo}):"):
+                    w("xp[dst + j] = 0")
+            with w.block(f"for i in range({n_copy}):"):
+                w(f"j = i + {lo}")
+                w(f"xp[dst + {at}] = x[src + i]")
+            if split == 1:
+                with w.block(f"for j in range({lo + n_copy}, {P[-1]}):"):
+                    w("xp[dst + j] = 0")
         with w.block("else:"), w.block(f"for j in range({P[-1]}):"):
             w("xp[dst + j] = 0")
+
+
+def needs_copy(desc) -> bool:
+    """Whether the blocked kernel copies the input (padding, or a strided last axis) or reads
+    it in place."""
+    front, sizes = padded_geometry(desc)
+    split = desc.strides[-1] if desc.direction == ConvolutionDirection.FORWARD else 1
+    return any(front) or tuple(desc.input_tensor.sizes[2:]) != tuple(sizes) or split != 1
 
 
 def _emit_tile(w, d, L, R, J, mb, MB, ps, open_taps, last_taps, x_row, store, finish) -> None:
@@ -509,7 +531,8 @@ def _emit_blocked(key) -> str:
     nmb = -(-mg // MB)
     tail = mg - (nmb - 1) * MB  # channels in the last block
     start, P = padded_geometry(d)
-    pad = any(start) or tuple(size_in) != tuple(P)
+    pad = needs_copy(d)
+    split = d.strides[-1]  # > 1: rows stored by stride phase, a window's taps read consecutively
     pstride = [prod(P[i + 1:]) for i in range(nd)]
     ostride = [prod(out[i + 1:]) for i in range(nd)]
     ps, os_ = prod(P), prod(out)
@@ -520,7 +543,7 @@ def _emit_blocked(key) -> str:
     has_bias = d.bias_tensor is not None
     with w.block(f"def kernel(x, wp, {'b, ' if has_bias else ''}y, xp):"):
         if pad:
-            _emit_pad_phase(w, loop, n_ * cin, size_in, start, P)
+            _emit_pad_phase(w, loop, n_ * cin, size_in, start, P, split, padded_sizes(d)[-1])
         else:
             w("xp = x  # nothing to pad")
         w("# phase 2: register-blocked tiles")
@@ -569,7 +592,8 @@ def _emit_blocked(key) -> str:
                 _emit_copy_out(w, d, mb, R, L * J, f"y[{at}]", at)
 
             _emit_tile(w, d, L, R, J, mb, MB, ps, open_taps,
-                       [(t, t * d.dilations[-1]) for t in range(ksz[-1])],
+                       [(t, (t * d.dilations[-1]) % split * (P[-1] // split)
+                         + t * d.dilations[-1] // split) for t in range(ksz[-1])],
                        lambda r: f"xr{r}", store, finish)
 
     _emit_tile_functions(w, tile, MB, tail, coords, d.bias_tensor is not None)
@@ -633,7 +657,7 @@ def _emit_blocked_transposed(key) -> str:
     loop = header(w, key, imports=("from dml_numba.cpu._simd import vadd, vfma, vload, vscatter, "
                                    "vsplat, vstore, vzero",))
     with w.block(f"def kernel(x, wp, {'b, ' if d.bias_tensor is not None else ''}y, xp):"):
-        if any(front) or tuple(size_in) != tuple(P):
+        if needs_copy(d):
             _emit_pad_phase(w, loop, n_ * cin, size_in, front, P)
         else:
             w("xp = x  # nothing to pad")
@@ -843,8 +867,7 @@ class ConvolutionKernel(CpuKernel):
         wp = pack_filter(self.desc, inputs[1], self.plan)
         n_, cin = self.desc.input_tensor.sizes[:2]
         size = n_ * cin * prod(self.plan.padded)
-        front = padded_geometry(self.desc)[0]
-        xp = x if size == x.size and not any(front) else self._buffer((size,))
+        xp = self._buffer((size,)) if needs_copy(self.desc) else x
         bias = [inputs[2].reshape(-1)] if len(inputs) > 2 else []
         self.fn(x, wp, *bias, y.reshape(-1), xp)
 
