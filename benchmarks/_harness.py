@@ -89,3 +89,10 @@ class Table:
                  "|" + "---|" * len(self.columns)]
         lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in self.rows]
         return "\n".join(lines) + "\n"
+
+
+class Tables(list):
+    """Several tables from one benchmark module, written one after the other."""
+
+    def markdown(self) -> str:
+        return "\n".join(t.markdown() for t in self)

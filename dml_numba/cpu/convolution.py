@@ -31,8 +31,8 @@ import numpy as np
 from .._cache import KernelKey
 from .._codegen import SourceWriter, affine, decompose, index
 from .._dims import prod
-from .._errors import ValidationError
 from .._dtypes import DataType, accumulator
+from .._errors import ValidationError
 from .._registry import register
 from ..elements import open_window_loops
 from ..elements.convolution import conv_epilogue
@@ -41,6 +41,7 @@ from ..ops.convolution import (
     ConvolutionMode,
     ConvolutionOperatorDesc,
 )
+from ..tensor import TensorDesc
 from ._emit import CpuKernel, build, header, make_key, run_in_accumulator
 
 #: bound on the im2col / columns buffer of one call; larger batches are processed in chunks
@@ -352,11 +353,9 @@ def block_plan(desc, lanes: int | None = None, budget: int | None = None) -> Blo
         lanes //= 2
     if width < lanes or height < 1:
         return None
-    taps = prod(d.filter_tensor.sizes[2:])
-    # measured (3x3 64->64 on 8x56x56, AVX-512): 8, 12, 16, 24 accumulators gave 163, 173, 170,
-    # 150 GFLOP/s; 1x1 256->128 on 8x28x28: 162, 111, 132, 158 (fewer rows, less reloading of
-    # the short filter slab).
-    budget = budget or (8 if taps == 1 else 12)
+    # measured (AVX-512, 2 cores): 8, 12, 16, 24 accumulators gave 163, 173, 170, 150 GFLOP/s
+    # for 3x3 64->64 on 8x56x56 and 134, 180, 153, 150 for 1x1 256->128 on 8x28x28 (flattened)
+    budget = budget or 12
     mg = d.output_tensor.sizes[1] // d.group_count
     mb = min(mg, 4)
     room = max(1, budget // mb)
@@ -527,7 +526,7 @@ def _emit_blocked(key) -> str:
     ksz = d.filter_tensor.sizes[2:]
     nd = len(out)
     g = d.group_count
-    cg, mg = cin // g, cout // g
+    mg = cout // g
     nmb = -(-mg // MB)
     tail = mg - (nmb - 1) * MB  # channels in the last block
     start, P = padded_geometry(d)
@@ -535,8 +534,7 @@ def _emit_blocked(key) -> str:
     split = d.strides[-1]  # > 1: rows stored by stride phase, a window's taps read consecutively
     pstride = [prod(P[i + 1:]) for i in range(nd)]
     ostride = [prod(out[i + 1:]) for i in range(nd)]
-    ps, os_ = prod(P), prod(out)
-    taps = prod(ksz)  # CONVOLUTION mode: the host packs the filter flipped
+    ps, os_ = prod(P), prod(out)  # (CONVOLUTION mode: the host packs the filter flipped)
     w = SourceWriter()
     loop = header(w, key, imports=("from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, "
                                    "vstore, vzero",))
@@ -732,6 +730,26 @@ def _emit_blocked_transposed(key) -> str:
     return w.text()
 
 
+def _pointwise_as_1d(desc):
+    """A FORWARD 1x1 convolution with unit strides and no padding is the same computation over
+    the flattened spatial axes: the equivalent 1-D descriptor (one long row, so the tile takes
+    several vectors and no row is cut into a remainder), or None."""
+    d = desc
+    if (d.direction != ConvolutionDirection.FORWARD or d.input_tensor.rank <= 3
+            or any(k != 1 for k in d.filter_tensor.sizes[2:]) or any(s != 1 for s in d.strides)
+            or any(d.start_padding) or any(d.end_padding)):
+        return None
+
+    def flat(t):
+        return TensorDesc(t.data_type, tuple(t.sizes[:2]) + (prod(t.sizes[2:]),))
+
+    return dataclasses.replace(
+        d, input_tensor=flat(d.input_tensor), filter_tensor=flat(d.filter_tensor),
+        bias_tensor=flat(d.bias_tensor) if d.bias_tensor is not None else None,
+        output_tensor=flat(d.output_tensor), strides=(1,), dilations=(1,), start_padding=(0,),
+        end_padding=(0,), output_padding=(0,))
+
+
 def pack_filter(desc, w, plan: BlockPlan) -> np.ndarray:
     """The filter as the blocked kernel reads it: [g][channel block][c][tap][mb], float32,
     flipped for CONVOLUTION mode, zeros past the last block's channels."""
@@ -789,17 +807,19 @@ class ConvolutionKernel(CpuKernel):
         work = desc.output_tensor.element_count * cg * taps
         key = make_key(desc, options, work)
         if self.algorithm == "blocked":
-            self.plan = block_plan(desc)
+            self.kdesc = _pointwise_as_1d(desc) or desc  # what the kernel is generated for
+            self.plan = block_plan(self.kdesc)
             if self.plan is None:
                 raise ValidationError(
                     "compile_operator.algorithm: 'blocked' is invalid; expected 'direct' or "
-                    "'gemm' for this descriptor (the blocked kernel takes FORWARD float32 or "
-                    "float16 convolutions with last-axis stride 1 and at least 4 output pixels "
-                    "per row)")
+                    "'gemm' for this descriptor (the blocked kernel takes float32 or float16 "
+                    "convolutions with at least 4 output pixels per row, per stride phase for "
+                    "BACKWARD)")
             self.acc = np.dtype(np.float32)
             p = self.plan
             kind = "blocked" if desc.direction == ConvolutionDirection.FORWARD else "blocked-transposed"
-            key = dataclasses.replace(key, kernel=f"{kind} {p.lanes} {p.mb} {p.rows} {p.vectors}")
+            key = KernelKey("cpu", self.kdesc, f"{kind} {p.lanes} {p.mb} {p.rows} {p.vectors}",
+                            key.parallel)
             n_args = 5 if has_bias else 4
             CpuKernel.__init__(self, key, emit, [(self.acc, 1)] * n_args, options)
             self._local = threading.local()
@@ -864,10 +884,10 @@ class ConvolutionKernel(CpuKernel):
 
     def _blocked(self, inputs, y):
         x = np.ascontiguousarray(inputs[0]).reshape(-1)
-        wp = pack_filter(self.desc, inputs[1], self.plan)
-        n_, cin = self.desc.input_tensor.sizes[:2]
+        wp = pack_filter(self.kdesc, inputs[1], self.plan)
+        n_, cin = self.kdesc.input_tensor.sizes[:2]
         size = n_ * cin * prod(self.plan.padded)
-        xp = self._buffer((size,)) if needs_copy(self.desc) else x
+        xp = self._buffer((size,)) if needs_copy(self.kdesc) else x
         bias = [inputs[2].reshape(-1)] if len(inputs) > 2 else []
         self.fn(x, wp, *bias, y.reshape(-1), xp)
 
