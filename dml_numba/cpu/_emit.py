@@ -50,6 +50,14 @@ def header(w: SourceWriter, key: KernelKey, imports=()) -> str:
     return "numba.prange" if key.parallel else "range"
 
 
+def helper_header(w: SourceWriter) -> None:
+    """The decorator of a function the kernel calls (after the kernel in the module): cached
+    with it, serial, compiled once however often the kernel calls it."""
+    w()
+    w()
+    w("@numba.njit(cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')")
+
+
 class CpuKernel:
     """A compiled kernel plus the host-side adaptation of its arguments. ``emit(key)`` makes
     the source; when the parallel variant was chosen automatically (``options["parallel"]`` is

@@ -42,7 +42,7 @@ from ..ops.convolution import (
     ConvolutionOperatorDesc,
 )
 from ..tensor import TensorDesc
-from ._emit import CpuKernel, build, header, make_key, run_in_accumulator
+from ._emit import CpuKernel, build, header, helper_header, make_key, run_in_accumulator
 
 #: bound on the im2col / columns buffer of one call; larger batches are processed in chunks
 COLUMNS_BUDGET_BYTES = 8 << 20  # one 3x3 64-channel 56x56 image: cache-friendly, ~5% faster than 64 MiB
@@ -616,10 +616,7 @@ def _call_tiles(w, MB, nmb, tail, coords, has_bias) -> None:
 def _emit_tile_functions(w, tile, MB, tail, coords, has_bias) -> None:
     """``tile{mb}(...)`` for the full channel block and the remainder, after the kernel."""
     for mb in sorted({MB, tail}, reverse=True):
-        w()
-        w()
-        w("@numba.njit(cache=__dml_disk_cache__, nogil=True, boundscheck=False, "
-          "error_model='numpy')")
+        helper_header(w)
         with w.block(f"def tile{mb}(xp, wp, {'b, ' if has_bias else ''}y, {', '.join(coords)}):"):
             tile(mb)
 
