@@ -16,7 +16,7 @@ from .._cache import KernelKey
 from .._codegen import SourceWriter, decompose, index, preamble
 from .._dtypes import DataType, accumulator
 from .._gather import GatherPlan, constant_literal, emit_map, inside, storage_dtype
-from ._launch import geometry
+from ._launch import THREADS_PER_BLOCK, block_size, geometry
 
 
 def simulator() -> bool:
@@ -84,9 +84,29 @@ class CudaKernel:
         if self._f16_bits:
             inputs = [a.view(np.uint16) for a in inputs]
             out = out.view(np.uint16)
-        blocks, threads = geometry(self.total, simulator())
+        blocks, threads = geometry(self.total, simulator(), self._threads())
         launch = self.fn[blocks, threads, stream] if stream is not None else self.fn[blocks, threads]
         launch(*inputs, out)
+
+    def _threads(self) -> int:
+        """Threads per block: on hardware from the kernel's registers and shared memory on the
+        current device (once per kernel), else the default."""
+        threads = getattr(self, "_block", None)
+        if threads is None:
+            threads = THREADS_PER_BLOCK
+            if not simulator():
+                try:
+                    from numba import cuda
+
+                    sig = self.signature()
+                    self.fn.compile(sig)
+                    cc = cuda.get_current_device().compute_capability
+                    threads = block_size(self.fn.get_regs_per_thread(sig),
+                                         self.fn.get_shared_mem_per_block(sig), cc)
+                except Exception:  # pragma: no cover - a driver without these queries
+                    threads = THREADS_PER_BLOCK
+            self._block = threads
+        return threads
 
     def signature(self):
         from numba import from_dtype, types

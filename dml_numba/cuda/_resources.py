@@ -1,23 +1,13 @@
 """What a CUDA kernel costs on the hardware, found without a GPU: NVIDIA's compiler (the
 nvJitLink library of the ``numba-cuda[cu13]`` wheels runs ptxas on the kernel's PTX) reports
-registers, spills, shared and local memory; occupancy follows from them and the launch
-configuration we use (``_launch.THREADS_PER_BLOCK``), as in NVIDIA's occupancy calculator.
+registers, spills, shared and local memory; the block size we launch with and its occupancy
+follow from them (``_launch.block_size``, NVIDIA's occupancy calculator).
 """
 from __future__ import annotations
 
 import re
 
-from ._launch import THREADS_PER_BLOCK
-
-#: per streaming multiprocessor: (registers, max warps, max blocks, shared bytes, register
-#: allocation unit per warp); NVIDIA's CUDA C++ Programming Guide, compute capabilities table
-SM_LIMITS = {
-    (8, 0): (65536, 64, 32, 164 * 1024, 256),
-    (8, 6): (65536, 48, 16, 100 * 1024, 256),
-    (8, 9): (65536, 48, 24, 100 * 1024, 256),
-    (9, 0): (65536, 64, 32, 228 * 1024, 256),
-}
-
+from ._launch import block_size, occupancy
 
 def _link_log(ptx: str, cc) -> str:
     from cuda.bindings import nvjitlink
@@ -48,26 +38,16 @@ def parse_ptxas(log: str) -> dict:
             "shared_bytes": int(smem.group(1)) if smem else 0}
 
 
-def occupancy(registers: int, shared_bytes: int, threads: int, cc) -> float:
-    """Theoretical occupancy (active warps / maximum warps per SM) of blocks of ``threads``."""
-    regs_sm, max_warps, max_blocks, smem_sm, unit = SM_LIMITS.get(tuple(cc), SM_LIMITS[(8, 0)])
-    warps = -(-threads // 32)
-    per_warp = -(-max(registers, 1) * 32 // unit) * unit
-    by_regs = (regs_sm // per_warp) // warps
-    by_smem = smem_sm // shared_bytes if shared_bytes else max_blocks
-    blocks = min(max_blocks, max_warps // warps, by_regs, by_smem)
-    return blocks * warps / max_warps
-
-
 def resource_usage(desc, cc=(9, 0)) -> list[dict]:
     """For each kernel of ``desc``'s CUDA lowering: name, registers, spill_bytes, stack_bytes,
-    shared_bytes, threads_per_block and the theoretical occupancy at that launch size. Needs
+    shared_bytes, threads_per_block (the block size launched on that architecture) and the
+    theoretical occupancy at it. Needs
     NVIDIA's compiler wheels, not a GPU."""
     from . import kernel_for
 
     kernel = kernel_for(desc)
     info = parse_ptxas(_link_log(kernel.ptx(cc), cc))
-    info.update(name=kernel.key.op, cc=f"sm_{cc[0]}{cc[1]}", threads_per_block=THREADS_PER_BLOCK,
-                occupancy=occupancy(info["registers"], info["shared_bytes"], THREADS_PER_BLOCK,
-                                    cc))
+    threads = block_size(info["registers"], info["shared_bytes"], cc)
+    info.update(name=kernel.key.op, cc=f"sm_{cc[0]}{cc[1]}", threads_per_block=threads,
+                occupancy=occupancy(info["registers"], info["shared_bytes"], threads, cc))
     return [info]

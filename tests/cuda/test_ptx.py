@@ -15,6 +15,7 @@ from tests.cases import catalogue
 SCRIPT = """
 import pickle, sys
 import dml_numba.cuda as dc
+from dml_numba.cuda._launch import block_size
 descs = pickle.load(open(sys.argv[1], "rb"))
 for desc in descs:
     k = dc.kernel_for(desc)
@@ -24,6 +25,8 @@ for desc in descs:
         for r in dc.resource_usage(desc, cc):  # ptxas through nvJitLink: the real register use
             assert r["spill_bytes"] == 0, (desc, r)
             assert r["registers"] <= 255 and r["occupancy"] > 0, (desc, r)
+            # the block size reported is the one launched: from these very resources
+            assert r["threads_per_block"] == block_size(r["registers"], r["shared_bytes"], cc)
 print("compiled", len(descs))
 """
 
@@ -62,3 +65,20 @@ def test_occupancy_calculator_and_log_parsing():
     assert occupancy(64, 0, 256, (8, 0)) == 0.5
     assert occupancy(128, 0, 256, (8, 0)) == 0.25
     assert occupancy(32, 100 * 1024, 256, (8, 0)) == 0.125  # one block fits the shared memory
+
+
+def test_block_size_comes_from_the_kernels_resources():
+    """The launch size follows the registers and shared memory (hand-computed, sm_80):
+    40 registers: 256 threads give 6 blocks = 75%, 128 give 12 = 75% (tie: 256 preferred),
+    512 give 3 = 75%, 1024 give 1 = 50%. 72 registers (2304 per warp, 28 warps of registers):
+    128 threads 7 blocks = 43.75%, 256 threads 3 blocks = 37.5%, 512 one block = 25%: 128.
+    168 registers (5376 per warp, 12 warps): only 128 (3 blocks, 18.75%) and 256 (1, 12.5%) fit."""
+    from dml_numba.cuda._launch import block_size, occupancy
+
+    assert block_size(40, 0, (8, 0)) == 256
+    assert block_size(72, 0, (8, 0)) == 128 and occupancy(72, 0, 128, (8, 0)) == 0.4375
+    assert block_size(168, 0, (8, 0)) == 128 and occupancy(168, 0, 1024, (8, 0)) == 0
+    # shared memory bounds blocks per SM: 40 KiB a block fits 4 on sm_80 (164 KiB): 256
+    # threads then give 4 x 8 warps = 50%, 512 give 4 x 16 = 100% (1024 ties it, later in order)
+    assert block_size(32, 40 * 1024, (8, 0)) == 512
+
