@@ -770,25 +770,45 @@ def pack_filter(desc, w, plan: BlockPlan) -> np.ndarray:
 
 
 def choose_algorithm(desc) -> str:
-    """``blocked`` for the float32/float16 convolutions it takes (forward and transposed) with at
-    least 4 output channels per group; otherwise ``gemm`` when each group's matrix product is big
-    enough for BLAS to pay off, else ``direct``.
+    """The algorithm for ``desc``, from the crossover grid in benchmarks/RESULTS.md (float32,
+    batch 1 and 8, 2 cores, AVX-512):
 
-    Measured (8x56x56 and 8x28x28, float32, 2 cores, benchmarks/RESULTS.md): blocked runs 3x3
-    64->64 at 173 GFLOP/s against 74 (gemm) and 64 (direct), grouped 256/8 at 156-174 against 52
-    (direct); depthwise (one channel per group) stays direct (46 against 12-15 blocked). Without
-    the blocked kernel (float64, strided last axis, transposed): forward GEMM wins from 32 output
-    channels per group (3x3 32->32: 20 vs 31 ms), ties at 16 (16->16: 10.0 vs 9.4 ms) and loses
-    below (grouped g=8 with 16 per group: 12.6 vs 8.0 ms; depthwise: 31 vs 1.8 ms)."""
+    * one output channel per group (depthwise): ``direct`` for windows of 2-9 taps that are
+      strided or at least 28 pixels wide (3x3 at 56x56: 0.16 against 0.49 ms blocked), else
+      ``blocked`` (1x1, 5x5, 7x7, 3-D and narrow rows: 1.4-18x faster than direct);
+    * ``gemm`` for dense (one group) convolutions where the blocked tile would be poor and BLAS
+      is big enough to pay off: rows too short for half the host's vector (7x7 outputs: 16
+      against 30 ms), or 1x1 over fewer than 512 pixels (14x14: 1.2 against 1.5 ms);
+    * ``blocked`` for every other float32/float16 convolution it takes (3x3 64->64 at 56x56: 173
+      GFLOP/s against 74 gemm and 64 direct; grouped, 5x5, 7x7, 1-D, 3-D, transposed);
+    * without the blocked kernel (float64; rows under 4 pixels): ``gemm`` when each group's
+      matrix product is big enough (forward: 32 output channels and 32 inner products per
+      group), else ``direct``."""
+    from ._simd import vector_lanes
+
     g = desc.group_count
-    taps = prod(desc.filter_tensor.sizes[2:])
-    if desc.output_tensor.sizes[1] // g >= 4 and block_plan(desc) is not None:
-        return "blocked"
-    if desc.direction == ConvolutionDirection.FORWARD:
+    ksz = desc.filter_tensor.sizes[2:]
+    taps = prod(ksz)
+    forward = desc.direction == ConvolutionDirection.FORWARD
+    if forward:
         inner, rows = desc.input_tensor.sizes[1] // g * taps, desc.output_tensor.sizes[1] // g
-        return "gemm" if inner >= 32 and rows >= 32 else "direct"
-    inner, rows = desc.input_tensor.sizes[1] // g, desc.output_tensor.sizes[1] // g * taps
-    return "gemm" if inner >= 32 and rows >= 8 else "direct"
+        gemm = inner >= 32 and rows >= 32
+    else:
+        inner, rows = desc.input_tensor.sizes[1] // g, desc.output_tensor.sizes[1] // g * taps
+        gemm = inner >= 32 and rows >= 8
+    plan = block_plan(_pointwise_as_1d(desc) or desc)
+    mg = desc.output_tensor.sizes[1] // g
+    if plan is not None and mg == 1:
+        strided = any(s > 1 for s in desc.strides)
+        narrow = desc.output_tensor.sizes[-1] < 28
+        return "direct" if 2 <= taps <= 9 and (strided or not narrow) else "blocked"
+    if plan is not None and g == 1 and gemm and (
+            plan.lanes * 2 < vector_lanes()
+            or (taps == 1 and forward and prod(desc.output_tensor.sizes[2:]) < 512)):
+        return "gemm"
+    if plan is not None and mg >= 4:
+        return "blocked"
+    return "gemm" if gemm else "direct"
 
 
 class ConvolutionKernel(CpuKernel):

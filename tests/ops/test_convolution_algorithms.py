@@ -43,20 +43,34 @@ def test_batches_larger_than_the_column_budget_are_chunked(monkeypatch, name):
     compare(desc, out, dml.compile_operator(desc, "numpy")(*inputs))
 
 
-def test_automatic_choice():
+def test_automatic_choice(monkeypatch):
+    """The rules read off the crossover grid (benchmarks/RESULTS.md), for a host with 16-lane
+    vectors (AVX-512) whatever this one has."""
+    from dml_numba.cpu import _simd
+
+    monkeypatch.setattr(_simd, "vector_lanes", lambda: 16)
     f32 = dml.DataType.FLOAT32
 
-    def desc(cin, cout, g, k=3):
+    def desc(cin, cout, g, k=3, hw=8, s=1):
+        o = (hw - k) // s + 1
         return dml.ConvolutionOperatorDesc(
-            dml.TensorDesc(f32, (1, cin, 8, 8)), dml.TensorDesc(f32, (cout, cin // g, k, k)), None,
-            dml.TensorDesc(f32, (1, cout, 8 - k + 1, 8 - k + 1)), 1, 0, (1, 1), (1, 1), (0, 0),
-            (0, 0), (0, 0), g)
+            dml.TensorDesc(f32, (1, cin, hw, hw)), dml.TensorDesc(f32, (cout, cin // g, k, k)), None,
+            dml.TensorDesc(f32, (1, cout, o, o)), 1, 0, (s, s), (1, 1), (0, 0), (0, 0), (0, 0), g)
 
-    assert cpu_conv.choose_algorithm(desc(64, 64, 1)) == "blocked"
-    assert cpu_conv.choose_algorithm(desc(128, 128, 8)) == "blocked"  # 16 output channels a group
-    assert cpu_conv.choose_algorithm(desc(64, 64, 64)) == "direct"  # depthwise
-    assert cpu_conv.choose_algorithm(desc(6, 3, 3)) == "direct"     # one output channel a group
-    assert cpu_conv.choose_algorithm(desc(8, 8, 1, k=7)) == "direct"  # rows of 2 pixels
+    choose = cpu_conv.choose_algorithm
+    assert choose(desc(64, 64, 1, hw=58)) == "blocked"
+    assert choose(desc(128, 128, 8, hw=30)) == "blocked"   # 16 output channels a group
+    assert choose(desc(64, 64, 64, hw=58)) == "direct"     # depthwise 3x3, wide rows
+    assert choose(desc(64, 64, 64, hw=58, s=2)) == "direct"  # depthwise 3x3, strided
+    assert choose(desc(64, 64, 64, hw=16)) == "blocked"    # depthwise 3x3, 14-pixel rows
+    assert choose(desc(64, 64, 64, k=5, hw=60)) == "blocked"  # depthwise 5x5
+    assert choose(desc(64, 64, 64, k=1, hw=56)) == "blocked"  # depthwise 1x1
+    assert choose(desc(8, 8, 1, k=7)) == "direct"          # rows of 2 pixels: no tile
+    assert choose(desc(6, 6, 3)) == "direct"               # 2 output channels a group, no BLAS
+    assert choose(desc(512, 512, 1, hw=9)) == "gemm"        # 7-pixel rows: a quarter vector
+    assert choose(desc(256, 256, 1, k=1, hw=14)) == "gemm"  # 1x1 over 196 pixels
+    assert choose(desc(256, 256, 1, k=1, hw=28)) == "blocked"  # 1x1 over 784 pixels
+    assert choose(desc(512, 512, 8, hw=9)) == "blocked"     # grouped: the blocked tile still wins
 
 
 def test_automatic_choice_without_the_blocked_kernel():
