@@ -90,6 +90,17 @@ def run(quick: bool = False) -> Table:
               _fmt(ratio), "NumPy strided copy", _fmt(t_np * 1e3),
               _fmt(t_np / t), _fmt(t_torch * 1e3) if torch else "n/a",
               _fmt(t_torch / t) if torch else "n/a")
+
+    big = np.random.default_rng(1).standard_normal((8, 64, 256, 256)).astype(np.float32)
+    out = np.empty((8, 64, 128, 128), np.float32)
+    strides = (1, 1, -2, 2)
+    t, ratio = timed(lambda: dml.slice1(big, (0, 0, 0, 0), big.shape, strides, device="cpu",
+                                        out=out), out.nbytes)
+    np.testing.assert_array_equal(out, big[:, :, ::-2, ::2])
+    t_np = median_time(lambda: np.copyto(out, big[:, :, ::-2, ::2]), repeat=repeat)
+    table.add("slice1 strides (1, 1, -2, 2) of (8, 64, 256, 256)", _fmt(t * 1e3),
+              _fmt(2 * out.nbytes / t / 1e9), _fmt(ratio), "NumPy strided copy",
+              _fmt(t_np * 1e3), _fmt(t_np / t), "n/a (no negative steps)", "n/a")
     return table
 
 

@@ -114,18 +114,36 @@ def build(key: KernelKey, source: str, arg_types):
     return _diskcache.compile_kernel(key, source, finish)
 
 
+#: last-axis strides read through vector loads and shuffles (``vload_stride``); wider ones
+#: would load more than they keep
+SHUFFLED_STRIDES = (-4, -3, -2, 2, 3, 4)
+
+
+def strided_lanes(plan: GatherPlan, itemsize: int) -> int:
+    """Lanes of the vector reads of a strided last axis (0 where the row is read otherwise):
+    one host vector's bytes of output per step, if the row holds at least one step."""
+    from ._simd import vector_lanes
+
+    m = plan.maps[-1]
+    lanes = vector_lanes() * 4 // itemsize
+    return lanes if m.kind == "affine" and m.s in SHUFFLED_STRIDES and m.size >= lanes else 0
+
+
 def emit_gather(key: KernelKey, plan: GatherPlan) -> str:
     """The loop nest of a data-movement operator: a flat (p)range over all output rows, the
-    per-axis index maps, then the last axis split into contiguous runs where the map allows."""
+    per-axis index maps, then the last axis split into contiguous runs where the map allows,
+    or read through vector loads and shuffles where it is strided."""
     desc = key.desc
+    lanes = strided_lanes(plan, storage_dtype(desc.input_tensor.data_type).itemsize)
     w = SourceWriter()
-    loop = header(w, key)
+    loop = header(w, key, imports=("from dml_numba.cpu._simd import vload_stride, vstore_raw",)
+                  if lanes else ())
     with w.block("def kernel(x, y):"):
-        _emit_gather_body(w, loop, plan, desc)
+        _emit_gather_body(w, loop, plan, desc, lanes)
     return w.text()
 
 
-def _emit_gather_body(w, loop, plan, desc):
+def _emit_gather_body(w, loop, plan, desc, lanes: int = 0):
     maps = plan.maps
     rank = len(maps)
     if plan.constant is not None:
@@ -134,12 +152,12 @@ def _emit_gather_body(w, loop, plan, desc):
     inner = [f"i{d}" for d in range(rank - 1)]
     last = maps[-1]
 
-    def row():
-        _emit_row(w, outer, inner, last, plan.constant is not None)
+    def row(steps_loop="range"):
+        _emit_row(w, outer, inner, last, plan.constant is not None, lanes, steps_loop)
 
     if rank == 1:
-        if loop == "range":
-            row()
+        if loop == "range" or lanes:
+            row(loop)  # a strided 1-D row: its vector steps in parallel
             return
         with w.block(f"for o0 in {loop}({last.size}):"):  # parallel: one element per iteration
             emit_map(w, last, "o0", "i0")
@@ -168,10 +186,21 @@ def _emit_gather_body(w, loop, plan, desc):
             row()
 
 
-def _emit_row(w, outer, inner, m, constant: bool):
-    """One output row along the last axis."""
+def _emit_row(w, outer, inner, m, constant: bool, lanes: int = 0, steps_loop: str = "range"):
+    """One output row along the last axis (``lanes``: read a strided row in vectors of that
+    many elements, the steps in a ``steps_loop``)."""
     y = lambda j: f"y[{index(*outer, j)}]"  # noqa: E731
     x = lambda i: f"x[{index(*inner, i)}]"  # noqa: E731
+    if lanes:  # row views (1-D, C-contiguous), whole vectors, then the scalar remainder
+        w(f"xr = x[{index(*inner)}]" if inner else "xr = x")
+        w(f"yr = y[{index(*outer)}]" if outer else "yr = y")
+        steps = m.size // lanes
+        with w.block(f"for t in {steps_loop}({steps}):"):
+            w(f"vstore_raw(yr, t * {lanes}, vload_stride(xr, "
+              f"{affine([('t', lanes * m.s)], m.a)}, {m.s}, {lanes}))")
+        with w.block(f"for j in range({steps * lanes}, {m.size}):"):
+            w(f"yr[j] = xr[{affine([('j', m.s)], m.a)}]")
+        return
     if m.kind in PAD_KINDS:
         segments = ((0, min(m.a, m.size)), (m.a + m.n, m.size))
         with w.block(f"for j in range({m.n}):"):  # the interior: a contiguous copy

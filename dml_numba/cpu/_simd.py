@@ -16,6 +16,9 @@ convolution kernels hold their accumulators in ``<L x float>`` values: a Numba t
   in the IR either way, which keeps compile times of kernels with many strided stores short);
 * ``vadd(a, b)`` and ``vzero(L)``.
 
+For data movement, :class:`RawVector` holds lanes of any element type: ``vload_stride(a, i, s,
+L)`` reads ``a[i + lane * s]`` (one load and a shuffle) and ``vstore_raw(a, i, v)`` writes them.
+
 ``L`` is a compile-time constant (a literal in the generated source). LLVM legalises any lane
 count: a 16-lane vector is one register with AVX-512, two with AVX2, four with SSE or NEON;
 :func:`vector_lanes` picks the lane count of the host's widest float registers. No bounds are
@@ -171,6 +174,71 @@ def vscatter(typingctx, arr, index, stride, vec):
         return context.get_dummy_value()
 
     return types.none(arr, index, stride, vec), codegen
+
+
+# -- data movement: vectors of any element type ---------------------------------------------
+
+class RawVector(types.Type):
+    """``<lanes x T>`` for an array element type ``T``: moved, never computed with."""
+
+    def __init__(self, dtype, lanes: int):
+        self.dtype, self.lanes = dtype, lanes
+        super().__init__(name=f"raw_{dtype}x{lanes}")
+
+
+@register_model(RawVector)
+class _RawVectorModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        element = dmm.lookup(fe_type.dtype).get_value_type()
+        super().__init__(dmm, fe_type, ir.VectorType(element, fe_type.lanes))
+
+
+def _check_row(ty):
+    if not (isinstance(ty, types.Array) and ty.ndim == 1 and ty.layout == "C"
+            and isinstance(ty.dtype, (types.Integer, types.Float))):
+        raise TypeError(f"expected a 1-D C-contiguous numeric array, got {ty}")
+
+
+@intrinsic(prefer_literal=True)
+def vload_stride(typingctx, arr, index, stride, lanes):
+    """``[a[i + lane * s] for lane in range(L)]`` (``s`` a non-zero literal) as one load of the
+    ``(L - 1) * |s| + 1`` elements the lanes span and one shuffle that picks them: a strided
+    read at vector speed, touching no element outside the span."""
+    _check_row(arr)
+    n, st = _lanes(lanes), _lanes(stride)
+    if st == 0:
+        raise TypeError("the stride must be non-zero")
+    span = (n - 1) * abs(st) + 1
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        first = args[1] if st > 0 else builder.add(
+            args[1], context.get_constant(sig.args[1], (n - 1) * st))
+        element = ary.data.type.pointee
+        ptr = builder.bitcast(builder.gep(ary.data, [first]),
+                              ir.VectorType(element, span).as_pointer())
+        block = builder.load(ptr, align=1)
+        picks = [lane * st if st > 0 else span - 1 + lane * st for lane in range(n)]
+        return builder.shuffle_vector(block, ir.Constant(block.type, ir.Undefined),
+                                      ir.Constant(ir.VectorType(ir.IntType(32), n), picks))
+
+    return RawVector(arr.dtype, n)(arr, index, stride, lanes), codegen
+
+
+@intrinsic
+def vstore_raw(typingctx, arr, index, vec):
+    """``a[i:i+L] = v`` for a RawVector of the array's element type."""
+    _check_row(arr)
+    if not (isinstance(vec, RawVector) and vec.dtype == arr.dtype):
+        raise TypeError("vstore_raw stores a RawVector of the array's element type")
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), args[2].type.as_pointer())
+        builder.store(args[2], ptr, align=1)
+        return context.get_dummy_value()
+
+    return types.none(arr, index, vec), codegen
 
 
 @functools.lru_cache(maxsize=None)

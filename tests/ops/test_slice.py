@@ -75,3 +75,28 @@ def test_inferred_slice_rejects_stride_zero():
     with pytest.raises(dml.ValidationError, match=r"SliceOperatorDesc\.strides\[1\]: 0 is invalid"):
         dml.SliceOperatorDesc(dml.TensorDesc(t, (4, 4)), dml.TensorDesc(t, (2, 2)), (0, 0),
                               (2, 2), (1, 0))
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.float64, np.uint16],
+                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("stride", [-4, -3, -2, 2, 3, 4])
+def test_strided_rows_are_read_in_vectors(stride, dtype, parallel):
+    """Last-axis strides of 2-4 either way are read on the cpu device as one vector load and a
+    shuffle per step (whole vectors, then a scalar remainder): every element width, rank 1 and
+    3, both variants, against NumPy slicing; an offset row start and a window shorter than the
+    row."""
+    from dml_numba.cpu._emit import strided_lanes
+
+    for shape, offs, sizes in [((3, 2, 301), (1, 0, 5), (2, 2, 290)), ((4001,), (3,), (3990,))]:
+        x = random_array(shape, dtype)
+        strides = (1,) * (len(shape) - 1) + (stride,)
+        desc = dml.functional.slice1_desc(x, offs, sizes, strides)
+        op = dml.compile_operator(desc, "cpu", parallel=parallel)
+        lanes = strided_lanes(desc.gather_plan(), np.dtype(dtype).itemsize)
+        assert lanes and "vload_stride" in op.source
+        assert desc.output_tensor.sizes[-1] % lanes  # a remainder after the vectors
+        window = tuple(slice(o + (n - 1 if s < 0 else 0), None, s) if s < 0 else slice(o, o + n, s)
+                       for o, n, s in zip(offs, sizes, strides))
+        expected = x[window][tuple(slice(0, k) for k in desc.output_tensor.sizes)]
+        assert_exact(op(x), expected)
