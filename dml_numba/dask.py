@@ -118,7 +118,9 @@ def _gather_block(region, local_idx, masks, constant, dtype):
         axes = [m.reshape([-1 if i == d else 1 for i in range(nd)]) for d, m in enumerate(masks)]
         outside = ~functools.reduce(np.logical_and, axes)
         block = np.where(outside, np.asarray(constant, dtype=dtype), block)
-    return np.ascontiguousarray(block, dtype=dtype)
+    # a view where the block is the region as it is (no copy: Dask copies blocks into the
+    # result, and the operators take strided blocks)
+    return np.asarray(block, dtype=dtype)
 
 
 def _data_movement(x, desc, out_chunks):
