@@ -45,17 +45,25 @@ def element_loop(w: SourceWriter, key: KernelKey, args: str, total: int):
             yield
 
 
-def emit_reduction(key: KernelKey, args: str, channel: str, element, acc: str | None = None) -> str:
+def emit_reduction(key: KernelKey, args: str, channel: str, element, acc: str | None = None,
+                   channels: int = 1) -> str:
     """A convolution or pooling kernel: one output element (n, channel, o...) per iteration,
-    computed by the shared ``element(w, desc, o, acc=..., load=...)`` body."""
+    computed by the shared ``element(w, desc, o, acc=..., load=...)`` body; with ``channels``
+    > 1, ``channels`` consecutive channels per iteration (``element`` then takes
+    ``channels=``). Consecutive threads take consecutive positions along the last axis."""
     d = key.desc
     w = SourceWriter()
     header(w, key)
     o = [f"o{i}" for i in range(d.input_tensor.rank - 2)]
-    with element_loop(w, key, args, d.output_tensor.element_count):
-        decompose(w, "f", ["n", channel] + o, d.output_tensor.sizes)
+    sizes = list(d.output_tensor.sizes)
+    sizes[1] //= channels
+    with element_loop(w, key, args, d.output_tensor.element_count // channels):
+        decompose(w, "f", ["n", channel if channels == 1 else "mb"] + o, sizes)
+        if channels > 1:
+            w(f"{channel} = mb * {channels}")
+        extra = {"channels": channels} if channels > 1 else {}
         element(w, d, o, acc=acc or accumulator(d.input_tensor.data_type).name,
-                load=half_load(d.input_tensor.data_type))
+                load=half_load(d.input_tensor.data_type), **extra)
     return w.text()
 
 

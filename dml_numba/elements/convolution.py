@@ -9,9 +9,19 @@ from ..ops.convolution import ConvolutionDirection, ConvolutionMode
 from . import open_window_loops
 
 
-def conv_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> None:
-    """Convolution at output (n, m, o...): FORWARD gathers input taps; BACKWARD is the adjoint
-    in gather form (race-free). Bias and the fused activation form the epilogue."""
+def channel_block(desc, limit: int = 4) -> int:
+    """Output channels one element computes together: the largest of ``limit``, 2, 1 that
+    divides the channels of a group (so a block never straddles two groups)."""
+    mg = desc.output_tensor.sizes[1] // desc.group_count
+    return next(b for b in (limit, 2, 1) if mg % b == 0)
+
+
+def conv_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e,
+                 channels: int = 1) -> None:
+    """Convolution at output (n, m, o...) and, with ``channels`` > 1, at the next channels
+    (m .. m + channels - 1, one group): each input tap is read once for all of them, into
+    ``channels`` accumulators. FORWARD gathers input taps; BACKWARD is the adjoint in gather
+    form (race-free). Bias and the fused activation form the epilogue."""
     nd = len(o)
     a = [f"a{i}" for i in range(nd)]
     cin = desc.input_tensor.sizes[1]
@@ -22,7 +32,9 @@ def conv_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> Non
     w(f"g = m // {mg}")
     if not forward:
         w(f"col = m - g * {mg}")
-    w(f"acc = numba.{acc}(0.0)")
+    accs = [f"acc{j}" if channels > 1 else "acc" for j in range(channels)]
+    for name in accs:
+        w(f"{name} = numba.{acc}(0.0)")
     with ExitStack() as stack:
         stack.enter_context(w.block(f"for c in range({cg}):"))
         w(f"ci = g * {cg} + c")
@@ -31,18 +43,25 @@ def conv_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> Non
             starts={"o": o, "k": desc.filter_tensor.sizes[2:], "pad": desc.start_padding},
             steps=desc.strides, dilations=desc.dilations, transposed=not forward,
             flip=desc.mode == ConvolutionMode.CONVOLUTION)
-        widx = index("m", "c", *fidx) if forward else index("ci", "col", *fidx)
-        xin, win = "x[" + index("n", "ci", *a) + "]", "w[" + widx + "]"
-        w(f"acc += {load(xin)} * {load(win)}")
-    conv_epilogue(w, desc, "acc", f"y[{index('n', 'm', *o)}]", load=load)
+        xin = load("x[" + index("n", "ci", *a) + "]")
+        if channels > 1:
+            w(f"xv = {xin}")
+            xin = "xv"
+        for j, name in enumerate(accs):
+            chan = f"m + {j}" if j else "m"
+            widx = index(chan, "c", *fidx) if forward else index("ci", f"col + {j}" if j else "col", *fidx)
+            w(f"{name} += {xin} * {load('w[' + widx + ']')}")
+    for j, name in enumerate(accs):
+        chan = f"m + {j}" if j else "m"
+        conv_epilogue(w, desc, name, f"y[{index('n', chan, *o)}]", load=load, channel=chan)
 
 
 def conv_epilogue(w: SourceWriter, desc, value: str, target: str, *, load=lambda e: e,
-                  bias: str | None = None) -> None:
-    """``target = act(value + bias[m])``; ``v`` is its own variable, so the accumulator's
-    type stays narrow. ``bias`` overrides the default read of ``b[0, m, 0...]``."""
+                  bias: str | None = None, channel: str = "m") -> None:
+    """``target = act(value + bias[channel])``; ``v`` is its own variable, so the accumulator's
+    type stays narrow. ``bias`` overrides the default read of ``b[0, channel, 0...]``."""
     if desc.bias_tensor is not None and bias is None:
-        bias = load("b[" + index(0, "m", *([0] * (desc.input_tensor.rank - 2))) + "]")
+        bias = load("b[" + index(0, channel, *([0] * (desc.input_tensor.rank - 2))) + "]")
     w(f"v = {value}" + (f" + {bias}" if desc.bias_tensor is not None else ""))
     if desc.fused_activation is not None:
         w(f"v = {desc.fused_activation.expression('v')}")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dml_numba as dml
-from tests.cases import catalogue, compare
+from tests.cases import CV, catalogue, compare, conv_case
 
 pytestmark = pytest.mark.cuda
 CASES = catalogue()
@@ -94,3 +94,32 @@ def test_importing_a_missing_name_is_an_import_error():
         from dml_numba.cuda import missing_name  # noqa: F401
     with pytest.raises(ModuleNotFoundError):
         import dml_numba.cuda.no_such_module  # noqa: F401
+
+
+CHANNEL_BLOCKS = {
+    # output channels a group -> channels a thread: 8 -> 4 (dense), 4 -> 4 (2 groups), 6 -> 2,
+    # with bias and activation; the transposed ones through the gather form
+    "fwd-8": (conv_case((1, 3, 4, 5), (8, 3, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1,
+                        act=dml.ActivationLeakyReluOperatorDesc(0.2)), 4),
+    "fwd-groups-4": (conv_case((2, 4, 3, 4), (8, 2, 2, 3), (1, 2), (1, 1), (0, 1), (1, 0), 2), 4),
+    "fwd-6": (conv_case((1, 2, 3, 3), (6, 2, 1, 2), (1, 1), (1, 1), (0, 0), (0, 1), 1, mode=CV), 2),
+    "bwd-groups-4": (conv_case((1, 4, 2, 3), (4, 4, 2, 2), (2, 2), (1, 1), (0, 1), (1, 0), 2,
+                               direction=1), 4),
+    "bwd-6-f16": (conv_case((1, 2, 3, 2), (2, 6, 3, 2), (2, 1), (1, 1), (1, 0), (0, 0), 1,
+                            direction=1, dtype=np.float16), 2),
+}
+
+
+@pytest.mark.parametrize("name", list(CHANNEL_BLOCKS))
+def test_threads_computing_several_output_channels(cuda, name):
+    """A thread computes a block of output channels (4 or 2, never across a group); every
+    channel of the block gets its own taps' weights, bias and activation."""
+    from dml_numba.elements.convolution import channel_block
+
+    (desc, inputs), block = CHANNEL_BLOCKS[name]
+    assert channel_block(desc) == block
+    op = dml.compile_operator(desc, "cuda")
+    assert f"mb * {block}" in op.source and "acc1" in op.source
+    y = op(*inputs)
+    y = y.copy_to_host() if hasattr(y, "copy_to_host") else y
+    compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
