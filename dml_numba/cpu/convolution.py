@@ -504,6 +504,26 @@ def _emit_copy_out(w, d, mb, R, width, source, target) -> None:
         w(f"y[{target}] = v")
 
 
+def _blocked_layout(key) -> tuple:
+    """What both blocked emitters read off their key: the tile ("blocked L MB R J"), the sizes,
+    the channel blocks (``nmb`` of them, ``tail`` channels in the last), the padded input's
+    ``front`` and sizes ``P`` with their strides, the output's strides, and the plane sizes.
+    (CONVOLUTION mode needs nothing here: the host packs the filter flipped.)"""
+    d = key.desc
+    L, MB, R, J = map(int, key.kernel.split()[1:])
+    n_, cin = d.input_tensor.sizes[:2]
+    cout = d.output_tensor.sizes[1]
+    out = d.output_tensor.sizes[2:]
+    nd = len(out)
+    mg = cout // d.group_count
+    nmb = -(-mg // MB)
+    front, P = padded_geometry(d)
+    return (L, MB, R, J, n_, cin, cout, d.input_tensor.sizes[2:], out, d.filter_tensor.sizes[2:],
+            nd, d.group_count, mg, nmb, mg - (nmb - 1) * MB, front, P,
+            [prod(P[i + 1:]) for i in range(nd)], [prod(out[i + 1:]) for i in range(nd)],
+            prod(P), prod(out))
+
+
 def _emit_blocked(key) -> str:
     """Forward convolution in register-blocked tiles (dense, grouped, depthwise; 1-D to 3-D).
 
@@ -518,23 +538,10 @@ def _emit_blocked(key) -> str:
     instead of running a remainder loop (the same values are stored twice). Bias is added in
     registers; a fused activation runs over the stored tile."""
     d = key.desc
-    L, MB, R, J = map(int, key.kernel.split()[1:])  # "blocked L MB R J"
-    n_, cin = d.input_tensor.sizes[:2]
-    cout = d.output_tensor.sizes[1]
-    size_in = d.input_tensor.sizes[2:]
-    out = d.output_tensor.sizes[2:]
-    ksz = d.filter_tensor.sizes[2:]
-    nd = len(out)
-    g = d.group_count
-    mg = cout // g
-    nmb = -(-mg // MB)
-    tail = mg - (nmb - 1) * MB  # channels in the last block
-    start, P = padded_geometry(d)
+    (L, MB, R, J, n_, cin, cout, size_in, out, ksz, nd, g, mg, nmb, tail, start, P, pstride,
+     ostride, ps, os_) = _blocked_layout(key)
     pad = needs_copy(d)
     split = d.strides[-1]  # > 1: rows stored by stride phase, a window's taps read consecutively
-    pstride = [prod(P[i + 1:]) for i in range(nd)]
-    ostride = [prod(out[i + 1:]) for i in range(nd)]
-    ps, os_ = prod(P), prod(out)  # (CONVOLUTION mode: the host packs the filter flipped)
     w = SourceWriter()
     loop = header(w, key, imports=("from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, "
                                    "vstore, vzero",))
@@ -631,22 +638,9 @@ def _emit_blocked_transposed(key) -> str:
     the divisibility test. Stores are vectors where the last stride is 1, lane by lane at the
     stride otherwise (one store per output, against ``C_in/groups x taps`` multiply-adds)."""
     d = key.desc
-    L, MB, R, J = map(int, key.kernel.split()[1:])
-    n_, cin = d.input_tensor.sizes[:2]
-    cout = d.output_tensor.sizes[1]
-    size_in = d.input_tensor.sizes[2:]
-    out = d.output_tensor.sizes[2:]
-    ksz = d.filter_tensor.sizes[2:]
-    nd = len(out)
-    g = d.group_count
-    mg = cout // g
-    nmb = -(-mg // MB)
-    tail = mg - (nmb - 1) * MB
-    front, P = padded_geometry(d)
+    (L, MB, R, J, n_, cin, cout, size_in, out, ksz, nd, g, mg, nmb, tail, front, P, pstride,
+     ostride, ps, os_) = _blocked_layout(key)
     phases = transposed_phases(d)
-    pstride = [prod(P[i + 1:]) for i in range(nd)]
-    ostride = [prod(out[i + 1:]) for i in range(nd)]
-    ps, os_ = prod(P), prod(out)
     st, start, dil = d.strides, d.start_padding, d.dilations
     w = SourceWriter()
     loop = header(w, key, imports=("from dml_numba.cpu._simd import vadd, vfma, vload, vscatter, "
