@@ -34,6 +34,7 @@ import numpy as np
 
 from . import functional as F
 from ._errors import ValidationError
+from ._gather import sources
 from .ops.convolution import ConvolutionDirection
 from .ops.padding import PaddingMode
 
@@ -64,41 +65,6 @@ def _boundaries(chunks) -> list[int]:
     for c in chunks:
         out.append(out[-1] + c)
     return out
-
-
-# -- index maps evaluated with NumPy (the same definitions as the descriptors' AxisMap) ---------
-
-def _sources(m, lo: int, hi: int):
-    """Input coordinates read by output coordinates [lo, hi) of one axis, and a mask of those
-    that read the input (False: the padding constant)."""
-    o = np.arange(lo, hi, dtype=np.int64)
-    n, a = m.n, m.a
-    inside = np.ones(o.shape, bool)
-    if m.kind == "shift":
-        i = o - a
-        inside = (i >= 0) & (i < n)
-    elif m.kind == "clamp":
-        i = np.clip(o - a, 0, n - 1)
-    elif m.kind == "reflect":
-        if n == 1:
-            i = np.zeros_like(o)
-        else:
-            p = 2 * (n - 1)
-            j = np.mod(o - a, p)
-            i = np.where(j < n, j, p - j)
-    elif m.kind == "symmetric":
-        p = 2 * n
-        j = np.mod(o - a, p)
-        i = np.where(j < n, j, p - 1 - j)
-    elif m.kind == "wrap":
-        i = np.mod(o - a, n)
-    elif m.kind == "modulo":
-        i = np.mod(o, n)
-    elif m.kind == "affine":
-        i = a + m.s * o
-    else:
-        raise AssertionError(f"unknown AxisMap kind {m.kind!r}")
-    return np.where(inside, i, 0), inside
 
 
 def _gather_block(region, local_idx, masks, constant, dtype):
@@ -142,7 +108,7 @@ def _data_movement(x, desc, out_chunks):
     for index in itertools.product(*(range(len(c)) for c in out_chunks)):
         local, masks, region = [], [], []
         for d, b in enumerate(index):
-            src, inside = _sources(plan.maps[d], bounds[d][b], bounds[d][b + 1])
+            src, inside = sources(plan.maps[d], bounds[d][b], bounds[d][b + 1])
             used = src[inside]
             lo, hi = (int(used.min()), int(used.max()) + 1) if used.size else (0, 0)
             region.append(slice(lo, hi))

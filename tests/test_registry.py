@@ -123,3 +123,30 @@ def test_operator_names_appear_outside_their_slices_only_in_the_two_api_modules(
             found[str(path.relative_to(root))] = sorted(hits)
     assert set(found) <= {"functional.py", "dask.py"}, found
     assert found.get("functional.py")  # the test sees names where they are
+
+
+@pytest.mark.parametrize("kind", ["shift", "clamp", "reflect", "symmetric", "wrap", "modulo",
+                                  "affine"])
+def test_index_maps_evaluated_with_numpy_agree_with_the_emitted_source(kind):
+    """The two formulations of an index map (the source the kernels run, and the NumPy one the
+    Dask layer uses) agree for every output coordinate, pads wider than the axis included."""
+    from dml_numba._gather import sources
+
+    for n, a, s, size in [(1, 3, 1, 9), (2, 5, 1, 13), (5, 7, -2, 20), (7, 0, 3, 7), (4, 9, 1, 31)]:
+        if kind == "affine":
+            a, size = (n - 1 if s < 0 else 0), -(-n // abs(s))
+        m = AxisMap(kind, n, size, a, s)
+        w = SourceWriter()
+        with w.block("def f(o):"):
+            emit_map(w, m, "o", "i")
+            w("return i")
+        ns = {}
+        exec(w.text(), ns)
+        idx, inside = sources(m, 0, size)
+        emitted = [ns["f"](o) for o in range(size)]
+        if kind == "shift":
+            assert list(inside) == [0 <= o - a < n for o in range(size)]
+            assert [i for i, ok in zip(emitted, inside) if ok] == list(idx[inside])
+        else:
+            assert inside.all() and list(idx) == emitted, (m, emitted, list(idx))
+            assert all(0 <= i < n for i in emitted)
