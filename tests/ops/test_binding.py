@@ -219,3 +219,67 @@ def test_overlap_too_hard_to_decide_is_refused(monkeypatch):
     monkeypatch.setattr(_binding.np, "shares_memory", too_hard)
     with pytest.raises(dml.ValidationError, match="tile.out: an array overlapping input 0"):
         _binding.check_no_overlap(out, [x], "tile")
+
+
+def test_descriptor_path_messages_in_full():
+    """The host binding's refusals name the argument and say what to do, word for word: a masked
+    array, a CUDA device array (anything exporting ``__cuda_array_interface__``, as CuPy and
+    numba-cuda arrays do on a GPU; the simulator's arrays do not, so a minimal exporter stands
+    in), a non-native byte order."""
+
+    class DeviceArray:  # the interface's required keys, pointing nowhere (never dereferenced)
+        __cuda_array_interface__ = {"shape": (2, 3), "typestr": "<f4", "data": (0, False),
+                                    "version": 3}
+
+    op = dml.compile_operator(_tile_desc(), "cpu")
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(dml.ValidationError) as e:
+        op(np.ma.array(x, mask=x > 0))
+    assert str(e.value) == ("TileOperatorDesc.input_tensor: a masked array is invalid; expected a plain "
+                            "numpy.ndarray (the mask would be ignored: use .filled() or .data)")
+    with pytest.raises(dml.ValidationError) as e:
+        op(DeviceArray())
+    assert str(e.value) == ("TileOperatorDesc.input_tensor: a CUDA device array is invalid on a host device; "
+                            "expected a numpy.ndarray (use device='cuda')")
+    with pytest.raises(dml.ValidationError) as e:
+        op(x.astype(">f4"))
+    assert str(e.value) == ("TileOperatorDesc.input_tensor: dtype >f4 is invalid (non-native byte order: convert "
+                            "with .astype(a.dtype.newbyteorder('='))); expected float32 (FLOAT32)")
+
+
+def test_overlap_with_a_later_input_after_a_separate_one_is_refused():
+    """The first input and the output are separate allocations (nothing to test between them);
+    the filter, a view of the output, must still be checked."""
+    d = dml.ConvolutionOperatorDesc(dml.TensorDesc(F32, (1, 1, 4)), dml.TensorDesc(F32, (1, 1, 2)),
+                                    None, dml.TensorDesc(F32, (1, 1, 3)), 1, 0, (1,), (1,), (0,),
+                                    (0,), (0,), 1)
+    out = np.zeros((1, 1, 3), np.float32)
+    x = np.ones((1, 1, 4), np.float32)
+    with pytest.raises(dml.ValidationError, match="out: an array overlapping input 1 is invalid"):
+        dml.compile_operator(d, "cpu")(x, out[:, :, :2], out=out)
+
+
+def test_functional_layer_converts_byte_order_and_passes_device_arrays_on():
+    """A non-native array keeps its type (int32 stays int32, converted to native order); an
+    array exporting ``__cuda_array_interface__`` reaches the device's binding unconverted (a host
+    device then refuses it by name, not as an object array)."""
+    y = dml.tile(np.arange(4, dtype=">i4"), (2,))
+    assert y.dtype == np.int32 and y.dtype.isnative
+    assert_exact(y, np.tile(np.arange(4, dtype=np.int32), 2))
+
+    class DeviceArray:
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0, False),
+                                    "version": 3}
+        shape, dtype = (4,), np.dtype(np.float32)
+
+    with pytest.raises(dml.ValidationError, match="a CUDA device array is invalid on a host "
+                                                  r"device; expected a numpy.ndarray \(use "
+                                                  r"device='cuda'\)"):
+        dml.tile(DeviceArray(), (2,), device="cpu")
+
+
+def test_functional_layer_refuses_non_numeric_arrays_in_full():
+    with pytest.raises(dml.ValidationError) as e:
+        dml.tile(["a", "b"], (2,))  # a list: converted by the functional layer, then refused
+    assert str(e.value) == ("tile.x: dtype <U1 is invalid; expected a numeric array (one of "
+                            "float32, float16, float64, int8..int64, uint8..uint64)")
