@@ -136,7 +136,8 @@ def test_catalogue_bases_are_valid(builder):
     builder()
 
 
-@pytest.mark.parametrize("builder,overrides,where", CATALOGUE, ids=lambda v: str(v)[:60])
+@pytest.mark.parametrize("builder,overrides,where", CATALOGUE,
+                         ids=lambda v: v.__name__ if callable(v) else str(v)[:60])  # stable ids
 def test_invalid_descriptor_names_operator_and_field(builder, overrides, where):
     with pytest.raises(dml.ValidationError, match=rf"^{where}.*: .* is invalid; "):
         builder(**overrides)
