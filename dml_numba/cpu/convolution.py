@@ -331,13 +331,15 @@ class BlockPlan:
         return self.mb * self.rows * self.vectors
 
 
-def block_plan(desc, lanes: int | None = None, budget: int | None = None) -> BlockPlan | None:
+def block_plan(desc, lanes: int | None = None, budget: int | None = None,
+               channels: int = 4) -> BlockPlan | None:
     """The tile for ``desc`` on this machine, or None where the blocked kernel does not apply:
     float64, or fewer than 4 output pixels per row (per stride phase for BACKWARD).
 
     ``lanes`` defaults to the host's widest float32 vector (16 with AVX-512, 8 with AVX2, 4 with
     SSE/NEON), reduced to fit the row; ``budget`` (accumulator registers) to 12, which leaves
-    four of AVX2's 16 vector registers for the input vectors and the broadcast weight."""
+    four of AVX2's 16 vector registers for the input vectors and the broadcast weight;
+    ``channels`` output channels share each loaded input vector."""
     from ._simd import vector_lanes
 
     d = desc
@@ -357,7 +359,7 @@ def block_plan(desc, lanes: int | None = None, budget: int | None = None) -> Blo
     # for 3x3 64->64 on 8x56x56 and 134, 180, 153, 150 for 1x1 256->128 on 8x28x28 (flattened)
     budget = budget or 12
     mg = d.output_tensor.sizes[1] // d.group_count
-    mb = min(mg, 4)
+    mb = min(mg, channels)
     room = max(1, budget // mb)
     rows = min(room, height) if len(out) >= 2 else 1
     vectors = max(1, min(room // rows, width // lanes))
