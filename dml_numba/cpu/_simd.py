@@ -256,19 +256,3 @@ def vector_lanes() -> int:
     if features.get("avx"):
         return 8
     return 4
-
-
-@functools.lru_cache(maxsize=None)
-def vector_registers() -> int:
-    """How many vector registers the host has (32 with AVX-512 and on AArch64, 16 otherwise)."""
-    try:
-        from llvmlite import binding as ll
-
-        features = ll.get_host_cpu_features()
-        import platform
-
-        if features.get("avx512f") or platform.machine().lower() in ("arm64", "aarch64"):
-            return 32
-    except Exception:  # pragma: no cover
-        pass
-    return 16

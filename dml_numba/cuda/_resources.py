@@ -9,6 +9,7 @@ import re
 
 from ._launch import block_size, occupancy
 
+
 def _link_log(ptx: str, cc) -> str:
     from cuda.bindings import nvjitlink
 
