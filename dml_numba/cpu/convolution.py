@@ -131,6 +131,9 @@ def _emit_direct(key) -> str:
 
 #: the fused row loop sums every tap in one expression; beyond this many taps it stops paying
 FUSED_MAX_TAPS = 32
+#: edge runs of at most this many pixels are written out with only their valid taps (no loop,
+#: no bounds tests: less code for Numba's passes, which dominate the compile)
+EDGE_UNROLL = 4
 
 
 def _emit_fused_rows(w, d, o, a, yrow, per_tap) -> None:
@@ -159,7 +162,7 @@ def _emit_fused_rows(w, d, o, a, yrow, per_tap) -> None:
     combos = list(itertools.product(*(range(k) for k in ksz[:-1])))
 
     def xcol(off):
-        return f"j * {s_l} + {off}" if s_l != 1 else f"j + {off}"
+        return affine([("j", s_l)], off)
 
     def xrow(combo):
         return "xr_" + "_".join(map(str, combo)) if combo else "xr"
@@ -186,6 +189,13 @@ def _emit_fused_rows(w, d, o, a, yrow, per_tap) -> None:
                     w(f"{yrow('j')} += " + " + ".join(terms))
             edges = [r for r in (range(0, j_lo), range(j_hi, o_l)) if len(r)]
             for r in edges:
+                if len(r) <= EDGE_UNROLL:  # a few pixels: written out, only the taps inside
+                    for j in r:
+                        terms = [term(cb, kk, str(j * s_l + offs[kk])) for kk in range(k_l)
+                                 if 0 <= j * s_l + offs[kk] < n_l for cb in combos]
+                        if terms:
+                            w(f"{yrow(j)} += " + " + ".join(terms))
+                    continue
                 with w.block(f"for j in range({r.start}, {r.stop}):"):
                     w(f"acc = {yrow('j')}")
                     for kk in range(k_l):
