@@ -46,7 +46,7 @@ class FloatVector(types.Type):
 @register_model(FloatVector)
 class _FloatVectorModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, ir.VectorType(ir.FloatType(), fe_type.lanes))
+        super().__init__(dmm, fe_type, _floats(fe_type.lanes))
 
 
 def _lanes(ty) -> int:
@@ -55,10 +55,14 @@ def _lanes(ty) -> int:
     return ty.literal_value
 
 
-def _element_pointer(context, builder, arr_ty, arr, index, lanes):
+def _vector_pointer(context, builder, arr_ty, arr, index, vector_type):
+    """``&a[index]`` as a pointer to ``vector_type`` (the lanes from there on)."""
     ary = context.make_array(arr_ty)(context, builder, arr)
-    ptr = builder.gep(ary.data, [index])
-    return builder.bitcast(ptr, ir.VectorType(ir.FloatType(), lanes).as_pointer())
+    return builder.bitcast(builder.gep(ary.data, [index]), vector_type.as_pointer())
+
+
+def _floats(lanes: int):
+    return ir.VectorType(ir.FloatType(), lanes)
 
 
 def _check_array(ty):
@@ -73,7 +77,7 @@ def vload(typingctx, arr, index, lanes):
     n = _lanes(lanes)
 
     def codegen(context, builder, sig, args):
-        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], n)
+        ptr = _vector_pointer(context, builder, sig.args[0], args[0], args[1], _floats(n))
         return builder.load(ptr, align=4)
 
     return FloatVector(n)(arr, index, lanes), codegen
@@ -86,7 +90,7 @@ def vstore(typingctx, arr, index, vec):
         raise TypeError("vstore stores a FloatVector")
 
     def codegen(context, builder, sig, args):
-        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], vec.lanes)
+        ptr = _vector_pointer(context, builder, sig.args[0], args[0], args[1], args[2].type)
         builder.store(args[2], ptr, align=4)
         return context.get_dummy_value()
 
@@ -100,7 +104,7 @@ def vsplat(typingctx, scalar, lanes):
     n = _lanes(lanes)
 
     def codegen(context, builder, sig, args):
-        return _splat(builder, args[0], ir.VectorType(ir.FloatType(), n))
+        return _splat(builder, args[0], _floats(n))
 
     return FloatVector(n)(scalar, lanes), codegen
 
@@ -110,7 +114,7 @@ def vzero(typingctx, lanes):
     n = _lanes(lanes)
 
     def codegen(context, builder, sig, args):
-        return ir.Constant(ir.VectorType(ir.FloatType(), n), [0.0] * n)
+        return ir.Constant(_floats(n), [0.0] * n)
 
     return FloatVector(n)(lanes), codegen
 
@@ -121,7 +125,7 @@ def vfma(typingctx, a, b, c):
         raise TypeError("vfma takes three FloatVectors of one lane count")
 
     def codegen(context, builder, sig, args):
-        vt = ir.VectorType(ir.FloatType(), a.lanes)
+        vt = _floats(a.lanes)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]),
                                             f"llvm.fmuladd.v{a.lanes}f32")
         return builder.call(fn, list(args))
@@ -211,12 +215,11 @@ def vload_stride(typingctx, arr, index, stride, lanes):
     span = (n - 1) * abs(st) + 1
 
     def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
         first = args[1] if st > 0 else builder.add(
             args[1], context.get_constant(sig.args[1], (n - 1) * st))
-        element = ary.data.type.pointee
-        ptr = builder.bitcast(builder.gep(ary.data, [first]),
-                              ir.VectorType(element, span).as_pointer())
+        element = context.get_value_type(sig.args[0].dtype)
+        ptr = _vector_pointer(context, builder, sig.args[0], args[0], first,
+                              ir.VectorType(element, span))
         block = builder.load(ptr, align=1)
         picks = [lane * st if st > 0 else span - 1 + lane * st for lane in range(n)]
         return builder.shuffle_vector(block, ir.Constant(block.type, ir.Undefined),
@@ -233,8 +236,7 @@ def vstore_raw(typingctx, arr, index, vec):
         raise TypeError("vstore_raw stores a RawVector of the array's element type")
 
     def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), args[2].type.as_pointer())
+        ptr = _vector_pointer(context, builder, sig.args[0], args[0], args[1], args[2].type)
         builder.store(args[2], ptr, align=1)
         return context.get_dummy_value()
 

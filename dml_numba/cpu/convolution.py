@@ -1,14 +1,15 @@
 """Convolution on the CPU: three algorithms over the same semantics.
 
-* ``blocked``: register-blocked SIMD tiles (float32 and float16; FORWARD with last-axis stride
-  1, BACKWARD per stride phase): the input zero-padded once, the filter packed once per call,
+* ``blocked``: register-blocked SIMD tiles (float32 and float16; FORWARD, a strided last axis
+  stored by stride phase; BACKWARD per stride phase): the input zero-padded once, the filter
+  packed once per call,
   and for each tile of output channels x rows x vectors of pixels the accumulators held in LLVM
   vector registers (``cpu/_simd.py``), every multiply-add a fused vector FMA; all inside Numba's
   own thread pool.
 * ``direct``: one generated loop nest, parallel over (n, output channel, outer spatial);
   FORWARD gathers input taps, BACKWARD is the adjoint in gather form (no scatter, no races);
-  bias and the fused activation in each element's epilogue. Best when each group has one output
-  channel (depthwise), and the fallback for float64 and strided last axes.
+  bias and the fused activation in each element's epilogue. Best for 3x3-sized depthwise
+  windows on wide or strided rows, and the fallback for float64 and rows under 4 pixels.
 * ``gemm``: the work goes to BLAS (NumPy's ``matmul``), with generated kernels around it.
   FORWARD: a batched im2col (skipped for unpadded stride-1 1x1 convolutions, whose input already
   is the matrix), one ``matmul`` per image and group written straight into the output, then a
@@ -466,12 +467,12 @@ def needs_copy(desc) -> bool:
     return any(front) or tuple(desc.input_tensor.sizes[2:]) != tuple(sizes) or split != 1
 
 
-def _emit_tile(w, d, L, R, J, mb, MB, ps, open_taps, last_taps, x_row, store, finish) -> None:
+def _emit_tile(w, d, L, R, J, mb, MB, ps, open_taps, last_taps, x_row, store, at) -> None:
     """One register tile of the blocked kernels: ``mb x R x J`` accumulators of ``L`` lanes,
     the loop over the group's input channels, the taps (``open_taps`` opens the leading axes'
     loops and sets ``xo``/``wo``; ``last_taps`` lists the last axis's ``(tap, offset)``, unrolled),
-    then bias, ``store(m, r, v, value)`` per accumulator and ``finish()`` (the fused activation,
-    or the strided copy out)."""
+    then bias, ``store(m, r, v, value)`` per accumulator, and the fused activation over the stored
+    tile: ``y[at]`` for ``m``, ``r``, ``q`` over ``mb x R x L*J`` (one loop nest)."""
     cin = d.input_tensor.sizes[1]
     cg = cin // d.group_count
     nmb = -(-(d.output_tensor.sizes[1] // d.group_count) // MB)
@@ -502,18 +503,12 @@ def _emit_tile(w, d, L, R, J, mb, MB, ps, open_taps, last_taps, x_row, store, fi
             for v in range(J):
                 store(m, r, v, f"vadd({accs[m][r][v]}, bs)" if d.bias_tensor is not None
                       else accs[m][r][v])
-    finish()
-
-
-def _emit_copy_out(w, d, mb, R, width, source, target) -> None:
-    """``y[target] = act(source)`` over the tile: ``mb x R x width`` elements, one loop nest
-    (``source``/``target`` are index expressions in ``m``, ``r``, ``q``)."""
-    with w.block(f"for m in range({mb}):"), w.block(f"for r in range({R}):"), \
-            w.block(f"for q in range({width}):"):
-        w(f"v = {source}")
-        if d.fused_activation is not None:
+    if d.fused_activation is not None:
+        with w.block(f"for m in range({mb}):"), w.block(f"for r in range({R}):"), \
+                w.block(f"for q in range({L * J}):"):
+            w(f"v = y[{at}]")
             w(f"v = {d.fused_activation.expression('v')}")
-        w(f"y[{target}] = v")
+            w(f"y[{at}] = v")
 
 
 def _blocked_layout(key) -> tuple:
@@ -601,17 +596,12 @@ def _emit_blocked(key) -> str:
             def store(m, r, v, value):
                 w(f"vstore(y, (n * {cout} + m0 + {m}) * {os_} + yr{r} + j + {v * L}, {value})")
 
-            def finish():
-                if d.fused_activation is None:
-                    return
-                row_step = ostride[-2] if nd >= 2 else 0
-                at = f"(n * {cout} + m0 + m) * {os_} + yr0 + r * {row_step} + j + q"
-                _emit_copy_out(w, d, mb, R, L * J, f"y[{at}]", at)
-
+            row_step = ostride[-2] if nd >= 2 else 0
             _emit_tile(w, d, L, R, J, mb, MB, ps, open_taps,
                        [(t, (t * d.dilations[-1]) % split * (P[-1] // split)
                          + t * d.dilations[-1] // split) for t in range(ksz[-1])],
-                       lambda r: f"xr{r}", store, finish)
+                       lambda r: f"xr{r}", store,
+                       f"(n * {cout} + m0 + m) * {os_} + yr0 + r * {row_step} + j + q")
 
     _emit_tile_functions(w, tile, MB, tail, coords, d.bias_tensor is not None)
     return w.text()
@@ -722,12 +712,8 @@ def _emit_blocked_transposed(key) -> str:
                                 f"{st[-1]} + {rl}")
                         w(f"vscatter(y, {base}, {st[-1]}, {value})")
 
-                def finish():
-                    if d.fused_activation is not None:
-                        _emit_copy_out(w, d, mb, R, L * J, f"y[{at}]", at)
-
                 _emit_tile(w, d, L, R, J, mb, MB, ps, open_taps, list(last),
-                           lambda r: str(r * pstride[-2]) if nd >= 2 else "0", store, finish)
+                           lambda r: str(r * pstride[-2]) if nd >= 2 else "0", store, at)
 
     _emit_tile_functions(w, tile, MB, tail, coords, d.bias_tensor is not None)
     return w.text()
@@ -846,6 +832,9 @@ class ConvolutionKernel(CpuKernel):
             n_args = 5 if has_bias else 4
             CpuKernel.__init__(self, key, emit, [(self.acc, 1)] * n_args, options)
             self._local = threading.local()
+            # elements of the padded copy of the input (0: the kernel reads the input in place)
+            self.copy_size = (prod(self.kdesc.input_tensor.sizes[:2]) * prod(self.plan.padded)
+                              if needs_copy(self.kdesc) else 0)
             return
         if self.algorithm == "direct":
             CpuKernel.__init__(self, key, emit, [(self.acc, rank)] * (4 if has_bias else 3),
@@ -908,9 +897,7 @@ class ConvolutionKernel(CpuKernel):
     def _blocked(self, inputs, y):
         x = np.ascontiguousarray(inputs[0]).reshape(-1)
         wp = pack_filter(self.kdesc, inputs[1], self.plan)
-        n_, cin = self.kdesc.input_tensor.sizes[:2]
-        size = n_ * cin * prod(self.plan.padded)
-        xp = self._buffer((size,)) if needs_copy(self.kdesc) else x
+        xp = self._buffer((self.copy_size,)) if self.copy_size else x
         bias = [inputs[2].reshape(-1)] if len(inputs) > 2 else []
         self.fn(x, wp, *bias, y.reshape(-1), xp)
 
