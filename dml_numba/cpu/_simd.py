@@ -61,6 +61,16 @@ def _vector_pointer(context, builder, arr_ty, arr, index, vector_type):
     return builder.bitcast(builder.gep(ary.data, [index]), vector_type.as_pointer())
 
 
+def _store_codegen(align: int):
+    """Code for ``store(a, i, v)``: the vector ``v`` written from ``a[i]`` on."""
+    def codegen(context, builder, sig, args):
+        ptr = _vector_pointer(context, builder, sig.args[0], args[0], args[1], args[2].type)
+        builder.store(args[2], ptr, align=align)
+        return context.get_dummy_value()
+
+    return codegen
+
+
 def _floats(lanes: int):
     return ir.VectorType(ir.FloatType(), lanes)
 
@@ -89,12 +99,7 @@ def vstore(typingctx, arr, index, vec):
     if not isinstance(vec, FloatVector):
         raise TypeError("vstore stores a FloatVector")
 
-    def codegen(context, builder, sig, args):
-        ptr = _vector_pointer(context, builder, sig.args[0], args[0], args[1], args[2].type)
-        builder.store(args[2], ptr, align=4)
-        return context.get_dummy_value()
-
-    return types.none(arr, index, vec), codegen
+    return types.none(arr, index, vec), _store_codegen(align=4)
 
 
 @intrinsic(prefer_literal=True)
@@ -235,12 +240,7 @@ def vstore_raw(typingctx, arr, index, vec):
     if not (isinstance(vec, RawVector) and vec.dtype == arr.dtype):
         raise TypeError("vstore_raw stores a RawVector of the array's element type")
 
-    def codegen(context, builder, sig, args):
-        ptr = _vector_pointer(context, builder, sig.args[0], args[0], args[1], args[2].type)
-        builder.store(args[2], ptr, align=1)
-        return context.get_dummy_value()
-
-    return types.none(arr, index, vec), codegen
+    return types.none(arr, index, vec), _store_codegen(align=1)
 
 
 @functools.lru_cache(maxsize=None)
