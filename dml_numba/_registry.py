@@ -70,6 +70,12 @@ def check_options(desc_type, device: str, options: dict) -> None:
                                   f"of {', '.join(repr(v) for v in values)}")
 
 
+def lowering_options(desc_type, device: str) -> dict:
+    """The options a lowering adds to its device's: name -> allowed values."""
+    lowering_for(desc_type, device)
+    return dict(_options.get((desc_type, device), {}))
+
+
 def lowering_for(desc_type, device: str):
     """The registered factory, importing the backend even when its device is unavailable (the
     CUDA kernels compile to PTX without a GPU)."""

@@ -27,17 +27,30 @@ else:
                                  "NUMBA_ENABLE_CUDASIM=1 before importing to use Numba's simulator")
 
 
-def resource_usage(desc, cc=(9, 0)) -> list[dict]:
+def resource_usage(desc, cc=(9, 0), **options) -> list[dict]:
     """Registers, spills, shared memory and theoretical occupancy of ``desc``'s CUDA kernel(s)
-    for compute capability ``cc``, from NVIDIA's compiler (no GPU needed); see _resources."""
+    for compute capability ``cc``, from NVIDIA's compiler (no GPU needed); see _resources.
+    ``options`` as for ``compile_operator`` (convolution's ``algorithm``)."""
     from ._resources import resource_usage as usage
 
-    return usage(desc, cc)
+    return usage(desc, cc, **options)
 
 
-def kernel_for(desc):
+def kernel_for(desc, **options):
     """The CUDA kernel object for ``desc`` without needing a GPU (for PTX checks)."""
     from .._api import packed
+    from .._registry import check_options
 
     canon = packed(desc.canonical())
-    return lowering_for(type(canon), "cuda")(canon, {})
+    check_options(type(canon), "cuda", options)
+    return lowering_for(type(canon), "cuda")(canon, options)
+
+
+def kernel_variants(desc) -> list[dict]:
+    """Option sets that together give every CUDA kernel ``desc`` can run: the default, and each
+    value of the lowering's own options (convolution: ``algorithm="direct"``, ``"tiled"``)."""
+    from .._api import packed
+    from .._registry import lowering_options
+
+    opts = lowering_options(type(packed(desc.canonical())), "cuda")
+    return [{}] + [{name: v} for name, values in opts.items() for v in values if v is not None]

@@ -25,9 +25,10 @@ def simulator() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
-def make_key(desc, options) -> KernelKey:
-    """The key of a CUDA kernel (options were checked by the registry)."""
-    return KernelKey("cuda", desc)
+def make_key(desc, options, kernel: str = "main") -> KernelKey:
+    """The key of a CUDA kernel (options were checked by the registry); ``kernel`` names one of
+    an operator's kernels (convolution's "tiled")."""
+    return KernelKey("cuda", desc, kernel)
 
 
 def header(w: SourceWriter, key: KernelKey) -> None:
@@ -77,8 +78,10 @@ def half_load(data_type: DataType):
 class CudaKernel:
     """A generated kernel: its source, the module holding it, launch and PTX compilation."""
 
-    def __init__(self, key: KernelKey, source: str, arg_types, total: int, *, f16_bits=False):
+    def __init__(self, key: KernelKey, source: str, arg_types, total: int, *, f16_bits=False,
+                 block: int | None = None):
         self.key = key
+        self.block = block  # the block size the code is written for (shared-memory tiles)
         self.source = source
         self.arg_types = arg_types  # [(numpy dtype, ndim)] in launch order, output last
         self.total = total
@@ -92,14 +95,14 @@ class CudaKernel:
         if self._f16_bits:
             inputs = [a.view(np.uint16) for a in inputs]
             out = out.view(np.uint16)
-        blocks, threads = geometry(self.total, simulator(), self._threads())
+        blocks, threads = geometry(self.total, simulator(), self._threads(), fixed=self.block)
         launch = self.fn[blocks, threads, stream] if stream is not None else self.fn[blocks, threads]
         launch(*inputs, out)
 
     def _threads(self) -> int:
         """Threads per block: on hardware from the kernel's registers and shared memory on the
         current device (once per kernel), else the default."""
-        threads = getattr(self, "_block", None)
+        threads = getattr(self, "_block", None) or self.block
         if threads is None:
             threads = THREADS_PER_BLOCK
             if not simulator():

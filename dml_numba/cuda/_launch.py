@@ -42,8 +42,12 @@ def block_size(registers: int, shared_bytes: int, cc) -> int:
                                           -CANDIDATES.index(t)))
 
 
-def geometry(total: int, simulator: bool, threads: int = THREADS_PER_BLOCK) -> tuple[int, int]:
-    """(blocks, threads per block) for ``total`` output elements."""
+def geometry(total: int, simulator: bool, threads: int = THREADS_PER_BLOCK,
+             fixed: int | None = None) -> tuple[int, int]:
+    """(blocks, threads per block) for ``total`` output elements, or ``total`` tiles of a kernel
+    written for blocks of ``fixed`` threads (shared-memory tiles: one tile a block at a time)."""
+    if fixed:
+        return max(1, min(SIM_BLOCKS if simulator else MAX_BLOCKS, total)), fixed
     if simulator:
         return max(1, min(SIM_BLOCKS, -(-total // SIM_THREADS))), SIM_THREADS
     return max(1, min(MAX_BLOCKS, -(-total // threads))), threads

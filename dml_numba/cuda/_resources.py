@@ -39,16 +39,16 @@ def parse_ptxas(log: str) -> dict:
             "shared_bytes": int(smem.group(1)) if smem else 0}
 
 
-def resource_usage(desc, cc=(9, 0)) -> list[dict]:
+def resource_usage(desc, cc=(9, 0), **options) -> list[dict]:
     """For each kernel of ``desc``'s CUDA lowering: name, registers, spill_bytes, stack_bytes,
     shared_bytes, threads_per_block (the block size launched on that architecture) and the
     theoretical occupancy at it. Needs
     NVIDIA's compiler wheels, not a GPU."""
     from . import kernel_for
 
-    kernel = kernel_for(desc)
+    kernel = kernel_for(desc, **options)
     info = parse_ptxas(_link_log(kernel.ptx(cc), cc))
-    threads = block_size(info["registers"], info["shared_bytes"], cc)
+    threads = kernel.block or block_size(info["registers"], info["shared_bytes"], cc)
     info.update(name=kernel.key.op, cc=f"sm_{cc[0]}{cc[1]}", threads_per_block=threads,
                 occupancy=occupancy(info["registers"], info["shared_bytes"], threads, cc))
     return [info]

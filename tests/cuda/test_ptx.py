@@ -18,15 +18,19 @@ import dml_numba.cuda as dc
 from dml_numba.cuda._launch import block_size
 descs = pickle.load(open(sys.argv[1], "rb"))
 for desc in descs:
-    k = dc.kernel_for(desc)
-    for cc in ((8, 0), (9, 0)):
-        ptx = k.ptx(cc)
-        assert f".target sm_{cc[0]}{cc[1]}" in ptx, (desc, cc)
-        for r in dc.resource_usage(desc, cc):  # ptxas through nvJitLink: the real register use
-            assert r["spill_bytes"] == 0, (desc, r)
-            assert r["registers"] <= 255 and r["occupancy"] > 0, (desc, r)
-            # the block size reported is the one launched: from these very resources
-            assert r["threads_per_block"] == block_size(r["registers"], r["shared_bytes"], cc)
+    for opts in dc.kernel_variants(desc):  # every kernel: convolution's direct and tiled too
+        k = dc.kernel_for(desc, **opts)
+        for cc in ((8, 0), (9, 0)):
+            ptx = k.ptx(cc)
+            assert f".target sm_{cc[0]}{cc[1]}" in ptx, (desc, cc)
+            for r in dc.resource_usage(desc, cc, **opts):  # ptxas through nvJitLink: real registers
+                assert r["spill_bytes"] == 0, (desc, opts, r)
+                assert r["registers"] <= 255 and r["occupancy"] > 0, (desc, opts, r)
+                # the block size reported is the one launched: the tiles' own, or from these
+                # very resources
+                assert r["threads_per_block"] == (
+                    k.block or block_size(r["registers"], r["shared_bytes"], cc)), (desc, opts, r)
+                assert (r["shared_bytes"] > 0) == (k.block is not None), (desc, opts, r)
 print("compiled", len(descs))
 """
 
