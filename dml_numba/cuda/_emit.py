@@ -36,6 +36,13 @@ def header(w: SourceWriter, key: KernelKey) -> None:
              "@cuda.jit(device=True, inline=True)", imports=("from numba import cuda",))
 
 
+def shared_memory_decorator(w: SourceWriter, launch_bounds: tuple) -> None:
+    """The decorator of a shared-memory tiled kernel: ``launch_bounds`` (threads a block, blocks
+    an SM) cap its registers so that many blocks are resident; the simulator takes none."""
+    w(f"LAUNCH = {{}} if numba.config.ENABLE_CUDASIM else {{'launch_bounds': {launch_bounds}}}")
+    w("@cuda.jit(cache=__dml_disk_cache__, **LAUNCH)")
+
+
 @contextmanager
 def element_loop(w: SourceWriter, key: KernelKey, args: str, total: int):
     """``@cuda.jit def kernel(args)`` with a grid-stride loop over ``total`` output elements."""
@@ -79,9 +86,10 @@ class CudaKernel:
     """A generated kernel: its source, the module holding it, launch and PTX compilation."""
 
     def __init__(self, key: KernelKey, source: str, arg_types, total: int, *, f16_bits=False,
-                 block: int | None = None):
+                 block: int | None = None, launch_bounds: tuple | None = None):
         self.key = key
         self.block = block  # the block size the code is written for (shared-memory tiles)
+        self.launch_bounds = launch_bounds  # as in the source's LAUNCH (hardware only)
         self.source = source
         self.arg_types = arg_types  # [(numpy dtype, ndim)] in launch order, output last
         self.total = total
@@ -128,7 +136,8 @@ class CudaKernel:
         """PTX from NVIDIA's compiler for compute capability ``cc`` (no GPU needed)."""
         from numba import cuda
 
-        ptx, _ = cuda.compile_ptx(self.fn.py_func, self.signature(), cc=cc)
+        ptx, _ = cuda.compile_ptx(self.fn.py_func, self.signature(), cc=cc,
+                                  launch_bounds=self.launch_bounds)
         return ptx
 
 

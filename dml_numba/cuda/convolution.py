@@ -22,6 +22,7 @@ kernel runs where a group has at least 4 output channels and a reduction of at l
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from .._codegen import SourceWriter, affine, decompose, index
@@ -34,6 +35,8 @@ from ..ops.convolution import (
     ConvolutionOperatorDesc,
 )
 from ._emit import CudaKernel, emit_reduction, half_load, header, make_key
+from ._planes import LAUNCH_BOUNDS as PLANE_BOUNDS
+from ._planes import plane_kernel, plane_plan, shared_taps
 
 THREADS = 256  # a tiled block
 BK = 8  # reduction depth of one shared-memory slab
@@ -72,12 +75,26 @@ def tile_plan(desc) -> TilePlan:
     return TilePlan(rm, rn, tx, ty)
 
 
+def plane_plan_for(desc):
+    """Spatial plane tiles (``_planes``) for a forward convolution with one input channel a
+    group (depthwise), or None."""
+    if desc.direction != ConvolutionDirection.FORWARD or desc.input_tensor.sizes[1] != \
+            desc.group_count:
+        return None
+    return plane_plan(desc.output_tensor.sizes[2:], desc.input_tensor.sizes[2:],
+                      desc.filter_tensor.sizes[2:], desc.strides, desc.dilations,
+                      accumulator(desc.input_tensor.data_type).itemsize)
+
+
 def choose_algorithm(desc) -> str:
-    """``tiled`` where the tile's reuse pays: a group with at least 4 output channels and a
-    reduction of at least 16 terms; else ``direct`` (depthwise, tiny filters)."""
+    """``tiled`` where a tile's reuse pays: a group with at least 4 output channels and a
+    reduction of at least 16 terms (implicit GEMM), or depthwise with overlapping windows
+    (plane tiles); else ``direct`` (tiny filters, non-overlapping depthwise windows)."""
     cg = desc.input_tensor.sizes[1] // desc.group_count
     mg = desc.output_tensor.sizes[1] // desc.group_count
     taps = math.prod(desc.filter_tensor.sizes[2:])
+    if plane_plan_for(desc) is not None:
+        return "tiled"
     return "tiled" if mg >= 4 and cg * taps >= 16 else "direct"
 
 
@@ -86,8 +103,33 @@ def emit_direct(key) -> str:
     return emit_reduction(key, args, "m", conv_element, channels=channel_block(key.desc))
 
 
+def emit_planes(key) -> str:
+    """Depthwise: the plane of input channel ``c // (C_out/g)`` in shared memory, each thread
+    one output of channel ``c``."""
+    d = key.desc
+    plan = plane_plan_for(d)
+    mg = d.output_tensor.sizes[1] // d.group_count
+    ksz = d.filter_tensor.sizes[2:]
+    load = half_load(d.input_tensor.data_type)
+    acc = accumulator(d.input_tensor.data_type).name
+    args = "x, w, b, y" if d.bias_tensor is not None else "x, w, y"
+    flip = d.mode == ConvolutionMode.CONVOLUTION
+    with plane_kernel(key, args, plan, channels=d.output_tensor.sizes[1],
+                      in_channel=f"c // {mg}" if mg > 1 else "c", pads=d.start_padding,
+                      strides=d.strides, acc=acc, load=load) as (w, o):
+        w(f"acc = numba.{acc}(0.0)")
+        with ExitStack() as stack:
+            tap = shared_taps(w, stack, plan, ksz, d.strides, d.dilations)
+            taps = [f"{k - 1} - k{i}" if flip else f"k{i}" for i, k in enumerate(ksz)]
+            w(f"acc += {tap} * {load('w[' + index('c', 0, *taps) + ']')}")
+        conv_epilogue(w, d, "acc", f"y[{index('n', 'c', *o)}]", load=load, channel="c")
+    return w.text()
+
+
 def emit_tiled(key) -> str:
     d = key.desc
+    if plane_plan_for(d) is not None:
+        return emit_planes(key)
     plan = tile_plan(d)
     nd = d.input_tensor.rank - 2
     forward = d.direction == ConvolutionDirection.FORWARD
@@ -212,6 +254,11 @@ def lower(desc, options):
     key = make_key(desc, options, "tiled" if algorithm == "tiled" else "main")
     dt, rank = desc.input_tensor.dtype, desc.input_tensor.rank
     n_args = 4 if desc.bias_tensor is not None else 3
+    planes = plane_plan_for(desc)
+    if algorithm == "tiled" and planes is not None:
+        tiles = desc.output_tensor.sizes[0] * desc.output_tensor.sizes[1] * planes.jobs
+        return CudaKernel(key, emit_planes(key), [(dt, rank)] * n_args, tiles, block=THREADS,
+                          launch_bounds=PLANE_BOUNDS)
     if algorithm == "tiled":
         plan = tile_plan(desc)
         pixels = desc.output_tensor.sizes[0] * math.prod(desc.output_tensor.sizes[2:])

@@ -24,7 +24,7 @@ def lp_root(acc: str, p: int, acc_type: str) -> str:
     return f"{acc} ** numba.{acc_type}({1.0 / p!r})"
 
 
-def pool_element(w: SourceWriter, desc, o, *, load=lambda e: e) -> None:
+def pool_element(w: SourceWriter, desc, o, *, load=lambda e: e, window=None) -> None:
     """LP pooling at output (n, c, o...): ``(sum over the window of |x|**p) ** (1/p)``.
 
     float64 tensors, and p = 1, 2, 4 (whose roots are exact and whose loops vectorise in double
@@ -32,7 +32,10 @@ def pool_element(w: SourceWriter, desc, o, *, load=lambda e: e) -> None:
     tensors are summed in float32 (twice as fast) and, when that sum is not a normal float32
     (it overflowed, or underflowed into subnormals or zero, as ``|1e20|**3`` or ``|1e-25|**3``
     do), summed again in float64. Either way the result is right whenever it is representable
-    in the output type; the branch is rarely taken and predictable."""
+    in the output type; the branch is rarely taken and predictable.
+
+    ``window(w, stack)``, if given, opens the loops over the window's taps and returns the
+    tap's value (CUDA's shared-memory tiles); by default the taps are read from ``x``."""
     nd = len(o)
     a = [f"a{i}" for i in range(nd)]
     narrow = desc.output_tensor.data_type != DataType.FLOAT64
@@ -41,13 +44,17 @@ def pool_element(w: SourceWriter, desc, o, *, load=lambda e: e) -> None:
     def window_sum(acc_type):
         w(f"acc = numba.{acc_type}(0.0)")
         with ExitStack() as stack:
-            open_window_loops(w, stack, [f"k{i}" for i in range(nd)], a,
-                              desc.input_tensor.sizes[2:],
-                              starts={"o": o, "k": desc.window_size, "pad": desc.start_padding},
-                              steps=desc.strides, dilations=desc.dilations, transposed=False,
-                              flip=False)
-            xin = "x[" + index("n", "c", *a) + "]"
-            w(f"v = abs(numba.{acc_type}({load(xin)}))")
+            if window is None:
+                open_window_loops(w, stack, [f"k{i}" for i in range(nd)], a,
+                                  desc.input_tensor.sizes[2:],
+                                  starts={"o": o, "k": desc.window_size,
+                                          "pad": desc.start_padding},
+                                  steps=desc.strides, dilations=desc.dilations, transposed=False,
+                                  flip=False)
+                xin = load("x[" + index("n", "c", *a) + "]")
+            else:
+                xin = window(w, stack)
+            w(f"v = abs(numba.{acc_type}({xin}))")
             w(f"acc += {accumulate_power('v', desc.p)}")
 
     if not narrow or desc.p in (1, 2, 4):  # measured: double keeps these loops vectorised

@@ -1,13 +1,17 @@
-"""The shared-memory tiled convolution (implicit GEMM) on the simulator, against the brute-force
-loops of SEMANTICS (forward gather, transposed scatter): tiles whose pixels and channels do not
-divide the problem, every register-block shape the planner makes, groups, strides, dilations,
-padding, 1-D to 3-D, CONVOLUTION mode, float16 stored as half and float64, bias and activation.
-The simulator runs every thread of a 256-thread block, so the shapes stay tiny."""
+"""The shared-memory tiled kernels on the simulator, against brute-force loops from SEMANTICS
+(convolution forward gather and transposed scatter, LP pooling's window sum): implicit GEMM for
+dense and grouped convolution (tiles whose pixels and channels do not divide the problem, every
+register-block shape the planner makes), plane tiles for depthwise convolution and LP pooling
+(several tiles a plane, 1-D to 3-D); strides, dilations, padding, CONVOLUTION mode, float16
+stored as half and float64, bias and activation. The simulator runs every thread of a
+256-thread block, so the shapes stay tiny."""
+import itertools
+
 import numpy as np
 import pytest
 
 import dml_numba as dml
-from tests.cases import CV, catalogue, compare, conv_case
+from tests.cases import CV, catalogue, compare, conv_case, pool_case
 from tests.helpers import brute_conv_backward, brute_conv_forward
 
 pytestmark = pytest.mark.cuda
@@ -75,12 +79,92 @@ def test_catalogue_on_the_tiled_kernel(name):
     compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
 
 
-def test_the_automatic_choice_tiles_where_a_group_has_channels_to_share():
+def test_the_automatic_choice_tiles_where_a_tile_is_reused():
     from dml_numba.cuda.convolution import choose_algorithm
 
     dense = CASES["fwd-70ch-edges"][0][0]
-    depthwise = catalogue()["conv-fwd-depthwise-relu"][0]
-    assert choose_algorithm(dense) == "tiled"
-    assert choose_algorithm(depthwise) == "direct"
-    assert "cuda.shared.array" in dml.compile_operator(dense, "cuda").source
-    assert "cuda.shared.array" not in dml.compile_operator(depthwise, "cuda").source
+    depthwise = catalogue()["conv-fwd-depthwise-relu"][0]  # 3x3 windows overlap
+    # depthwise 2x2 stride 2: the windows do not overlap, every input is read once anyway
+    apart = conv_case((1, 3, 4, 4), (3, 1, 2, 2), (2, 2), (1, 1), (0, 0), (0, 0), 3)[0]
+    tiny = catalogue()["conv-fwd-clip-nobias"][0]  # 2 channels, reduction of 8
+    assert [choose_algorithm(d) for d in (dense, depthwise, apart, tiny)] == [
+        "tiled", "tiled", "direct", "direct"]
+    assert "implicit GEMM" in dml.compile_operator(dense, "cuda").source
+    assert "plane patches" in dml.compile_operator(depthwise, "cuda").source
+    for d in (apart, tiny):
+        assert "cuda.shared.array" not in dml.compile_operator(d, "cuda").source
+
+
+# -- plane tiles: depthwise convolution and LP pooling ------------------------------------------
+
+def _brute_pool(x, desc):
+    """(sum over the window of |x|**p) ** (1/p), zero padding, from SEMANTICS' pseudo-code."""
+    x = x.astype(np.float64)
+    out = np.zeros(desc.output_tensor.sizes)
+    for idx in itertools.product(*(range(s) for s in out.shape)):
+        n, c, o = idx[0], idx[1], idx[2:]
+        acc = 0.0
+        for k in itertools.product(*(range(w) for w in desc.window_size)):
+            a = [oo * s + kk * d - p for oo, s, kk, d, p in
+                 zip(o, desc.strides, k, desc.dilations, desc.start_padding)]
+            if all(0 <= v < n_ for v, n_ in zip(a, x.shape[2:])):
+                acc += abs(x[(n, c, *a)]) ** desc.p
+        out[idx] = acc ** (1.0 / desc.p)
+    return out
+
+
+PLANES = {
+    # (case, tile): several tiles along both strided axes (10 x 34 outputs: 2 x 2 tiles of 8 x 32)
+    "pool-p2-2x2-tiles-strided": (pool_case((1, 2, 20, 70), (3, 3), (2, 2), (1, 0), (0, 0),
+                                            (1, 1), 2), (8, 32)),
+    "pool-p3-dilated-strided-f16": (pool_case((1, 1, 9, 11), (2, 3), (1, 2), (1, 1), (0, 1),
+                                              (2, 1), 3, dtype=np.float16), (32, 8)),
+    "pool-p1-1d-f64": (pool_case((2, 1, 300), (4,), (1,), (2,), (1,), (1,), 1,
+                                 dtype=np.float64), (256,)),
+    "pool-p4-3d": (pool_case((1, 1, 3, 4, 5), (2, 2, 2), (1, 1, 1), (0, 1, 0), (1, 0, 1),
+                             (1, 1, 1), 4), (1, 32, 8)),
+    "depthwise-multiplier-2-convmode": (conv_case((1, 2, 10, 35), (4, 1, 3, 3), (1, 1), (1, 1),
+                                                  (1, 1), (1, 1), 2, mode=CV,
+                                                  act=dml.ActivationReluOperatorDesc()), (8, 32)),
+    "depthwise-strided-dilated-f16": (conv_case((1, 3, 7, 9), (3, 1, 3, 2), (2, 1), (1, 2),
+                                                (1, 0), (0, 1), 3, dtype=np.float16), (32, 8)),
+    "depthwise-1d-f64": (conv_case((1, 2, 9), (2, 1, 3), (1,), (1,), (1,), (1,), 2,
+                                   dtype=np.float64), (256,)),
+}
+
+
+@pytest.mark.parametrize("name", list(PLANES))
+def test_plane_tiles_agree_with_brute_force(name):
+    (desc, inputs), tile = PLANES[name]
+    op = dml.compile_operator(desc, "cuda", algorithm="tiled")
+    assert "plane patches" in op.source
+    assert op.kernel.launch_bounds == (256, 3) and op.kernel.block == 256
+    y = op(*inputs)
+    compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
+    from dml_numba.cuda._planes import plane_plan
+
+    if isinstance(desc, dml.LpPooling1OperatorDesc):
+        expected = _brute_pool(inputs[0], desc)
+        kernel = desc.window_size
+    else:
+        expected = ACTIVATIONS.get(type(desc.fused_activation), lambda v: v)(
+            _oracle(desc, inputs))
+        kernel = desc.filter_tensor.sizes[2:]
+    plan = plane_plan(desc.output_tensor.sizes[2:], desc.input_tensor.sizes[2:], kernel,
+                      desc.strides, desc.dilations, 4)
+    assert plan.patch[-len(tile):] == tile
+    tol = {np.float16: 2e-2, np.float32: 1e-4, np.float64: 1e-10}[inputs[0].dtype.type]
+    np.testing.assert_allclose(y.astype(np.float64), expected, rtol=tol, atol=tol)
+
+
+def test_no_plane_tile_where_windows_do_not_overlap_or_the_region_is_too_big():
+    from dml_numba.cuda._planes import SHARED_LIMIT, plane_plan
+
+    assert plane_plan((28, 28), (56, 56), (2, 2), (2, 2), (1, 1), 4) is None
+    plan = plane_plan((56, 56), (56, 56), (3, 3), (1, 1), (1, 1), 4)
+    assert plan.patch == (8, 32) and plan.region == (10, 34) and plan.counts == (7, 2)
+    # a 31-wide dilated window: the region of 8 x 32 outputs exceeds shared memory
+    big = plane_plan((64, 64), (64, 64), (31, 31), (1, 1), (4, 4), 4)
+    assert big is None and (7 + 30 * 4 + 1) * (31 + 30 * 4 + 1) * 4 > SHARED_LIMIT
+    desc = pool_case((1, 1, 6, 6), (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), 2)[0]
+    assert "plane patches" not in dml.compile_operator(desc, "cuda", algorithm="tiled").source
