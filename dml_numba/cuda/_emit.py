@@ -7,6 +7,7 @@ index into coordinates and computes one output element, with the same index maps
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 import numpy as np
@@ -86,10 +87,12 @@ class CudaKernel:
     """A generated kernel: its source, the module holding it, launch and PTX compilation."""
 
     def __init__(self, key: KernelKey, source: str, arg_types, total: int, *, f16_bits=False,
-                 block: int | None = None, launch_bounds: tuple | None = None):
+                 block: int | None = None, launch_bounds: tuple | None = None,
+                 warps: bool = False):
         self.key = key
         self.block = block  # the block size the code is written for (shared-memory tiles)
         self.launch_bounds = launch_bounds  # as in the source's LAUNCH (hardware only)
+        self.warps = warps  # written for whole warps: blocks of a multiple of 32 threads
         self.source = source
         self.arg_types = arg_types  # [(numpy dtype, ndim)] in launch order, output last
         self.total = total
@@ -103,7 +106,8 @@ class CudaKernel:
         if self._f16_bits:
             inputs = [a.view(np.uint16) for a in inputs]
             out = out.view(np.uint16)
-        blocks, threads = geometry(self.total, simulator(), self._threads(), fixed=self.block)
+        fixed = self.block or (32 if self.warps and simulator() else None)
+        blocks, threads = geometry(self.total, simulator(), self._threads(), fixed=fixed)
         launch = self.fn[blocks, threads, stream] if stream is not None else self.fn[blocks, threads]
         launch(*inputs, out)
 
@@ -141,7 +145,28 @@ class CudaKernel:
         return ptx
 
 
+#: a warp of a row-wise gather kernel takes ROW_CHUNK consecutive outputs of one row
+WARP, ROW_CHUNK = 32, 256
+
+
+def rowwise(plan: GatherPlan) -> bool:
+    """Row-wise where a row fills a warp: the maps of the outer axes are then worked out once
+    per ROW_CHUNK outputs instead of once per output; shorter rows keep the flat loop, in which
+    a warp's 32 consecutive outputs span rows (its store stays one coalesced request)."""
+    return len(plan.maps) > 1 and plan.maps[-1].size >= WARP
+
+
+def row_items(plan: GatherPlan) -> int:
+    """(row, chunk) pairs of a row-wise kernel: one warp each."""
+    return math.prod(m.size for m in plan.maps[:-1]) * -(-plan.maps[-1].size // ROW_CHUNK)
+
+
 def emit_gather(key: KernelKey, plan: GatherPlan) -> str:
+    """Data movement through the per-axis index maps. Flat: one output a thread, every map
+    evaluated per output. Row-wise (:func:`rowwise`): each warp takes a chunk of up to
+    ROW_CHUNK outputs of one row in a grid-stride loop over (row, chunk), works out the outer
+    axes' maps (and for CONSTANT padding whether the row reads the input at all) once, and its
+    32 lanes store consecutive outputs of the row."""
     desc = key.desc
     maps = plan.maps
     rank = len(maps)
@@ -154,11 +179,8 @@ def emit_gather(key: KernelKey, plan: GatherPlan) -> str:
         w(f"V = {constant_literal(plan.constant, dt)}")
         w()
         w()
-    with element_loop(w, key, "x, y", desc.output_tensor.element_count):
-        decompose(w, "f", o, [m.size for m in maps])
-        for d in range(rank):
-            emit_map(w, maps[d], o[d], i[d])
-        conds = [c for c in (inside(m, od) for m, od in zip(maps, o)) if c]
+
+    def store(conds):
         if plan.constant is not None and conds:
             with w.block(f"if {' and '.join(conds)}:"):
                 w(f"y[{index(*o)}] = x[{index(*i)}]")
@@ -166,6 +188,36 @@ def emit_gather(key: KernelKey, plan: GatherPlan) -> str:
                 w(f"y[{index(*o)}] = V")
         else:
             w(f"y[{index(*o)}] = x[{index(*i)}]")
+
+    if not rowwise(plan):
+        with element_loop(w, key, "x, y", desc.output_tensor.element_count):
+            decompose(w, "f", o, [m.size for m in maps])
+            for d in range(rank):
+                emit_map(w, maps[d], o[d], i[d])
+            store([c for c in (inside(m, od) for m, od in zip(maps, o)) if c])
+        return w.text()
+
+    last = maps[-1].size
+    chunks = -(-last // ROW_CHUNK)
+    items = row_items(plan)
+    w("@cuda.jit(cache=__dml_disk_cache__)")
+    with w.block("def kernel(x, y):"):
+        w(f"lane = cuda.threadIdx.x % {WARP}")
+        w(f"warps = cuda.gridsize(1) // {WARP}")
+        with w.block(f"for item in range(cuda.grid(1) // {WARP}, {items}, warps):"):
+            decompose(w, "item", o[:-1] + ["chunk"], [m.size for m in maps[:-1]] + [chunks])
+            for d in range(rank - 1):  # hoisted: once per row chunk
+                emit_map(w, maps[d], o[d], i[d])
+            outer = [c for c in (inside(m, od) for m, od in zip(maps[:-1], o)) if c]
+            if plan.constant is not None and outer:
+                w(f"row_in = {' and '.join(outer)}")
+            start = f"chunk * {ROW_CHUNK}" if chunks > 1 else "0"
+            stop = f"min({start} + {ROW_CHUNK}, {last})" if chunks > 1 else str(last)
+            with w.block(f"for {o[-1]} in range({start} + lane, {stop}, {WARP}):"):
+                emit_map(w, maps[-1], o[-1], i[-1])
+                conds = (["row_in"] if plan.constant is not None and outer else []) + \
+                    [c for c in [inside(maps[-1], o[-1])] if c]
+                store(conds)
     return w.text()
 
 
@@ -173,6 +225,8 @@ def gather_kernel(desc, options) -> CudaKernel:
     key = make_key(desc, options)
     dt = storage_dtype(desc.input_tensor.data_type)
     rank = desc.input_tensor.rank
-    return CudaKernel(key, emit_gather(key, desc.gather_plan()), [(dt, rank), (dt, rank)],
-                      desc.output_tensor.element_count,
-                      f16_bits=desc.input_tensor.data_type == DataType.FLOAT16)
+    plan = desc.gather_plan()
+    return CudaKernel(key, emit_gather(key, plan), [(dt, rank), (dt, rank)],
+                      row_items(plan) * WARP if rowwise(plan) else desc.output_tensor.element_count,
+                      f16_bits=desc.input_tensor.data_type == DataType.FLOAT16,
+                      warps=rowwise(plan))

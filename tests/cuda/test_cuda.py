@@ -123,3 +123,25 @@ def test_threads_computing_several_output_channels(cuda, name):
     y = op(*inputs)
     y = y.copy_to_host() if hasattr(y, "copy_to_host") else y
     compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
+
+
+@pytest.mark.parametrize("mode, np_mode", [("constant", "constant"), ("edge", "edge"),
+                                           ("reflection", "reflect"), ("symmetric", "symmetric"),
+                                           ("wrap", "wrap")])
+def test_row_wise_data_movement_against_numpy(cuda, mode, np_mode):
+    """Rows of 32 or more outputs run row-wise (a warp per chunk of a row, several chunks a row
+    here, pads wider than the axis): against numpy.pad, numpy.tile and NumPy slicing."""
+    from dml_numba.cuda import kernel_for
+
+    x = np.arange(2 * 3 * 7, dtype=np.float32).reshape(2, 3, 7) - 20
+    kw = {"constant_values": 2.5} if np_mode == "constant" else {}
+    pads = ((1, 0), (2, 3), (150, 140))  # rows of 297: two chunks of up to 256
+    expected = np.pad(x, pads, mode=np_mode, **kw)
+    start, end = zip(*pads)
+    y = dml.padding(x, start, end, mode, 2.5, device="cuda")
+    np.testing.assert_array_equal(y, expected)
+    assert kernel_for(dml.functional.padding_desc(x, start, end, mode, 2.5)).warps
+    np.testing.assert_array_equal(dml.tile(x, (1, 2, 6), device="cuda"), np.tile(x, (1, 2, 6)))
+    z = np.arange(3 * 4 * 70, dtype=np.int32).reshape(3, 4, 70)
+    np.testing.assert_array_equal(dml.slice1(z, (1, 0, 0), (2, 4, 70), (-1, 3, -2),
+                                             device="cuda"), z[2:0:-1, 0:4:3, 69::-2])
