@@ -52,20 +52,28 @@ def _info(args) -> int:
 
 def _cuda_kernels() -> None:
     """Registers, spills, shared memory and occupancy of the profiler's workloads' CUDA kernels
-    for sm_80 and sm_90, from NVIDIA's compiler (no GPU needed)."""
+    for sm_80 and sm_90, from NVIDIA's compiler (no GPU needed): every kernel a workload can run
+    (convolution's direct and tiled), the one chosen by default marked with *."""
     import numpy as np
 
-    from .cuda import resource_usage
+    from .cuda import kernel_for, kernel_variants, resource_usage
     from .workloads import suite
 
-    print(f"{'workload':46s} {'arch':6s} {'regs':>5s} {'spill B':>8s} {'smem B':>7s} "
-          f"{'threads':>7s} {'occupancy':>9s}")
+    print(f"{'workload':40s} {'kernel':24s} {'arch':6s} {'regs':>5s} {'spill B':>8s} "
+          f"{'smem B':>7s} {'threads':>7s} {'occupancy':>9s}")
     for w in suite(quick=True):
         desc, _ = w.make(np.dtype(np.float32), np.random.default_rng(0))
-        for cc in ((8, 0), (9, 0)):
-            for r in resource_usage(desc, cc):
-                print(f"{w.name[:46]:46s} {r['cc']:6s} {r['registers']:5d} {r['spill_bytes']:8d} "
-                      f"{r['shared_bytes']:7d} {r['threads_per_block']:7d} {r['occupancy']:9.0%}")
+        default = kernel_for(desc).key
+        variants = {}
+        for opts in kernel_variants(desc):
+            variants.setdefault(kernel_for(desc, **opts).key, opts)
+        for key, opts in variants.items():
+            name = key.op + (" *" if key == default else "")
+            for cc in ((8, 0), (9, 0)):
+                for r in resource_usage(desc, cc, **opts):
+                    print(f"{w.name[:40]:40s} {name[:24]:24s} {r['cc']:6s} {r['registers']:5d} "
+                          f"{r['spill_bytes']:8d} {r['shared_bytes']:7d} "
+                          f"{r['threads_per_block']:7d} {r['occupancy']:9.0%}")
 
 
 def _cache(args) -> int:

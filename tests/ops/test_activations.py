@@ -101,3 +101,12 @@ def test_activation_with_every_parameter_set(cls, values, formula, variant):
 def test_activation_with_every_parameter_set_on_cuda(cls, values, formula):
     y, pre = _run(cls, values, "cuda")
     np.testing.assert_allclose(y, formula(pre, **values), rtol=1e-9, atol=1e-12)
+
+
+def test_clip_with_min_equal_to_max_is_valid_and_constant(device):
+    """min <= max is the rule: min == max is allowed and clips everything to that value."""
+    x = np.array([-2.0, 0.5, 3.0], np.float32)
+    act = dml.ElementWiseClipOperatorDesc(0.5, 0.5)
+    y = dml.convolution(x.reshape(1, 1, 3), np.ones((1, 1, 1), np.float32),
+                        fused_activation=act, device=device)
+    assert y.ravel().tolist() == [0.5, 0.5, 0.5]

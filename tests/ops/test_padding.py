@@ -67,6 +67,8 @@ def test_inferred_reflection_of_a_single_element_repeats_it(device):
     (np.uint8, -3.5, 0),
     (np.uint16, float("nan"), 0),  # NaN -> 0
     (np.int64, float("inf"), np.iinfo(np.int64).max),
+    (np.int16, float("-inf"), np.iinfo(np.int16).min),  # -inf saturates low
+    (np.uint8, float("-inf"), 0),
 ])
 def test_inferred_padding_value_truncates_and_saturates(device, dtype, value, expected):
     """INFERRED (docs/SEMANTICS.md §4): PADDING's FLOAT value truncates toward zero, saturates, NaN -> 0."""
