@@ -53,8 +53,9 @@ def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
     """Compile ``desc`` for ``device`` ("numpy", "cpu" or "cuda"); cached per desc and options.
 
     Options (CPU): ``parallel`` = None (automatic by work size), True or False; convolution
-    also ``algorithm`` = None (automatic), "direct" or "gemm". Unknown options and values are a
-    ValidationError on every device.
+    also ``algorithm`` = None (automatic), "direct", "gemm" or "blocked". CUDA: convolution and
+    LP pooling take ``algorithm`` = None (automatic), "direct" or "tiled" (shared memory).
+    Unknown options and values are a ValidationError on every device.
     """
     if type(desc) not in DESCRIPTOR_TYPES:
         base = next((b for b in type(desc).__mro__ if b in DESCRIPTOR_TYPES), None)
