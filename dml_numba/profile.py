@@ -2,9 +2,14 @@
 
 A built-in suite (``dml_numba.workloads``, a module per operator) runs every operator at
 realistic sizes on every available device and, when installed, on peers (NumPy's own functions,
-PyTorch CPU, ONNX Runtime). For each it reports the first call (compile, or disk-cache load) apart from the steady state (median of warm runs),
-throughput (GB/s for data movement, GFLOP/s for convolution and pooling) and the speed-up over
-the vectorised "numpy" device.
+PyTorch CPU, ONNX Runtime). For each it reports the first call (compile, or disk-cache load)
+apart from the steady state (median of warm runs), throughput (GB/s for data movement, GFLOP/s
+for convolution and pooling) and the speed-up over the vectorised "numpy" device.
+
+With the "cuda" device (a GPU; the simulator is refused) the peers gain their GPU forms,
+PyTorch on CUDA ("torch-cuda": cuDNN for convolution) and CuPy for the NumPy peers, and every
+data-movement workload a "cuda copy (limit)" row: a device copy of the output's bytes, whose
+time over the cuda row's is the "of copy" column.
 """
 from __future__ import annotations
 
@@ -20,7 +25,12 @@ import numpy as np
 
 import dml_numba as dml
 
-from .workloads import PeerUnavailable, Workload, suite  # noqa: F401 - Workload re-exported
+from .workloads import (  # noqa: F401 - Workload re-exported
+    PeerUnavailable,
+    Workload,
+    gpu_peers,
+    suite,
+)
 
 OPS = tuple(dml.functional.__all__)  # the functional layer's names
 SETTLE_S = 0.05  # pause before each steady-state measurement, for other thread pools to idle
@@ -31,7 +41,7 @@ class Row:
     op: str
     workload: str
     impl: str
-    kind: str               # "device" or "peer"
+    kind: str               # "device", "peer" or "limit"
     shape: list
     dtype: str
     first_call_s: float | None
@@ -40,6 +50,8 @@ class Row:
     throughput_unit: str
     speedup_vs_numpy: float | None = None
     variant: str | None = None  # the cpu device's choice: serial, parallel, direct or gemm
+    of_limit: float | None = None  # cuda, data movement: a device copy of the output's bytes
+    #                                (read and write) over this row's time
 
 
 # -- measuring -------------------------------------------------------------------------------------
@@ -86,6 +98,19 @@ def _device_runner(device: str, desc, inputs):
     return first, lambda: op(*inputs, out=out), op
 
 
+def _cuda_copy(nbytes: int):
+    """A warm device-to-device copy of ``nbytes`` (the memory limit of a data-movement kernel)."""
+    from numba import cuda
+
+    src, dst = cuda.device_array(nbytes, np.uint8), cuda.device_array(nbytes, np.uint8)
+
+    def warm():
+        dst.copy_to_device(src)
+        cuda.synchronize()
+
+    return warm
+
+
 class Progress:
     """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
 
@@ -107,6 +132,12 @@ class Progress:
         else:
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
+
+
+def _simulated() -> bool:
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
 
 
 def default_devices() -> list[str]:
@@ -132,7 +163,12 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
     if dtype.kind != "f":
         chosen = [w for w in chosen if not w.float_only]
     budget, max_runs = (0.3, 7) if quick else (1.0, 25)
-    total = sum(len(devices) + (len(w.peers) if peers else 0) for w in chosen)
+    on_gpu = "cuda" in devices
+
+    def peers_of(w):
+        return {**w.peers, **gpu_peers(w.peers)} if on_gpu else w.peers
+
+    total = sum(len(devices) + (len(peers_of(w)) if peers else 0) for w in chosen)
     bar = Progress(total, progress)
     rng = np.random.default_rng(0)
     prepared = []
@@ -151,14 +187,21 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
             time.sleep(SETTLE_S)
             steady = _steady(warm, budget, max_runs)
             variant = getattr(op.kernel, "variant", None)
-            device_rows.setdefault(w.name, []).append(
-                Row(w.op, w.name, device, "device", list(desc.output.sizes), dtype.name, first,
-                    steady, work / steady / 1e9, unit,
-                    variant=variant() if callable(variant) else None))
+            row = Row(w.op, w.name, device, "device", list(desc.output.sizes), dtype.name, first,
+                      steady, work / steady / 1e9, unit,
+                      variant=variant() if callable(variant) else None)
+            device_rows.setdefault(w.name, []).append(row)
+            if device == "cuda" and w.kind == "bytes":
+                nbytes = desc.output.element_count * desc.output.dtype.itemsize
+                copy = _steady(_cuda_copy(nbytes), budget, max_runs)
+                row.of_limit = copy / steady
+                device_rows[w.name].append(
+                    Row(w.op, w.name, "cuda copy (limit)", "limit", list(desc.output.sizes),
+                        dtype.name, None, copy, 2 * nbytes / copy / 1e9, unit))
     peer_rows: dict = {}
     for w, desc, inputs, work in prepared:
         unit = "GB/s" if w.kind == "bytes" else "GFLOP/s"
-        for name, factory in (w.peers.items() if peers else ()):
+        for name, factory in (peers_of(w).items() if peers else ()):
             bar.step(f"{w.name} with {name}")
             try:
                 fn = factory(desc, inputs)
@@ -189,6 +232,8 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
 def table(rows: list[Row]) -> str:
     head = (f"{'workload':44s} {'impl':24s} {'first call':>11s} {'steady':>10s} "
             f"{'throughput':>16s} {'vs numpy device':>16s}")
+    if any(r.of_limit for r in rows):
+        head += f" {'of copy':>8s}"
     lines = [head, "-" * len(head)]
     last = None
     for r in rows:
@@ -197,8 +242,9 @@ def table(rows: list[Row]) -> str:
         first = f"{r.first_call_s * 1e3:9.1f}ms" if r.first_call_s is not None else ""
         speed = f"{r.speedup_vs_numpy:15.2f}x" if r.speedup_vs_numpy else ""
         impl = f"{r.impl} ({r.variant})" if r.variant else r.impl
+        limit = f" {r.of_limit:8.2f}" if r.of_limit else ""
         lines.append(f"{name[:44]:44s} {impl[:24]:24s} {first:>11s} {r.steady_s * 1e3:8.2f}ms "
-                     f"{r.throughput:9.2f} {r.throughput_unit:6s} {speed:>16s}")
+                     f"{r.throughput:9.2f} {r.throughput_unit:6s} {speed:>16s}{limit}")
     return "\n".join(lines)
 
 
@@ -265,6 +311,10 @@ def main(args) -> int:
                 print(f"profile: device {d!r} is not usable here: {status.get(d, 'unknown device')}",
                       file=sys.stderr)
                 return 2
+        if "cuda" in args.devices and _simulated():
+            print("profile: device 'cuda' is Numba's simulator here (NUMBA_ENABLE_CUDASIM=1): it "
+                  "would time Python threads; profile CUDA on a GPU", file=sys.stderr)
+            return 2
     rows = run(args.ops, args.devices, args.dtype, args.quick, peers=not args.no_peers)
     print(table(rows))
     if args.json:

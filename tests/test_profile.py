@@ -3,6 +3,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import dml_numba as dml
@@ -57,13 +58,62 @@ def test_cli_writes_json_and_plot(tmp_path, capsys):
     data = json.loads(js.read_text())
     assert set(data["meta"]) >= {"dml_numba", "numba", "numpy", "python"}
     keys = {"op", "workload", "impl", "kind", "shape", "dtype", "first_call_s", "steady_s",
-            "throughput", "throughput_unit", "speedup_vs_numpy", "variant"}
+            "throughput", "throughput_unit", "speedup_vs_numpy", "variant", "of_limit"}
     assert data["rows"] and all(set(r) == keys for r in data["rows"])
     assert {r["op"] for r in data["rows"]} == {"tile", "slice1"}
     assert {r["impl"] for r in data["rows"]} == {"numpy", "cpu"}
     assert {r["variant"] for r in data["rows"] if r["impl"] == "cpu"} <= {"serial", "parallel"}
     assert all(r["variant"] is None for r in data["rows"] if r["impl"] == "numpy")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_every_cpu_peer_has_its_gpu_form():
+    """torch -> torch-cuda (cuDNN for convolution), numpy.* -> cupy.* (NumPy dispatches to CuPy)."""
+    from dml_numba.workloads import gpu_peers, suite
+
+    for w in suite(quick=True):
+        gpu = gpu_peers(w.peers)
+        expected = ({"torch-cuda"} if "torch" in w.peers else set()) | {
+            "cupy" + n[len("numpy"):] for n in w.peers if n.startswith("numpy")}
+        assert set(gpu) == expected, w.name
+    assert set(gpu_peers(tiny_suite()[0].peers)) >= {"torch-cuda", "cupy.pad"}
+
+
+def test_gpu_peers_are_unavailable_without_a_gpu():
+    from dml_numba.workloads import PeerUnavailable, gpu_peers
+
+    w = tiny_suite()[0]
+    desc, inputs = w.make(np.dtype(np.float32), np.random.default_rng(0))
+    for name, factory in gpu_peers(w.peers).items():
+        try:
+            factory(desc, inputs)
+        except PeerUnavailable:
+            continue
+        pytest.skip(f"{name} has a GPU here")  # pragma: no cover - a machine with a GPU
+    # the torch peer itself still runs on the CPU afterwards (the device is restored)
+    y = w.peers["torch"](desc, inputs)()
+    assert y.device.type == "cpu"
+
+
+@pytest.mark.cuda
+def test_cuda_rows_carry_the_device_copy_limit():
+    """On the simulator (no timings worth reading, but the same code path as on a GPU): a
+    data-movement workload gains a "cuda copy (limit)" row and the cuda row its fraction of it;
+    the GPU peers are skipped as unavailable."""
+    rows = profile.run(devices=["numpy", "cuda"], quick=True, progress=False,
+                       workloads=tiny_suite()[:1])
+    by_impl = {r.impl: r for r in rows}
+    limit, cuda = by_impl["cuda copy (limit)"], by_impl["cuda"]
+    assert limit.kind == "limit" and limit.first_call_s is None
+    assert cuda.of_limit == pytest.approx(limit.steady_s / cuda.steady_s)
+    assert "of copy" in profile.table(rows)
+    assert not {"torch-cuda", "cupy.pad"} & set(by_impl)
+
+
+@pytest.mark.cuda
+def test_cli_refuses_to_time_the_simulator(capsys):
+    assert main(["profile", "--quick", "--devices", "cuda"]) == 2
+    assert "simulator" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args,message", [

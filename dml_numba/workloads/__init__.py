@@ -80,19 +80,74 @@ class PeerUnavailable(Exception):
     pass
 
 
+_torch_device = "cpu"  # where torch_call puts its tensors (gpu_peers runs the CPU peer on CUDA)
+
+
 def torch_call(fn, arrays):
-    """A callable running ``fn(torch, *tensors)`` without autograd, or PeerUnavailable."""
+    """A callable running ``fn(torch, *tensors)`` without autograd, or PeerUnavailable. Under
+    :func:`gpu_peers`' "torch-cuda", the tensors live on the GPU and each call synchronises."""
     try:
         import torch
     except ImportError:
         raise PeerUnavailable("torch is not installed") from None
-    tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
+    device = _torch_device
+    if device == "cuda" and not torch.cuda.is_available():
+        raise PeerUnavailable("PyTorch has no CUDA device here")
+    tensors = [torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in arrays]
 
     def call():
         with torch.no_grad():
-            return fn(torch, *tensors)
+            result = fn(torch, *tensors)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return result
 
     return call
+
+
+def _on_torch_device(device, factory, desc, arrays):
+    global _torch_device
+    previous, _torch_device = _torch_device, device
+    try:
+        return factory(desc, arrays)
+    finally:
+        _torch_device = previous
+
+
+def _cupy_call(factory, desc, arrays):
+    """The NumPy peer ``factory`` on CuPy arrays: NumPy hands ``np.pad``, ``np.tile``, slicing
+    and ``np.ascontiguousarray`` of a CuPy array to CuPy's own implementation (NEP 18)."""
+    try:
+        import cupy
+    except ImportError:
+        raise PeerUnavailable("cupy is not installed") from None
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise PeerUnavailable("CuPy finds no GPU")
+    except cupy.cuda.runtime.CUDARuntimeError:
+        raise PeerUnavailable("CuPy finds no GPU") from None
+    fn = factory(desc, [cupy.asarray(a) for a in arrays])
+
+    def call():
+        result = fn()
+        cupy.cuda.Device().synchronize()
+        return result
+
+    return call
+
+
+def gpu_peers(peers: dict) -> dict:
+    """The GPU forms of a workload's CPU peers, for profiling the "cuda" device: "torch-cuda"
+    runs the "torch" peer on the GPU (cuDNN for convolution), "cupy..." runs each NumPy peer
+    ("numpy.pad" -> "cupy.pad") on CuPy arrays. Each raises PeerUnavailable where its library or
+    a GPU is missing."""
+    out = {}
+    if "torch" in peers:
+        out["torch-cuda"] = lambda d, xs, f=peers["torch"]: _on_torch_device("cuda", f, d, xs)
+    for name, factory in peers.items():
+        if name.startswith("numpy"):
+            out["cupy" + name[len("numpy"):]] = lambda d, xs, f=factory: _cupy_call(f, d, xs)
+    return out
 
 
 def ort_call(op_type, inputs, extra_inputs=(), **attrs):
