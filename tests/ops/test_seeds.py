@@ -72,13 +72,18 @@ def test_slice_doc_examples(device, offsets, sizes, strides, expected):  # docs/
     np.testing.assert_array_equal(y[0, 0], np.array(expected, np.float32))
 
 
-def _conv(device, x, w, out_len, mode, direction, strides, pads):
+def _variants(device):
+    """Every kernel of a device: on CUDA also the tiled (shared-memory) and direct kernels."""
+    return [{}] + ([{"algorithm": "tiled"}, {"algorithm": "direct"}] if device == "cuda" else [])
+
+
+def _conv(device, x, w, out_len, mode, direction, strides, pads, **options):
     desc = dml.ConvolutionOperatorDesc(
         dml.TensorDesc(F32, (1, 1, len(x))), dml.TensorDesc(F32, (1, 1, len(w))), None,
         dml.TensorDesc(F32, (1, 1, out_len)), mode, direction, (strides,), (1,), (pads,), (pads,),
         (0,), 1)
-    return dml.compile_operator(desc, device)(np.array(x, np.float32).reshape(1, 1, -1),
-                                              np.array(w, np.float32).reshape(1, 1, -1))[0, 0]
+    return dml.compile_operator(desc, device, **options)(
+        np.array(x, np.float32).reshape(1, 1, -1), np.array(w, np.float32).reshape(1, 1, -1))[0, 0]
 
 
 CC, CV = dml.ConvolutionMode.CROSS_CORRELATION, dml.ConvolutionMode.CONVOLUTION
@@ -93,15 +98,17 @@ FWD, BWD = dml.ConvolutionDirection.FORWARD, dml.ConvolutionDirection.BACKWARD
     (CV, BWD, [1, 2, 3], 7, 0, [100, 10, 201, 20, 302, 30, 3]),
 ], ids=["cc-fwd", "conv-fwd", "cc-bwd", "cc-bwd-pad", "conv-bwd"])
 def test_convolution_worked_examples(device, mode, direction, x, out_len, pads, expected):
-    y = _conv(device, x, [1, 10, 100], out_len, mode, direction, 2, pads)
-    np.testing.assert_array_equal(y, np.array(expected, np.float32))
+    for options in _variants(device):
+        y = _conv(device, x, [1, 10, 100], out_len, mode, direction, 2, pads, **options)
+        np.testing.assert_array_equal(y, np.array(expected, np.float32))
 
 
 def test_lp_pooling_uses_absolute_value(device):  # docs/SEMANTICS.md §3: P=1 over [-1, -2] -> 3, not -3
     desc = dml.LpPoolingOperatorDesc(dml.TensorDesc(F32, (1, 1, 1, 2)), dml.TensorDesc(F32, (1, 1, 1, 1)),
                                      (1, 1), (1, 2), (0, 0), (0, 0), 1)
-    y = dml.compile_operator(desc, device)(np.array([[[[-1, -2]]]], np.float32))
-    assert y.reshape(-1).tolist() == [3.0]
+    for options in _variants(device):
+        y = dml.compile_operator(desc, device, **options)(np.array([[[[-1, -2]]]], np.float32))
+        assert y.reshape(-1).tolist() == [3.0]
 
 
 @pytest.mark.parametrize("mode,expected", [
