@@ -16,6 +16,20 @@ def _parallel_copy(src, dst):
         dst[i] = src[i]
 
 
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def _row_sums(x, step):
+    """Read every ``step``-th row of ``x`` (sum it): what reading rows with gaps costs."""
+    rows = x.shape[0] // step
+    acc = np.zeros(rows, np.float32)
+    for r in numba.prange(rows):
+        s = np.float32(0)
+        row = x[r * step]
+        for j in range(row.shape[0]):
+            s += row[j]
+        acc[r] = s
+    return acc
+
+
 def _fmt(x):
     return f"{x:.2f}"
 
@@ -101,6 +115,14 @@ def run(quick: bool = False) -> Table:
     table.add("slice1 strides (1, 1, -2, 2) of (8, 64, 256, 256)", _fmt(t * 1e3),
               _fmt(2 * out.nbytes / t / 1e9), _fmt(ratio), "NumPy strided copy",
               _fmt(t_np * 1e3), _fmt(t_np / t), "n/a (no negative steps)", "n/a")
+    # what the machine charges for rows with gaps: reading every 2nd 1 KiB row of the same
+    # input against reading every row (if the two take as long, the skipped rows are fetched)
+    rows = big.reshape(-1, big.shape[-1])
+    t_all = median_time(lambda: _row_sums(rows, 1), repeat=repeat)
+    t_half = median_time(lambda: _row_sums(rows, 2), repeat=repeat)
+    table.add("(bound) read every row / every 2nd row of that input", _fmt(t_all * 1e3),
+              _fmt(rows.nbytes / t_all / 1e9), f"every 2nd row: {_fmt(t_half * 1e3)} ms",
+              "", "", "", "", "")
     return table
 
 
