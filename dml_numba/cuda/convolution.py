@@ -22,7 +22,7 @@ kernel runs where a group has at least 4 output channels and a reduction of at l
 from __future__ import annotations
 
 import math
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 
 from .._codegen import SourceWriter, affine, decompose, index
@@ -34,11 +34,21 @@ from ..ops.convolution import (
     ConvolutionMode,
     ConvolutionOperatorDesc,
 )
-from ._emit import CudaKernel, emit_reduction, half_load, header, make_key
+from ._emit import (
+    CudaKernel,
+    emit_reduction,
+    half_load,
+    header,
+    make_key,
+    shared_memory_decorator,
+)
 from ._planes import LAUNCH_BOUNDS as PLANE_BOUNDS
 from ._planes import plane_kernel, plane_plan, shared_taps
 
 THREADS = 256  # a tiled block
+#: launch bounds of the implicit GEMMs: 2 blocks of 256 an SM, at most 128 registers (the phased
+#: transposed kernel takes 130 without, which leaves room for one block)
+GEMM_BOUNDS = (THREADS, 2)
 BK = 8  # reduction depth of one shared-memory slab
 
 
@@ -130,10 +140,11 @@ def emit_tiled(key) -> str:
     d = key.desc
     if plane_plan_for(d) is not None:
         return emit_planes(key)
+    if phases_for(d) is not None:
+        return emit_tiled_phases(key)
     plan = tile_plan(d)
     nd = d.input_tensor.rank - 2
     forward = d.direction == ConvolutionDirection.FORWARD
-    flip = d.mode == ConvolutionMode.CONVOLUTION
     g = d.group_count
     cg, mg = d.input_tensor.sizes[1] // g, d.output_tensor.sizes[1] // g
     isz, osz, ksz = d.input_tensor.sizes[2:], d.output_tensor.sizes[2:], d.filter_tensor.sizes[2:]
@@ -142,76 +153,26 @@ def emit_tiled(key) -> str:
     tiles_p, tiles_m = -(-pixels // plan.bm), -(-mg // plan.bn)
     acc = accumulator(d.input_tensor.data_type).name
     load = half_load(d.input_tensor.data_type)
-    rows_a = THREADS // plan.bm  # input slab rows loaded at once (a tile spans <= 256 pixels)
     o = [f"o{i}" for i in range(nd)]
     k = [f"k{i}" for i in range(nd)]
-    args = "x, w, b, y" if d.bias_tensor is not None else "x, w, y"
 
     w = SourceWriter()
     header(w, key)
     w(f"# implicit GEMM: tiles of {plan.bm} pixels x {plan.bn} channels, {plan.rm} x {plan.rn} a "
       f"thread, {THREADS} threads, reduction {reduction} in slabs of {BK}")
-    w("@cuda.jit(cache=__dml_disk_cache__)")
-    with w.block(f"def kernel({args}):"):
-        w(f"As = cuda.shared.array(({BK}, {plan.bm}), numba.{acc})")
-        w(f"Bs = cuda.shared.array(({BK}, {plan.bn}), numba.{acc})")
-        w("t = cuda.threadIdx.x")
-        w(f"tx = t % {plan.tx}")
-        w(f"ty = t // {plan.tx}")
-        # the pixel whose input this thread gathers (the same for every slab of a tile)
-        w(f"pa = t % {plan.bm}")
-        w(f"ka = t // {plan.bm}")
-        with w.block(f"for tile in range(cuda.blockIdx.x, {tiles_p * tiles_m * g}, "
-                     "cuda.gridDim.x):"):
-            decompose(w, "tile", ["g", "tm", "tp"], [g, tiles_m, tiles_p])
-            w(f"p = tp * {plan.bm} + pa")
-            w(f"pin = p < {pixels}")
-            with w.block("if not pin:"):
-                w("p = 0")
-            decompose(w, "p", ["n"] + o, [d.output_tensor.sizes[0], *osz])
-            for i in range(nd):  # the pixel's window origin
-                if forward:
-                    w(f"b{i} = {affine([(o[i], d.strides[i])], -d.start_padding[i])}")
-                else:
-                    w(f"b{i} = {affine([(o[i], 1)], d.start_padding[i])}")
-            for i in range(plan.rm):
-                for j in range(plan.rn):
-                    w(f"acc_{i}_{j} = numba.{acc}(0.0)")
-            with w.block(f"for r0 in range(0, {reduction}, {BK}):"):
-                _emit_load_a(w, d, rows_a, forward, cg, isz, ksz, reduction, load, acc, o, k)
-                _emit_load_b(w, d, plan, forward, flip, cg, mg, ksz, reduction, load, acc, k)
-                w("cuda.syncthreads()")
-                with w.block(f"for kk in range({BK}):"):
-                    for i in range(plan.rm):
-                        w(f"xa{i} = As[kk, tx + {i * plan.tx}]" if i else "xa0 = As[kk, tx]")
-                    for j in range(plan.rn):
-                        w(f"wb{j} = Bs[kk, ty + {j * plan.ty}]" if j else "wb0 = Bs[kk, ty]")
-                    for i in range(plan.rm):
-                        for j in range(plan.rn):
-                            w(f"acc_{i}_{j} += xa{i} * wb{j}")
-                w("cuda.syncthreads()")
-            # the register block: pixels tx + i*TX, channels ty + j*TY of the tile
-            for i in range(plan.rm):
-                w(f"q = tp * {plan.bm} + tx + {i * plan.tx}")
-                with w.block(f"if q < {pixels}:"):
-                    decompose(w, "q", ["n"] + o, [d.output_tensor.sizes[0], *osz])
-                    for j in range(plan.rn):
-                        w(f"mm = tm * {plan.bn} + ty + {j * plan.ty}")
-                        with w.block(f"if mm < {mg}:"):
-                            w(f"m = g * {mg} + mm")
-                            conv_epilogue(w, d, f"acc_{i}_{j}", f"y[{index('n', 'm', *o)}]",
-                                          load=load)
-    return w.text()
+    with _kernel_head(w, d, plan, acc), \
+            w.block(f"for tile in range(cuda.blockIdx.x, {tiles_p * tiles_m * g}, "
+                    "cuda.gridDim.x):"):
+        decompose(w, "tile", ["g", "tm", "tp"], [g, tiles_m, tiles_p])
+        _emit_load_pixel(w, plan, str(pixels))
+        decompose(w, "p", ["n"] + o, [d.output_tensor.sizes[0], *osz])
+        for i in range(nd):  # the pixel's window origin
+            if forward:
+                w(f"b{i} = {affine([(o[i], d.strides[i])], -d.start_padding[i])}")
+            else:
+                w(f"b{i} = {affine([(o[i], 1)], d.start_padding[i])}")
 
-
-def _emit_load_a(w, d, rows_a, forward, cg, isz, ksz, reduction, load, acc, o, k):
-    """This thread's share of the input slab: rows ka, ka + 256/BM, ... of column pa, zero
-    outside the input."""
-    nd = len(o)
-    for row in [f"ka + {r}" if r else "ka" for r in range(0, BK, rows_a)]:
-        w(f"r = r0 + {row}")
-        w(f"v = numba.{acc}(0.0)")
-        with w.block(f"if pin and r < {reduction}:"):
+        def load_a():
             decompose(w, "r", ["c"] + k, [cg, *ksz])
             conds, coords = [], []
             for i in range(nd):
@@ -222,27 +183,257 @@ def _emit_load_a(w, d, rows_a, forward, cg, isz, ksz, reduction, load, acc, o, k
                 conds.append(f"a{i} >= 0" + (f" and a{i} % {s} == 0" if s != 1 else "")
                              + f" and a{i} < {isz[i] * s}")
                 coords.append(f"a{i} // {s}" if s != 1 else f"a{i}")
-            with w.block(f"if {' and '.join(conds) or 'True'}:"):
-                w(f"v = {load('x[' + index('n', f'g * {cg} + c', *coords) + ']')}")
-        w(f"As[{row}, pa] = v")
+            return " and ".join(conds), coords
 
-
-def _emit_load_b(w, d, plan, forward, flip, cg, mg, ksz, reduction, load, acc, k):
-    """The filter slab: element e of BK x BN, consecutive threads along the reduction (the
-    filter's contiguous taps), zero past the reduction or the group's channels."""
-    with w.block(f"for e in range(t, {BK * plan.bn}, {THREADS}):"):
-        w(f"kb = e % {BK}")
-        w(f"nb = e // {BK}")
-        w("r = r0 + kb")
-        w(f"mm = tm * {plan.bn} + nb")
-        w(f"v = numba.{acc}(0.0)")
-        with w.block(f"if r < {reduction} and mm < {mg}:"):
+        def load_b():
             decompose(w, "r", ["c"] + k, [cg, *ksz])
-            taps = [f"{ksz[i] - 1} - {k[i]}" if flip else k[i] for i in range(len(k))]
-            widx = (index(f"g * {mg} + mm", "c", *taps) if forward
-                    else index(f"g * {cg} + c", "mm", *taps))
-            w(f"v = {load('w[' + widx + ']')}")
-        w("Bs[kb, nb] = v")
+            return _filter_taps(d, k), ""
+
+        _emit_slabs(w, d, plan, str(reduction), acc, load, load_a, load_b)
+
+        def output(q):
+            decompose(w, q, ["n"] + o, [d.output_tensor.sizes[0], *osz])
+            return o, ""
+
+        _emit_store(w, d, plan, str(pixels), output, load)
+    return w.text()
+
+
+@dataclass(frozen=True)
+class AxisPhases:
+    """One spatial axis of a strided transposed convolution, split by the output's residue
+    ``f = (o + start) % stride`` (the phase): the taps ``k0 + t*step`` (``count`` of them)
+    reach outputs ``o0 + j*stride`` (``outputs`` of them) from inputs ``base + j - t*dt``."""
+
+    k0: tuple
+    count: tuple
+    o0: tuple
+    outputs: tuple
+    base: tuple
+    step: int
+    dt: int
+
+
+def phases_for(desc):
+    """Per-axis phases of a BACKWARD convolution with a stride above 1, or None: in gather form
+    every output would test every tap and (for stride 2) reject three of four; per phase the
+    implicit GEMM runs only the taps that reach it."""
+    d = desc
+    if d.direction != ConvolutionDirection.BACKWARD or all(s == 1 for s in d.strides):
+        return None
+    axes = []
+    for s, dil, kk, pad, n_out in zip(d.strides, d.dilations, d.filter_tensor.sizes[2:],
+                                       d.start_padding, d.output_tensor.sizes[2:]):
+        step = s // math.gcd(s, dil)
+        k0, count, o0, outputs, base = [], [], [], [], []
+        for f in range(s):
+            taps = [k for k in range(kk) if (k * dil - f) % s == 0]
+            first = (f - pad) % s
+            k0.append(taps[0] if taps else 0)
+            count.append(len(taps))
+            o0.append(first)
+            outputs.append(-(-(n_out - first) // s) if first < n_out else 0)
+            base.append((first + pad - k0[-1] * dil) // s)
+        axes.append(AxisPhases(tuple(k0), tuple(count), tuple(o0), tuple(outputs), tuple(base),
+                               step, dil // math.gcd(s, dil)))
+    return axes
+
+
+def _phase_space(desc) -> tuple:
+    """(outputs, taps) a phase spans along each axis at most: every phase's GEMM is laid out
+    on these constant sizes (divisions by constants), the pixels and taps a phase lacks masked
+    off."""
+    axes = phases_for(desc)
+    return tuple(max(ax.outputs) for ax in axes), tuple(max(ax.count) for ax in axes)
+
+
+def _phased_tiles(desc, plan) -> int:
+    """Tiles of the phased kernel: per phase, group and channel tile, the pixel tiles of the
+    largest phase."""
+    outputs, _ = _phase_space(desc)
+    mg = desc.output_tensor.sizes[1] // desc.group_count
+    return (math.prod(desc.strides) * desc.group_count * -(-mg // plan.bn)
+            * -(-(desc.output_tensor.sizes[0] * math.prod(outputs)) // plan.bm))
+
+
+def emit_tiled_phases(key) -> str:
+    """Strided BACKWARD as one implicit GEMM per phase (:class:`AxisPhases`): a tile belongs to
+    one phase; its pixels are that phase's outputs, its reduction that phase's taps, so a
+    multiply-add is spent on a tap that cannot reach the output only where phases have
+    different tap counts (3 taps at stride 2: 2 and 1, padded to 2; the gather form tests all
+    3 for every output). Per-axis tables (first tap, taps, first output, outputs, input origin)
+    are module constants indexed by the tile's phase."""
+    d = key.desc
+    plan = tile_plan(d)
+    axes = phases_for(d)
+    nd = len(axes)
+    g = d.group_count
+    cg, mg = d.input_tensor.sizes[1] // g, d.output_tensor.sizes[1] // g
+    isz = d.input_tensor.sizes[2:]
+    outputs, taps = _phase_space(d)
+    pixels = d.output_tensor.sizes[0] * math.prod(outputs)
+    reduction = cg * math.prod(taps)
+    tiles_m, tiles_p = -(-mg // plan.bn), -(-pixels // plan.bm)
+    acc = accumulator(d.input_tensor.data_type).name
+    load = half_load(d.input_tensor.data_type)
+    f = [f"f{i}" for i in range(nd)]
+    j = [f"j{i}" for i in range(nd)]
+    tp_ = [f"t{i}_" for i in range(nd)]
+
+    w = SourceWriter()
+    header(w, key)
+    w("# per output phase along each axis: first tap, taps, first output, outputs, input origin")
+    for i, ax in enumerate(axes):
+        for name, values in (("K0", ax.k0), ("NK", ax.count), ("O0", ax.o0),
+                             ("NO", ax.outputs), ("B0", ax.base)):
+            w(f"{name}_{i} = {values!r}")
+    w()
+    w()
+    w(f"# implicit GEMM per phase of the strides {d.strides}: tiles of {plan.bm} pixels x "
+      f"{plan.bn} channels, {plan.rm} x {plan.rn} a thread, {THREADS} threads, a phase's "
+      f"{' x '.join(map(str, outputs))} outputs and {cg} x {' x '.join(map(str, taps))} "
+      f"reduction terms at most, in slabs of {BK}")
+    with _kernel_head(w, d, plan, acc), \
+            w.block(f"for tile in range(cuda.blockIdx.x, "
+                    f"{math.prod(d.strides) * g * tiles_m * tiles_p}, cuda.gridDim.x):"):
+        decompose(w, "tile", ["ph", "g", "tm", "tp"],
+                  [math.prod(d.strides), g, tiles_m, tiles_p])
+        decompose(w, "ph", f, list(d.strides))
+        _emit_load_pixel(w, plan, str(pixels))
+        decompose(w, "p", ["n"] + j, [d.output_tensor.sizes[0], *outputs])
+        # a pixel past its phase's outputs reads nothing (and is not stored)
+        w("pin = pin and " + " and ".join(f"{j[i]} < NO_{i}[{f[i]}]" for i in range(nd)))
+        for i in range(nd):
+            w(f"b{i} = B0_{i}[{f[i]}] + {j[i]}")
+
+        def terms():
+            decompose(w, "r", ["c"] + tp_, [cg, *taps])
+            return [f"{tp_[i]} < NK_{i}[{f[i]}]" for i in range(nd)]
+
+        def load_a():
+            conds = terms()
+            for i in range(nd):
+                w(f"a{i} = " + affine([(f"b{i}", 1), (tp_[i], -axes[i].dt)]))
+                conds.append(f"a{i} >= 0 and a{i} < {isz[i]}")
+            return " and ".join(conds), [f"a{i}" for i in range(nd)]
+
+        def load_b():
+            conds = terms()
+            for i in range(nd):
+                w(f"k{i} = " + affine([(f"K0_{i}[{f[i]}]", 1), (tp_[i], axes[i].step)]))
+            return _filter_taps(d, [f"k{i}" for i in range(nd)]), " and ".join(conds)
+
+        _emit_slabs(w, d, plan, str(reduction), acc, load, load_a, load_b)
+
+        def output(q):
+            decompose(w, q, ["n"] + j, [d.output_tensor.sizes[0], *outputs])
+            for i in range(nd):
+                w(f"o{i} = " + affine([(f"O0_{i}[{f[i]}]", 1), (j[i], d.strides[i])]))
+            return [f"o{i}" for i in range(nd)], " and ".join(
+                f"{j[i]} < NO_{i}[{f[i]}]" for i in range(nd))
+
+        _emit_store(w, d, plan, str(pixels), output, load)
+    return w.text()
+
+
+@contextmanager
+def _kernel_head(w, d, plan, acc):
+    """``def kernel``, the two shared slabs and each thread's place in the tile."""
+    shared_memory_decorator(w, GEMM_BOUNDS)
+    with w.block(f"def kernel({'x, w, b, y' if d.bias_tensor is not None else 'x, w, y'}):"):
+        w(f"As = cuda.shared.array(({BK}, {plan.bm}), numba.{acc})")
+        w(f"Bs = cuda.shared.array(({BK}, {plan.bn}), numba.{acc})")
+        w("t = cuda.threadIdx.x")
+        w(f"tx = t % {plan.tx}")
+        w(f"ty = t // {plan.tx}")
+        # the pixel whose input this thread gathers (the same for every slab of a tile)
+        w(f"pa = t % {plan.bm}")
+        w(f"ka = t // {plan.bm}")
+        yield
+
+
+def _emit_load_pixel(w, plan, pixels: str) -> None:
+    w(f"p = tp * {plan.bm} + pa")
+    w(f"pin = p < {pixels}")
+    with w.block("if not pin:"):
+        w("p = 0")
+
+
+def _filter_taps(d, k) -> str:
+    """The filter element of reduction term (c, k...) for channel ``mm`` of the group."""
+    ksz = d.filter_tensor.sizes[2:]
+    cg, mg = (d.input_tensor.sizes[1] // d.group_count,
+              d.output_tensor.sizes[1] // d.group_count)
+    taps = [f"{ksz[i] - 1} - {k[i]}" if d.mode == ConvolutionMode.CONVOLUTION else k[i]
+            for i in range(len(k))]
+    if d.direction == ConvolutionDirection.FORWARD:
+        return "w[" + index(f"g * {mg} + mm", "c", *taps) + "]"
+    return "w[" + index(f"g * {cg} + c", "mm", *taps) + "]"
+
+
+def _emit_slabs(w, d, plan, reduction: str, acc, load, load_a, load_b) -> None:
+    """Zeroed accumulators, then per slab of BK reduction terms: this thread's share of both
+    factors into shared memory (``load_a()`` decomposes ``r`` and returns the input's validity
+    and coordinates, ``load_b()`` the filter element and its validity, "" for always), and the
+    register block's products."""
+    cg = d.input_tensor.sizes[1] // d.group_count
+    mg = d.output_tensor.sizes[1] // d.group_count
+    for i in range(plan.rm):
+        for jj in range(plan.rn):
+            w(f"acc_{i}_{jj} = numba.{acc}(0.0)")
+    with w.block(f"for r0 in range(0, {reduction}, {BK}):"):
+        # the input slab: rows ka, ka + 256/BM, ... of column pa (a tile spans <= 256 pixels)
+        for row in [f"ka + {r}" if r else "ka" for r in range(0, BK, THREADS // plan.bm)]:
+            w(f"r = r0 + {row}")
+            w(f"v = numba.{acc}(0.0)")
+            with w.block(f"if pin and r < {reduction}:"):
+                valid, coords = load_a()
+                with w.block(f"if {valid or 'True'}:"):
+                    w(f"v = {load('x[' + index('n', f'g * {cg} + c', *coords) + ']')}")
+            w(f"As[{row}, pa] = v")
+        # the filter slab: consecutive threads along the reduction (the filter's contiguous
+        # taps), zero past the reduction or the group's channels
+        with w.block(f"for e in range(t, {BK * plan.bn}, {THREADS}):"):
+            w(f"kb = e % {BK}")
+            w(f"nb = e // {BK}")
+            w("r = r0 + kb")
+            w(f"mm = tm * {plan.bn} + nb")
+            w(f"v = numba.{acc}(0.0)")
+            with w.block(f"if r < {reduction} and mm < {mg}:"):
+                element, cond = load_b()
+                with w.block(f"if {cond}:") if cond else nullcontext():
+                    w(f"v = {load(element)}")
+            w("Bs[kb, nb] = v")
+        w("cuda.syncthreads()")
+        with w.block(f"for kk in range({BK}):"):
+            for i in range(plan.rm):
+                w(f"xa{i} = As[kk, tx + {i * plan.tx}]" if i else "xa0 = As[kk, tx]")
+            for jj in range(plan.rn):
+                w(f"wb{jj} = Bs[kk, ty + {jj * plan.ty}]" if jj else "wb0 = Bs[kk, ty]")
+            for i in range(plan.rm):
+                for jj in range(plan.rn):
+                    w(f"acc_{i}_{jj} += xa{i} * wb{jj}")
+        w("cuda.syncthreads()")
+
+
+def _emit_store(w, d, plan, pixels: str, output, load) -> None:
+    """The register block: pixels tx + i*TX, channels ty + j*TY of the tile, with bias and the
+    fused activation; ``output(q)`` decomposes pixel ``q`` and returns its output coordinates
+    and the condition that it exists ("" for always)."""
+    mg = d.output_tensor.sizes[1] // d.group_count
+    for i in range(plan.rm):
+        w(f"q = tp * {plan.bm} + tx + {i * plan.tx}")
+        with ExitStack() as stack:
+            stack.enter_context(w.block(f"if q < {pixels}:"))
+            o, cond = output("q")
+            if cond:  # the pixel exists (a phase's pixels past its outputs do not)
+                stack.enter_context(w.block(f"if {cond}:"))
+            for jj in range(plan.rn):
+                w(f"mm = tm * {plan.bn} + ty + {jj * plan.ty}")
+                with w.block(f"if mm < {mg}:"):
+                    w(f"m = g * {mg} + mm")
+                    conv_epilogue(w, d, f"acc_{i}_{jj}", f"y[{index('n', 'm', *o)}]",
+                                  load=load)
 
 
 ALGORITHMS = {"direct": emit_direct, "tiled": emit_tiled}
@@ -263,7 +454,9 @@ def lower(desc, options):
         plan = tile_plan(desc)
         pixels = desc.output_tensor.sizes[0] * math.prod(desc.output_tensor.sizes[2:])
         mg = desc.output_tensor.sizes[1] // desc.group_count
-        tiles = -(-pixels // plan.bm) * -(-mg // plan.bn) * desc.group_count
-        return CudaKernel(key, emit_tiled(key), [(dt, rank)] * n_args, tiles, block=THREADS)
+        tiles = (_phased_tiles(desc, plan) if phases_for(desc) is not None
+                 else -(-pixels // plan.bm) * -(-mg // plan.bn) * desc.group_count)
+        return CudaKernel(key, emit_tiled(key), [(dt, rank)] * n_args, tiles, block=THREADS,
+                          launch_bounds=GEMM_BOUNDS)
     return CudaKernel(key, emit_direct(key), [(dt, rank)] * n_args,
                       desc.output_tensor.element_count // channel_block(desc))

@@ -33,6 +33,15 @@ CASES = {
     "bwd-3x3-s2-16ch-f16": (conv_case((1, 4, 3, 3), (4, 16, 3, 3), (2, 2), (1, 1), (1, 1), (1, 1),
                                       1, direction=BWD, op=(1, 1), dtype=np.float16,
                                       act=dml.ActivationReluOperatorDesc()), (4, 4, 64, 4)),
+    # per-phase GEMMs: 1x1 taps at strides 3 x 2 (phases no tap reaches: bias only), stride 2
+    # with dilation 2 (only even phases have taps), and stride 1 (the plain gather form)
+    "bwd-1x1-s3x2-phases-without-taps": (conv_case((1, 2, 3, 2), (2, 4, 1, 1), (3, 2), (1, 1),
+                                                   (0, 0), (0, 0), 1, direction=BWD, op=(2, 1)),
+                                         (1, 4, 256, 1)),
+    "bwd-s2-dilation2": (conv_case((1, 2, 3, 3), (2, 4, 2, 3), (2, 2), (2, 1), (1, 0), (0, 1), 1,
+                                   direction=BWD, mode=CV), (1, 4, 256, 1)),
+    "bwd-stride1": (conv_case((1, 3, 4, 3), (3, 4, 3, 2), (1, 1), (1, 2), (1, 1), (0, 1), 1,
+                              direction=BWD), (1, 4, 256, 1)),
 }
 
 
@@ -63,6 +72,9 @@ def test_tiled_convolution_agrees_with_brute_force(name):
     assert (plan.rm, plan.rn, plan.tx, plan.ty) == shape and plan.tx * plan.ty == 256
     op = dml.compile_operator(desc, "cuda", algorithm="tiled")
     assert "cuda.shared.array" in op.source and "cuda.syncthreads()" in op.source
+    # strided transposed convolution runs one GEMM per output phase, the rest one GEMM
+    phased = desc.direction == BWD and any(s > 1 for s in desc.strides)
+    assert ("implicit GEMM per phase" in op.source) == phased
     y = op(*inputs)
     ref = dml.compile_operator(desc, "numpy")(*inputs)
     compare(desc, y, ref)
@@ -77,6 +89,28 @@ def test_catalogue_on_the_tiled_kernel(name):
     desc, inputs = catalogue()[name]
     y = dml.compile_operator(desc, "cuda", algorithm="tiled")(*inputs)
     compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
+
+
+def test_phases_list_exactly_the_taps_that_reach_each_output():
+    """Against the definition: output o receives tap k iff (o + start - k*dilation) is a
+    non-negative multiple of the stride, from input (o + start - k*dilation) / stride."""
+    from dml_numba.cuda.convolution import phases_for
+
+    for name in ("bwd-stride2-groups", "bwd-1x1-s3x2-phases-without-taps", "bwd-s2-dilation2"):
+        desc = CASES[name][0][0]
+        for ax, s, dil, kk, pad, n_out in zip(phases_for(desc), desc.strides, desc.dilations,
+                                               desc.filter_tensor.sizes[2:], desc.start_padding,
+                                               desc.output_tensor.sizes[2:]):
+            for o in range(n_out):
+                f = (o + pad) % s
+                j, rem = divmod(o - ax.o0[f], s)
+                assert rem == 0 and 0 <= j < ax.outputs[f]
+                listed = {(ax.k0[f] + t * ax.step, ax.base[f] + j - t * ax.dt)
+                          for t in range(ax.count[f])}
+                expected = {(k, (o + pad - k * dil) // s) for k in range(kk)
+                            if (o + pad - k * dil) % s == 0}
+                assert listed == expected, (name, o)
+            assert sum(ax.outputs) == n_out
 
 
 def test_the_automatic_choice_tiles_where_a_tile_is_reused():
