@@ -4,20 +4,25 @@
 of one group (each input tap read once for all of them, from registers); BACKWARD in gather form
 (no atomics).
 
-``tiled``: implicit GEMM. Per group, the output is a (pixels x channels) matrix, the product of
-the gathered input (pixels x C/g*taps: zero outside the input, and for BACKWARD wherever the
-stride test rejects the tap, the gather form of the adjoint) and the filter (C/g*taps x
-channels). A block of 256 threads computes a BM x BN tile of it: each step of the reduction, the
-threads load a BK-deep slab of both factors into shared memory once (consecutive threads read
-consecutive pixels and consecutive filter taps: coalesced), synchronise, and each thread
-accumulates a register block of RM pixels x RN channels from shared memory, so every value
-loaded from global memory is used BN (input) or BM (filter) times. Bias and the fused activation
-are applied to the register block as it is stored; float16 is loaded as half, computed in
-float32. Blocks take tiles in a grid-stride loop, so any grid is correct.
+``tiled``, in shared memory:
+
+* implicit GEMM for dense and grouped convolution: per group, the output is a (pixels x
+  channels) matrix, the product of the gathered input (pixels x C/g*taps, zero outside the
+  input) and the filter (C/g*taps x channels). A block of 256 threads computes a BM x BN tile of
+  it: each step of the reduction, the threads load a BK-deep slab of both factors into shared
+  memory once (consecutive threads read consecutive pixels and consecutive filter taps:
+  coalesced), synchronise, and each thread accumulates a register block of RM pixels x RN
+  channels from shared memory, so every value loaded from global memory is used BN (input) or
+  BM (filter) times. BACKWARD is the adjoint in gather form; with strides, one GEMM per output
+  phase (:func:`phases_for`), so that only the taps that reach a phase are multiplied;
+* plane patches for depthwise convolution (``_planes``): 256 outputs of one channel a block,
+  their input region loaded into shared memory once.
+
+Bias and the fused activation are applied as outputs are stored; float16 is loaded as half,
+computed in float32. Blocks take tiles in a grid-stride loop, so any grid is correct.
 
 ``compile_operator(desc, "cuda", algorithm="direct"|"tiled")`` forces one; by default the tiled
-kernel runs where a group has at least 4 output channels and a reduction of at least 16 terms
-(:func:`choose_algorithm`).
+kernels run where their reuse pays (:func:`choose_algorithm`).
 """
 from __future__ import annotations
 
@@ -434,9 +439,6 @@ def _emit_store(w, d, plan, pixels: str, output, load) -> None:
                     w(f"m = g * {mg} + mm")
                     conv_epilogue(w, d, f"acc_{i}_{jj}", f"y[{index('n', 'm', *o)}]",
                                   load=load)
-
-
-ALGORITHMS = {"direct": emit_direct, "tiled": emit_tiled}
 
 
 @register(ConvolutionOperatorDesc, "cuda", options={"algorithm": (None, "direct", "tiled")})
