@@ -150,3 +150,9 @@ def test_index_maps_evaluated_with_numpy_agree_with_the_emitted_source(kind):
         else:
             assert inside.all() and list(idx) == emitted, (m, emitted, list(idx))
             assert all(0 <= i < n for i in emitted)
+        assert idx.dtype == np.int64 and inside.dtype == bool
+        assert (idx[~inside] == 0).all()  # outside the input: coordinate 0, never read
+        for lo, hi in [(1, size), (size // 2, size), (size - 1, size), (2, 2)]:
+            if lo <= hi:  # a block of the axis [lo, hi): the same values as the whole axis's
+                part, part_inside = sources(m, lo, hi)
+                assert list(part) == list(idx[lo:hi]) and list(part_inside) == list(inside[lo:hi])

@@ -109,3 +109,11 @@ def test_nan_and_signed_zero_move_bit_exactly(device):
     x = np.array([np.nan, -0.0, np.inf, 1.0], np.float16)
     assert_exact(dml.padding(x, (2,), (3,), "symmetric", device=device),
                  np.pad(x, (2, 3), mode="symmetric"))
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_constant_padding_with_a_non_finite_value(device, value):
+    """The constant reaches the generated kernel as a literal: infinities and NaN included."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = dml.padding(x, (1, 0), (0, 2), "constant", value, device=device)
+    np.testing.assert_array_equal(y, np.pad(x, ((1, 0), (0, 2)), constant_values=value))
