@@ -86,3 +86,41 @@ def test_block_size_comes_from_the_kernels_resources():
     # threads then give 4 x 8 warps = 50%, 512 give 4 x 16 = 100% (1024 ties it, later in order)
     assert block_size(32, 40 * 1024, (8, 0)) == 512
 
+
+
+INFO_SCRIPT = """
+import dml_numba.__main__ as cli
+import dml_numba.workloads as wl
+from dml_numba.workloads import convolution, padding
+from dml_numba.ops.padding import PaddingMode
+wl.suite = lambda quick: [
+    wl.workload("convolution", "tiny conv", convolution.spec((1, 8, 6, 5), (8, 8, 3, 3), (1, 1),
+                                                            (1, 1), 1), "flops", True),
+    wl.workload("padding", "tiny pad", padding.spec((1, 2, 4, 40), (0, 0, 1, 1), (0, 0, 1, 1),
+                                                    PaddingMode.REFLECTION), "bytes"),
+]
+cli._cuda_kernels()
+"""
+
+
+@pytest.mark.ptx
+def test_info_lists_every_kernel_with_its_resources():
+    """``info --cuda-kernels``: a line per kernel a workload can run and architecture, the
+    default marked, from NVIDIA's compiler (no simulator)."""
+    pytest.importorskip("numba.cuda")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    out = subprocess.run([sys.executable, "-c", INFO_SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-4000:]
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("tiny")]
+    kernels = [(ln[:40].strip(), ln[41:65].strip(), ln[66:72].strip()) for ln in lines]
+    assert kernels == [("tiny conv", "convolution_tiled *", "sm_80"),
+                       ("tiny conv", "convolution_tiled *", "sm_90"),
+                       ("tiny conv", "convolution", "sm_80"),
+                       ("tiny conv", "convolution", "sm_90"),
+                       ("tiny pad", "padding *", "sm_80"),
+                       ("tiny pad", "padding *", "sm_90")], out.stdout
+    for ln in lines:  # registers, spills, shared bytes, threads, occupancy
+        regs, spill, smem, threads, occ = ln[72:].split()
+        assert 0 < int(regs) <= 255 and int(spill) == 0 and occ.endswith("%")
+        assert (int(smem) > 0) == ("tiled" in ln) and int(threads) in (128, 256, 512, 1024)
