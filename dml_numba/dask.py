@@ -7,19 +7,26 @@ How each output block is made (nothing is ever materialised whole):
 
 * **Data movement** (padding in every mode, tile, slice1 with negative strides): each output
   axis is an index map of the descriptor (``gather_plan``). An output block reads, per axis, the
-  input coordinates its map names; the block is a gather from just that input region (a lazy
-  slice of ``x``, however many input chunks it spans), so reflection, symmetric and wrap padding
+  input coordinates its map names; the block is a gather from just that input region (read
+  from the input chunks it overlaps, however many), so reflection, symmetric and wrap padding
   wider than a chunk or than the whole array are exact. Results are bit-for-bit equal to the
   in-memory functional layer.
 * **Forward convolution and LP pooling**: output chunks follow the input's chunks divided by the
   stride; an output block ``[o0, o1)`` reads the input window ``[o0*s - start, (o1-1)*s +
   (k-1)*d - start + 1)`` (the halo from the descriptor), and the part of that window outside the
   array becomes the block's own start/end padding, so the in-memory operator (on ``device``)
-  computes the block exactly. Input chunks smaller than the halo are fine: the window is a
-  lazy slice spanning as many chunks as it needs. The batch axis keeps its chunks; the channel
-  axis is taken whole (a convolution needs every channel of a group).
-* **Transposed (BACKWARD) convolution**: the spatial axes (and channels) are taken whole per
-  batch chunk: its output blocks are not aligned to input windows in general.
+  computes the block exactly. The batch axis keeps its chunks; the channel axis is taken whole
+  (a convolution needs every channel of a group).
+* **Transposed (BACKWARD) convolution**, from the gather form: output ``o`` receives input ``i``
+  through tap ``t`` where ``o = i*s + t*d - start``, so an output block reads the inputs that
+  reach it; its own start padding crops what they write before the block, its end padding
+  what they write after it (output chunks follow the input's chunks times the stride).
+* A block whose window lies wholly in the padding (padding wider than the kernel, or gaps of a
+  stride wider than the kernel) is computed from zeros, which is what padding reads.
+
+Chunks smaller than the halo need no rechunking and give no wrong answer: each output block is
+one task that reads the input chunks its window overlaps (a view where it lies in one chunk,
+one copy where it spans several), so a block costs one task however many chunks it spans.
 
 Interior blocks of equal shape share one compiled kernel; edge blocks add a handful. Each worker
 compiles or loads kernels through the normal caches (one disk cache per machine, safe under
@@ -29,6 +36,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -101,7 +110,7 @@ def _data_movement(x, desc, out_chunks):
     if const is not None and desc.output.data_type == desc.output.data_type.FLOAT16:
         const = np.float16(const)
     name = "dml-" + desc.op_name() + "-" + dask.base.tokenize(x, desc, out_chunks)
-    deps, dsk = [x], {}
+    dsk = {}
     bounds = [_boundaries(c) for c in out_chunks]
     in_bounds = [_boundaries(c) for c in x.chunks]
 
@@ -117,18 +126,11 @@ def _data_movement(x, desc, out_chunks):
         if any(s.stop == s.start for s in region):  # all padding: no input read
             dsk[(name,) + index] = (_gather_block, np.empty((0,) * x.ndim, dtype), local, masks,
                                     const, dtype)
-        else:
-            exact = [in_bounds[d].index(r.start) if r.start in in_bounds[d] and
-                     r.stop in in_bounds[d] and in_bounds[d].index(r.stop) ==
-                     in_bounds[d].index(r.start) + 1 else None for d, r in enumerate(region)]
-            if all(e is not None for e in exact):  # exactly one input chunk: use it as is
-                key = (x.name,) + tuple(exact)
-            else:  # the region as one block, however many input chunks it spans
-                part = x[tuple(region)].rechunk(tuple(r.stop - r.start for r in region))
-                deps.append(part)
-                key = (part.name,) + (0,) * part.ndim
+        else:  # the region from the input chunks it overlaps, in the block's own task
+            key = _region_task(x, [_spans(in_bounds[d], r.start, r.stop)
+                                   for d, r in enumerate(region)])
             dsk[(name,) + index] = (_gather_block, key, local, masks, const, dtype)
-    graph = HighLevelGraph.from_collections(name, dsk, dependencies=deps)
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=[x])
     return Array(graph, name, out_chunks, dtype=dtype)
 
 
@@ -172,54 +174,134 @@ def slice1(x, offsets, sizes, strides=None, *, device="cpu"):
     return _data_movement(x, desc, chunks)
 
 
-# -- windows: forward convolution and LP pooling ---------------------------------------------
+# -- windows: convolution and LP pooling ------------------------------------------------------
 
-def _windows(n, chunks, out_size, stride, k, dil, start):
-    """Per output block: (o0, o1, region lo, region hi, local start pad, local end pad)."""
+class _Axis(NamedTuple):
+    """One output block along one spatial axis: output ``[o0, o1)`` computed from input
+    ``[lo, hi)`` with the block's own ``start``/``end`` padding (and ``output_padding``,
+    transposed only); ``zeros`` > 0 where the block reads no input at all along this axis (all
+    padding): it is computed from that many zeros instead, which is what padding reads."""
+    o0: int
+    o1: int
+    lo: int
+    hi: int
+    start: int
+    end: int
+    output_padding: int = 0
+    zeros: int = 0
+
+
+def _forward_axis(n, chunks, out_size, stride, k, dil, start) -> list[_Axis]:
+    """Output blocks follow the input's chunks divided by the stride; block ``[o0, o1)`` reads
+    the window ``[o0*s - start, (o1-1)*s + (k-1)*d + 1 - start)`` (the halo)."""
     kl = (k - 1) * dil + 1
     bounds = _boundaries(_split(out_size, [max(1, -(-c // stride)) for c in chunks]))
     blocks = []
-    for o0, o1 in zip(bounds[:-1], bounds[1:]):
-        lo = o0 * stride - start
-        hi = (o1 - 1) * stride + kl - start
-        blocks.append((o0, o1, max(lo, 0), min(hi, n), max(0, -lo), max(0, hi - n)))
+    for o0, o1 in itertools.pairwise(bounds):
+        lo, hi = o0 * stride - start, (o1 - 1) * stride + kl - start
+        clo, chi = max(lo, 0), min(hi, n)
+        if clo < chi:
+            blocks.append(_Axis(o0, o1, clo, chi, clo - lo, hi - chi))
+        else:
+            blocks.append(_Axis(o0, o1, 0, 0, 0, 0, zeros=hi - lo))
     return blocks
 
 
-def _windowed(x, out_desc_sizes, spatial_params, run_block, channels_out):
-    """Assemble the output from blocks ``run_block(x_region, starts=..., ends=...)`` (the
-    block's own start and end padding) over (batch chunk) x (spatial output blocks); channels
-    whole."""
-    da = _da()
-    nd = x.ndim - 2
+def _backward_axis(n, chunks, out_size, stride, k, dil, start) -> list[_Axis]:
+    """Transposed (gather form): output ``o`` receives input ``i`` through tap ``t`` where
+    ``o = i*s + t*d - start``, so block ``[o0, o1)`` reads inputs ``floor((o0 + start -
+    (k-1)*d) / s)`` to ``floor((o1 - 1 + start) / s)``; the block's start padding crops what
+    those inputs write before ``o0``, its end padding what they write after ``o1``, and output
+    padding extends a last block past the inputs' reach (never more than the operator's)."""
+    kl = (k - 1) * dil
+    bounds = _boundaries(_split(out_size, [c * stride for c in chunks]))
+    blocks = []
+    for o0, o1 in itertools.pairwise(bounds):
+        lo, hi = (o0 + start - kl) // stride, (o1 - 1 + start) // stride + 1
+        clo, chi = max(lo, 0), min(hi, n)
+        a = start + o0 - clo * stride
+        reach = (chi - clo - 1) * stride + kl + 1 - a  # the region's outputs from o0 on
+        if clo < chi and reach >= 1:
+            e = reach - (o1 - o0)
+            blocks.append(_Axis(o0, o1, clo, chi, a, max(e, 0), max(-e, 0)))
+        else:  # no input reaches this block (a gap of a stride wider than the kernel, or
+            # output padding): zeros long enough to cover it
+            m = max(1, -(-(o1 - o0 - kl - 1) // stride) + 1)
+            blocks.append(_Axis(o0, o1, 0, 0, 0, (m - 1) * stride + kl + 1 - (o1 - o0),
+                                zeros=m))
+    return blocks
+
+
+def _spans(bounds, lo, hi):
+    """The input chunks ``[lo, hi)`` of one axis overlaps: (chunk index, slice within it)."""
+    out = []
+    for j, (a, b) in enumerate(itertools.pairwise(bounds)):
+        if a < hi and b > lo:
+            out.append((j, slice(max(lo, a) - a, min(hi, b) - a)))
+    return out
+
+
+def _region_task(x, spans_per_axis):
+    """A task computing the input region ``spans_per_axis`` covers, from ``x``'s chunk keys."""
+    keys = [(x.name,) + tuple(j for j, _ in combo)
+            for combo in itertools.product(*spans_per_axis)]
+    cuts = [[sl for _, sl in spans] for spans in spans_per_axis]
+    shape = tuple(sum(sl.stop - sl.start for sl in c) for c in cuts)
+    if len(keys) == 1:
+        return (operator.getitem, keys[0], tuple(cuts[i][0] for i in range(len(cuts))))
+    return (_stitch_region, keys, cuts, shape)
+
+
+def _stitch_region(pieces, cuts, shape):
+    """``pieces`` (C order over the per-axis ``cuts``) copied into one array of ``shape``."""
+    out = np.empty(shape, pieces[0].dtype)
+    offsets = [_boundaries([sl.stop - sl.start for sl in c]) for c in cuts]
+    for piece, idx in zip(pieces, itertools.product(*(range(len(c)) for c in cuts))):
+        at = tuple(slice(offsets[d][j], offsets[d][j + 1]) for d, j in enumerate(idx))
+        out[at] = piece[tuple(cuts[d][j] for d, j in enumerate(idx))]
+    return out
+
+
+def _run_window(run_block, region, zeros_shape, dtype, starts, ends, output_padding):
+    """One output block: the operator on its input region (or on zeros where the block reads
+    only padding) with the block's own padding."""
+    if region is None:
+        region = np.zeros(zeros_shape, dtype)
+    return run_block(region, starts=starts, ends=ends, output_padding=output_padding)
+
+
+def _windowed(x, name, out_sizes, axes, run_block, channels_out):
+    """The lazy output, one task per output block: (batch chunk) x (spatial blocks from
+    ``axes``, one list of :class:`_Axis` per spatial axis); channels taken whole (a convolution
+    needs every channel of a group). Each task reads the input chunks its region overlaps
+    directly, so a block costs one task however many chunks its halo spans."""
+    import dask
+    from dask.array.core import Array
+    from dask.highlevelgraph import HighLevelGraph
+
     xb = x.rechunk({1: -1})
-    per_axis = [_windows(x.shape[2 + i], x.chunks[2 + i], out_desc_sizes[2 + i],
-                         *spatial_params[i]) for i in range(nd)]
-    nb = _boundaries(xb.chunks[0])
-    rows = []
+    name = name + "-" + dask.base.tokenize(xb, out_sizes, axes, channels_out)
+    in_bounds = [_boundaries(c) for c in xb.chunks]
+    nb = in_bounds[0]
+    dsk = {}
     for bi in range(len(xb.chunks[0])):
-        grid = {}
-        for indexed in itertools.product(*(list(enumerate(a)) for a in per_axis)):
-            combo = [c for _, c in indexed]
-            region = (slice(nb[bi], nb[bi + 1]), slice(None)) + tuple(
-                slice(c[2], c[3]) for c in combo)
-            part = xb[region]
-            starts = tuple(c[4] for c in combo)
-            ends = tuple(c[5] for c in combo)
-            shape = (nb[bi + 1] - nb[bi], channels_out) + tuple(c[1] - c[0] for c in combo)
-            grid[tuple(i for i, _ in indexed)] = da.map_blocks(
-                run_block, part.rechunk(part.shape), starts=starts, ends=ends,
-                dtype=x.dtype, chunks=shape, meta=np.empty((0,) * x.ndim, x.dtype))
-        rows.append(_nest(grid, [len(a) for a in per_axis]))
-    return da.concatenate(rows, axis=0) if len(rows) > 1 else rows[0]
-
-
-def _nest(grid, counts, prefix=()):
-    da = _da()
-    if len(prefix) == len(counts):
-        return grid[prefix]
-    parts = [_nest(grid, counts, prefix + (i,)) for i in range(counts[len(prefix)])]
-    return da.concatenate(parts, axis=2 + len(prefix)) if len(parts) > 1 else parts[0]
+        for idx in itertools.product(*(range(len(a)) for a in axes)):
+            blocks = [axes[d][j] for d, j in enumerate(idx)]
+            if any(b.zeros for b in blocks):  # reads only padding: no input task
+                region = None
+                zeros = (nb[bi + 1] - nb[bi], xb.shape[1]) + tuple(
+                    b.zeros or b.hi - b.lo for b in blocks)
+            else:
+                spans = [[(bi, slice(0, nb[bi + 1] - nb[bi]))], [(0, slice(0, xb.shape[1]))]] + [
+                    _spans(in_bounds[2 + d], b.lo, b.hi) for d, b in enumerate(blocks)]
+                region, zeros = _region_task(xb, spans), None
+            dsk[(name, bi, 0) + idx] = (
+                _run_window, run_block, region, zeros, x.dtype, tuple(b.start for b in blocks),
+                tuple(b.end for b in blocks), tuple(b.output_padding for b in blocks))
+    chunks = (xb.chunks[0], (channels_out,)) + tuple(
+        tuple(b.o1 - b.o0 for b in a) for a in axes)
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=[xb])
+    return Array(graph, name, chunks, dtype=x.dtype)
 
 
 def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,
@@ -228,19 +310,22 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
     x = _as_dask(x, "lp_pooling", "x")
     desc = F.lp_pooling_desc(x, window_size, strides, start_padding, end_padding, dilations, p)
 
-    def run(block, starts, ends):
+    def run(block, starts, ends, output_padding):
         return F.lp_pooling(block, desc.window_size, desc.strides, starts, ends, desc.dilations,
                             desc.p, device=device)
 
-    params = list(zip(desc.strides, desc.window_size, desc.dilations, desc.start_padding))
-    return _windowed(x, desc.output.sizes, params, run, channels_out=x.shape[1])
+    axes = [_forward_axis(x.shape[2 + i], x.chunks[2 + i], desc.output.sizes[2 + i], s, k, d, a)
+            for i, (s, k, d, a) in enumerate(zip(desc.strides, desc.window_size,
+                                                 desc.dilations, desc.start_padding))]
+    return _windowed(x, "dml-lp_pooling", desc.output.sizes, axes, run, x.shape[1])
 
 
 def convolution(x, filter, bias=None, strides=None, dilations=None, start_padding=None,
                 end_padding=None, output_padding=None, group_count=1, mode=1, direction=0,
                 fused_activation=None, *, device="cpu"):
     """Lazy :func:`dml_numba.convolution` of a Dask array ``x``; ``filter`` and ``bias`` are
-    in-memory arrays (or small Dask arrays), broadcast to every block."""
+    in-memory arrays (or small Dask arrays), broadcast to every block. Forward and transposed
+    (BACKWARD) alike: each output block reads the input window its outputs depend on."""
     x = _as_dask(x, "convolution", "x")
     w = np.asarray(filter.compute() if hasattr(filter, "compute") else filter)
     b = None if bias is None else np.asarray(bias.compute() if hasattr(bias, "compute") else bias)
@@ -251,23 +336,13 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     kw = dict(strides=desc.strides, dilations=desc.dilations, group_count=desc.group_count,
               mode=desc.mode, direction=desc.direction, fused_activation=desc.fused_activation,
               device=device)
-    if desc.direction == ConvolutionDirection.BACKWARD:
-        da = _da()
-        xb = x.rechunk({i: -1 for i in range(1, x.ndim)})
-        out_shape = desc.output.sizes
 
-        def run_whole(block):
-            return F.convolution(block, w, b, start_padding=desc.start_padding,
-                                 end_padding=desc.end_padding,
-                                 output_padding=desc.output_padding, **kw)
+    def run(block, starts, ends, output_padding):
+        return F.convolution(block, w, b, start_padding=starts, end_padding=ends,
+                             output_padding=output_padding, **kw)
 
-        chunks = (xb.chunks[0],) + tuple((s,) for s in out_shape[1:])
-        return da.map_blocks(run_whole, xb, dtype=x.dtype, chunks=chunks,
-                             meta=np.empty((0,) * x.ndim, x.dtype))
-
-    def run(block, starts, ends):
-        return F.convolution(block, w, b, start_padding=starts, end_padding=ends, **kw)
-
-    params = list(zip(desc.strides, desc.filter_tensor.sizes[2:], desc.dilations,
-                      desc.start_padding))
-    return _windowed(x, desc.output.sizes, params, run, channels_out=desc.output.sizes[1])
+    plan = _backward_axis if desc.direction == ConvolutionDirection.BACKWARD else _forward_axis
+    axes = [plan(x.shape[2 + i], x.chunks[2 + i], desc.output.sizes[2 + i], s, k, d, a)
+            for i, (s, k, d, a) in enumerate(zip(desc.strides, desc.filter_tensor.sizes[2:],
+                                                 desc.dilations, desc.start_padding))]
+    return _windowed(x, "dml-convolution", desc.output.sizes, axes, run, desc.output.sizes[1])
