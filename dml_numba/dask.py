@@ -76,17 +76,33 @@ def _boundaries(chunks) -> list[int]:
     return out
 
 
+def _as_slice(idx):
+    """``idx`` as a slice where it is an arithmetic progression with a non-zero step (in order,
+    reversed as reflection reads, or strided as slice1 reads), else None."""
+    if len(idx) == 1:
+        return slice(int(idx[0]), int(idx[0]) + 1)
+    step = int(idx[1] - idx[0])
+    if step == 0 or np.any(np.diff(idx) != step):
+        return None
+    stop = int(idx[-1]) + step
+    return slice(int(idx[0]), stop if stop >= 0 else None, step)
+
+
 def _gather_block(region, local_idx, masks, constant, dtype):
-    """The output block: per axis, the region as is where the block reads it in order (the
-    common case: interior blocks are views), else a gather along that axis."""
+    """The output block: per axis, a view of the region where the block reads it as an
+    arithmetic progression (interior blocks as they are, reflected edges reversed, strided
+    slices), else a gather along that axis (wrap-around, clamped edges)."""
     shape = tuple(len(i) for i in local_idx)
     if not region.size:
         block = np.empty(shape, dtype)
     else:
         block = region
         for d, idx in enumerate(local_idx):
-            if not (len(idx) == block.shape[d] and (len(idx) < 2 or (
-                    idx[0] == 0 and np.all(np.diff(idx) == 1)))):
+            cut = _as_slice(idx) if len(idx) else None
+            if cut is not None:
+                if cut != slice(0, block.shape[d], 1):
+                    block = block[(slice(None),) * d + (cut,)]
+            else:
                 block = np.take(block, idx, axis=d)
     if constant is not None and not all(m.all() for m in masks):
         nd = len(masks)
