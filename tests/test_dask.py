@@ -106,3 +106,23 @@ def test_lazy_until_computed_and_errors_name_the_field():
         dd.padding(x, (1,), (1,))
     with pytest.raises(dml.ValidationError, match=r"tile.repeats\[1\]: 0 is invalid"):
         dd.tile(x, (1, 0, 1, 1))
+
+
+@pytest.mark.parametrize("device", ["numpy", "cpu"])
+def test_blocks_share_few_specialisations_on_the_device_asked_for(device):
+    """A 3x3 convolution over a 4 x 5 grid of spatial chunks (40 blocks with the batch) runs
+    with at most 3 x 3 kinds of block (first, interior, last along each axis), each on the
+    device passed through, and equals the in-memory result."""
+    from dml_numba._cache import cache
+
+    x = np.random.default_rng(3).standard_normal((2, 3, 32, 40)).astype(np.float32)
+    before = set(cache._table)
+    y = dd.convolution(da.from_array(x, chunks=(1, 3, 8, 8)), W[:, :, :, :1], B,
+                       start_padding=(1, 0), end_padding=(1, 0), device=device)
+    assert y.numblocks == (2, 1, 4, 5)
+    got = y.compute(scheduler="sync")
+    new = [k for k in set(cache._table) - before
+           if isinstance(k, tuple) and k[:2] == ("functional", "convolution")]
+    assert 1 <= len(new) <= 9 and all(k[-1] == device for k in new), new
+    assert_close(got, dml.convolution(x, W[:, :, :, :1], B, start_padding=(1, 0),
+                                      end_padding=(1, 0), device="numpy"), np.float32)
