@@ -126,3 +126,21 @@ def test_blocks_share_few_specialisations_on_the_device_asked_for(device):
     assert 1 <= len(new) <= 9 and all(k[-1] == device for k in new), new
     assert_close(got, dml.convolution(x, W[:, :, :, :1], B, start_padding=(1, 0),
                                       end_padding=(1, 0), device="numpy"), np.float32)
+
+
+@pytest.mark.cuda
+def test_blocks_run_on_the_cuda_device_when_asked():
+    """device="cuda" passes through to every block (Numba's simulator without a GPU): NumPy
+    chunks in, NumPy blocks out, equal to the in-memory result."""
+    from dml_numba._cache import cache
+
+    assert dml.device_status()["cuda"] == "available", dml.device_status()["cuda"]
+    x = X[:1, :, :6, :5]
+    before = set(cache._table)
+    got = dd.convolution(da.from_array(x, chunks=(1, 3, 3, 3)), W, B, start_padding=(1, 0),
+                         end_padding=(1, 1), device="cuda").compute(scheduler="sync")
+    new = [k for k in set(cache._table) - before
+           if isinstance(k, tuple) and k[:2] == ("functional", "convolution")]
+    assert new and all(k[-1] == "cuda" for k in new), new
+    assert_close(got, dml.convolution(x, W, B, start_padding=(1, 0), end_padding=(1, 1),
+                                      device="numpy"), np.float32)
