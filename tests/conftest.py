@@ -54,3 +54,11 @@ if "MUTANT_UNDER_TEST" in os.environ:  # mutation testing (docs/TESTING.md)
 
         dml_numba.cache.clear()
         yield
+
+
+def pytest_make_parametrize_id(config, val, argname):
+    """Test ids without backslashes (regex escapes in expected messages): pytest prints a
+    backslash in an id doubled, so such a test could not be selected by its printed id."""
+    if isinstance(val, str) and "\\" in val:
+        return val.replace("\\", "")
+    return None
