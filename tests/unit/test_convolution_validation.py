@@ -183,3 +183,29 @@ def test_output_sizes_follow_the_formulas():
                          (0, 1), (1, 2), 1, 0, 1, None)
     # (in-1)*s + (k-1)*d + 1 - start - end + output_padding
     assert d.output_tensor.sizes == (2, 3, 8 * 2 + 3 - 1 - 0 + 1, 7 * 3 + 3 - 0 - 1 + 2)
+
+
+def test_the_functional_layer_refuses_with_the_same_messages():
+    """``dml.convolution`` works the output size out before it builds the descriptor: a filter
+    of the wrong rank, or a 1-D kernel that does not fit, gets the descriptor's message, named
+    after the function."""
+    x = np.zeros((1, 4, 5, 6), np.float32)
+    with pytest.raises(dml.ValidationError) as err:
+        dml.convolution(x, np.zeros((6, 4, 3), np.float32))
+    assert str(err.value) == "convolution." + message(
+        "filter_tensor.sizes", (6, 4, 3),
+        "expected 4 dimensions, the dimension count of input_tensor").split(".", 1)[1]
+    with pytest.raises(dml.ValidationError) as err:  # 1-D: the input size is sizes[2]
+        dml.convolution(np.zeros((1, 3, 4), np.float32), np.zeros((2, 3, 3), np.float32),
+                        dilations=(2,), start_padding=(0,), end_padding=(0,))
+    assert str(err.value) == "convolution." + message(
+        "filter_tensor.sizes[2]", 3,
+        "the dilated kernel (5) must fit the padded input (4 + 0 + 0)").split(".", 1)[1]
+
+
+def test_transposed_output_defaults_to_the_natural_size():
+    """Without output padding a transposed output may be up to stride-1 larger; the functional
+    layer makes the natural size, (in-1)*stride + (k-1)*dilation + 1 - start - end."""
+    y = dml.convolution(np.ones((1, 2, 3, 4), np.float32), np.ones((2, 1, 3, 2), np.float32),
+                        strides=(2, 3), direction=1, device="numpy")
+    assert y.shape == (1, 1, 2 * 2 + 2 + 1, 3 * 3 + 1 + 1)
