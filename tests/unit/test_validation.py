@@ -261,3 +261,41 @@ def test_output_size_message_in_full():
         tile(output_tensor=T(F32, (4, 4)))
     assert str(info.value) == ("TileOperatorDesc.output_tensor.sizes: (4, 4) is invalid; "
                                "expected (4, 3) (input_tensor.sizes * repeats)")
+
+
+def _unary_descs():
+    from dml_numba.functional import lp_pooling_desc, padding_desc, slice1_desc, tile_desc
+
+    x = np.zeros((1, 2, 4, 4), np.float32)
+    return [padding_desc(x, (0, 0, 1, 1), (0, 0, 1, 1)), tile_desc(x, (1, 1, 2, 1)),
+            slice1_desc(x, (0, 0, 1, 1), (1, 2, 2, 2)), lp_pooling_desc(x, (2, 2))]
+
+
+@pytest.mark.parametrize("desc", _unary_descs(), ids=lambda d: type(d).__name__)
+def test_one_input_operators_name_the_output_rule_in_full(desc):
+    """The output tensor of every one-input operator must match its input's data type and
+    rank; the messages say so in full, naming the input tensor as the reference."""
+    import dataclasses
+
+    owner, out = type(desc).__name__, desc.output_tensor
+    with pytest.raises(dml.ValidationError) as err:
+        dataclasses.replace(desc, output_tensor=dml.TensorDesc(dml.DataType.FLOAT16, out.sizes))
+    assert str(err.value) == (f"{owner}.output_tensor.data_type: 'FLOAT16' is invalid; expected "
+                              "FLOAT32, the data type of input_tensor")
+    with pytest.raises(dml.ValidationError) as err:
+        dataclasses.replace(desc, output_tensor=dml.TensorDesc(out.data_type, out.sizes[1:]))
+    assert str(err.value) == (f"{owner}.output_tensor.sizes: {out.sizes[1:]!r} is invalid; "
+                              "expected 4 dimensions, the dimension count of input_tensor")
+
+
+def test_lp_pooling_names_its_types_and_the_float64_extension():
+    import dataclasses
+
+    desc = _unary_descs()[-1]
+    t = dml.TensorDesc(dml.DataType.INT32, desc.input_tensor.sizes)
+    with pytest.raises(dml.ValidationError) as err:
+        dataclasses.replace(desc, input_tensor=t, output_tensor=dml.TensorDesc(
+            dml.DataType.INT32, desc.output_tensor.sizes))
+    assert str(err.value) == ("LpPooling1OperatorDesc.input_tensor.data_type: 'INT32' is invalid; "
+                              "expected one of FLOAT32, FLOAT16, FLOAT64 (FLOAT64 is a dml_numba "
+                              "extension)")
