@@ -69,15 +69,25 @@ def test_describe_writes_flags_one_element_tuples_and_unknown_values_by_type():
         def __repr__(self):
             return "evil\n# injected"
 
+    Sneaky = type("Sneaky\nimport os\r", (), {})  # a type name can hold line breaks too
+
+    @dataclass(frozen=True)
+    class Pair:
+        a: int
+        b: float
+
     @dataclass(frozen=True)
     class Desc:
         flag: bool
         sizes: tuple
         nested: tuple
         other: object
+        pair: Pair
+        sneaky: object
 
-    assert describe(Desc(False, (3,), ((1,), ()), Opaque())) == [
-        "Desc", "  flag = False", "  sizes = (3,)", "  nested = ((1,), ())", "  other = <Opaque>"]
+    assert describe(Desc(False, (3,), ((1,), ()), Opaque(), Pair(2, 0.5), Sneaky())) == [
+        "Desc", "  flag = False", "  sizes = (3,)", "  nested = ((1,), ())", "  other = <Opaque>",
+        "  pair = Pair(a=2, b=0.5)", "  sneaky = <Sneaky import os >"]
 
 
 def test_a_generated_module_starts_with_what_it_is_its_key_and_its_descriptor():
