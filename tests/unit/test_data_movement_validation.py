@@ -84,6 +84,7 @@ CASES = [
      "expected (2, 4, 8) (input_tensor.sizes + start_padding + end_padding)"),
     (PAD1, dict(padding_value_data_type=I8), "padding_value_data_type", "INT8",
      "expected FLOAT32, the output's data type"),
+    (PAD1, dict(padding_value="1.5"), "padding_value", "1.5", "expected a real number"),
     (PAD1, dict(padding_mode=9), "padding_mode", 9,
      "expected a PaddingMode (CONSTANT=0, EDGE=1, REFLECTION=2, SYMMETRIC=3, WRAP=4)"),
     (PAD, dict(output_tensor=t(2, 3, 8)), "output_tensor.sizes", (2, 3, 8),
@@ -148,5 +149,11 @@ def test_valid_descriptors_store_plain_ints_and_enums():
     assert p.padding_mode is PaddingMode.WRAP and p.padding_value_data_type is F32
     assert p.start_padding == (0, 1, 2) and type(p.start_padding[1]) is int
     assert p.end_padding == (0, 0, 1) and type(p.end_padding) is tuple
+    h = make(PAD1, input_tensor=t(2, 3, 5, dtype=DataType.FLOAT16),
+             output_tensor=t(2, 4, 8, dtype=DataType.FLOAT16),
+             padding_value_data_type=DataType.FLOAT16, padding_value=0.1)
+    assert h.padding_value == float(np.float16(0.1)) and type(h.padding_value) is float
+    f = make(PAD1, padding_value=np.float64(0.1))  # stored as the FLOAT32 the union holds
+    assert f.padding_value == float(np.float32(0.1)) and type(f.padding_value) is float
     q = make(POOL1, p=np.int64(3), strides=[2, 1], dilations=[1, 2])
     assert q.p == 3 and type(q.p) is int and q.strides == (2, 1) and q.dilations == (1, 2)
