@@ -85,6 +85,12 @@ CASES = [
     (PAD1, dict(padding_value_data_type=I8), "padding_value_data_type", "INT8",
      "expected FLOAT32, the output's data type"),
     (PAD1, dict(padding_value="1.5"), "padding_value", "1.5", "expected a real number"),
+    (PAD1, dict(input_tensor=t(2, 3, 5, dtype=I8), output_tensor=t(2, 4, 8, dtype=I8),
+                padding_value_data_type=I8, padding_value=-129), "padding_value", -129,
+     "expected an integer >= -128"),
+    (PAD1, dict(input_tensor=t(2, 3, 5, dtype=I8), output_tensor=t(2, 4, 8, dtype=I8),
+                padding_value_data_type=I8, padding_value=128), "padding_value", 128,
+     "expected an integer <= 127"),
     (PAD1, dict(padding_mode=9), "padding_mode", 9,
      "expected a PaddingMode (CONSTANT=0, EDGE=1, REFLECTION=2, SYMMETRIC=3, WRAP=4)"),
     (PAD, dict(output_tensor=t(2, 3, 8)), "output_tensor.sizes", (2, 3, 8),
@@ -112,6 +118,8 @@ CASES = [
     (POOL1, dict(output_tensor=t(2, 3, 4, 8)), "output_tensor.sizes[3]", 8,
      "expected 7 = (in + start + end - ((window-1)*dilation+1)) // stride + 1"),
     (POOL1, dict(p=0), "p", 0, "expected an integer >= 1"),
+    (POOL1, dict(input_tensor=t(1, 1, 1, 1, 1, 1), output_tensor=t(1, 1, 1, 1, 1, 1)),
+     "input_tensor.sizes", (1, 1, 1, 1, 1, 1), "expected 3 to 5 dimensions"),
 ]
 
 
@@ -155,5 +163,13 @@ def test_valid_descriptors_store_plain_ints_and_enums():
     assert h.padding_value == float(np.float16(0.1)) and type(h.padding_value) is float
     f = make(PAD1, padding_value=np.float64(0.1))  # stored as the FLOAT32 the union holds
     assert f.padding_value == float(np.float32(0.1)) and type(f.padding_value) is float
-    q = make(POOL1, p=np.int64(3), strides=[2, 1], dilations=[1, 2])
+    i = make(PAD1, input_tensor=t(2, 3, 5, dtype=I8), output_tensor=t(2, 4, 8, dtype=I8),
+             padding_value_data_type=I8, padding_value=np.int64(-128))
+    assert i.padding_value == -128 and type(i.padding_value) is int
+    v1 = make(PAD, padding_value=np.float32(2.5))
+    assert v1.padding_value == 2.5 and type(v1.padding_value) is float
+    q = make(POOL1, p=np.int64(3), strides=[2, 1], window_size=[3, np.int8(2)],
+             start_padding=[1, 0], end_padding=[0, 1], dilations=[1, 2])
     assert q.p == 3 and type(q.p) is int and q.strides == (2, 1) and q.dilations == (1, 2)
+    assert (q.window_size, q.start_padding, q.end_padding) == ((3, 2), (1, 0), (0, 1))
+    assert all(type(a) is int for a in q.window_size + q.start_padding + q.end_padding)
