@@ -107,3 +107,15 @@ def onnx_run(op_type, inputs, **attrs):
     model.ir_version = 8
     del onnx, TensorProto
     return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))[0]
+
+
+def tensor(*sizes, dtype=None):
+    """A TensorDesc of ``sizes`` (FLOAT32 unless ``dtype`` says otherwise)."""
+    import dml_numba as dml
+
+    return dml.TensorDesc(dtype if dtype is not None else dml.DataType.FLOAT32, sizes)
+
+
+def invalid(owner: str, field: str, value, expected: str) -> str:
+    """The complete ValidationError message for ``owner.field`` holding ``value``."""
+    return f"{owner}.{field}: {value!r} is invalid; {expected}"

@@ -8,14 +8,14 @@ import pytest
 import dml_numba as dml
 from dml_numba import ConvolutionDirection as Dir
 from dml_numba import ConvolutionMode as Mode
-from dml_numba import DataType, TensorDesc
+from dml_numba import DataType
+from tests.helpers import invalid, tensor
 
 F32, F16, F64 = DataType.FLOAT32, DataType.FLOAT16, DataType.FLOAT64
 OWNER = "ConvolutionOperatorDesc"
 
 
-def t(*sizes, dtype=F32):
-    return TensorDesc(dtype, sizes)
+t = tensor
 
 
 # forward: 4 -> 6 channels in 2 groups, 3x3, padding 1: (1, 4, 5, 6) -> (1, 6, 5, 6)
@@ -34,7 +34,7 @@ def make(base, **over):
 
 
 def message(field, value, expected):
-    return f"{OWNER}.{field}: {value!r} is invalid; {expected}"
+    return invalid(OWNER, field, value, expected)
 
 
 FUSABLE = ("ActivationLinearOperatorDesc", "ActivationSigmoidOperatorDesc")

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 import dml_numba as dml
-from dml_numba import DataType, PaddingMode, TensorDesc
+from dml_numba import DataType, PaddingMode
+from tests.helpers import invalid, tensor
 
 F32, I8 = DataType.FLOAT32, DataType.INT8
 
 
-def t(*sizes, dtype=F32):
-    return TensorDesc(dtype, sizes)
+t = tensor
 
 
 X = t(2, 3, 5)
@@ -44,7 +44,7 @@ def make(spec, **over):
 
 
 def msg(spec, field, value, expected):
-    return f"{spec[0].__name__}.{field}: {value!r} is invalid; {expected}"
+    return invalid(spec[0].__name__, field, value, expected)
 
 
 WRONG_COUNT = "expected 3 entries (one per dimension), got {}"
