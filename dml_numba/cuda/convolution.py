@@ -148,14 +148,13 @@ def emit_tiled(key) -> str:
     if phases_for(d) is not None:
         return emit_tiled_phases(key)
     plan = tile_plan(d)
+    grid = gemm_grid(d, plan)
     nd = d.input_tensor.rank - 2
     forward = d.direction == ConvolutionDirection.FORWARD
     g = d.group_count
-    cg, mg = d.input_tensor.sizes[1] // g, d.output_tensor.sizes[1] // g
+    cg = d.input_tensor.sizes[1] // g
     isz, osz, ksz = d.input_tensor.sizes[2:], d.output_tensor.sizes[2:], d.filter_tensor.sizes[2:]
-    pixels = d.output_tensor.sizes[0] * math.prod(osz)
-    reduction = cg * math.prod(ksz)
-    tiles_p, tiles_m = -(-pixels // plan.bm), -(-mg // plan.bn)
+    pixels, reduction, tiles_m, tiles_p = grid.pixels, grid.reduction, grid.tiles_m, grid.tiles_p
     acc = accumulator(d.input_tensor.data_type).name
     load = half_load(d.input_tensor.data_type)
     o = [f"o{i}" for i in range(nd)]
@@ -166,8 +165,7 @@ def emit_tiled(key) -> str:
     w(f"# implicit GEMM: tiles of {plan.bm} pixels x {plan.bn} channels, {plan.rm} x {plan.rn} a "
       f"thread, {THREADS} threads, reduction {reduction} in slabs of {BK}")
     with _kernel_head(w, d, plan, acc), \
-            w.block(f"for tile in range(cuda.blockIdx.x, {tiles_p * tiles_m * g}, "
-                    "cuda.gridDim.x):"):
+            w.block(f"for tile in range(cuda.blockIdx.x, {grid.tiles}, cuda.gridDim.x):"):
         decompose(w, "tile", ["g", "tm", "tp"], [g, tiles_m, tiles_p])
         _emit_load_pixel(w, plan, str(pixels))
         decompose(w, "p", ["n"] + o, [d.output_tensor.sizes[0], *osz])
@@ -252,13 +250,38 @@ def _phase_space(desc) -> tuple:
     return tuple(max(ax.outputs) for ax in axes), tuple(max(ax.count) for ax in axes)
 
 
-def _phased_tiles(desc, plan) -> int:
-    """Tiles of the phased kernel: per phase, group and channel tile, the pixel tiles of the
-    largest phase."""
-    outputs, _ = _phase_space(desc)
-    mg = desc.output_tensor.sizes[1] // desc.group_count
-    return (math.prod(desc.strides) * desc.group_count * -(-mg // plan.bn)
-            * -(-(desc.output_tensor.sizes[0] * math.prod(outputs)) // plan.bm))
+@dataclass(frozen=True)
+class GemmGrid:
+    """How an implicit GEMM is laid out: ``phases`` GEMMs (the strides' product for a phased
+    BACKWARD, else 1) per group, each of ``pixels`` (N x the spatial ``outputs`` a GEMM spans,
+    a phase's at most) by the group's channels, reducing ``reduction`` terms (C/g x ``taps``);
+    tiles of BM pixels x BN channels."""
+
+    phases: int
+    groups: int
+    outputs: tuple
+    taps: tuple
+    pixels: int
+    reduction: int
+    tiles_m: int
+    tiles_p: int
+
+    @property
+    def tiles(self) -> int:
+        return self.phases * self.groups * self.tiles_m * self.tiles_p
+
+
+def gemm_grid(desc, plan) -> GemmGrid:
+    d = desc
+    g = d.group_count
+    if phases_for(d) is not None:
+        (outputs, taps), phases = _phase_space(d), math.prod(d.strides)
+    else:
+        outputs, taps, phases = d.output_tensor.sizes[2:], d.filter_tensor.sizes[2:], 1
+    pixels = d.output_tensor.sizes[0] * math.prod(outputs)
+    return GemmGrid(phases, g, tuple(outputs), tuple(taps), pixels,
+                    d.input_tensor.sizes[1] // g * math.prod(taps),
+                    -(-(d.output_tensor.sizes[1] // g) // plan.bn), -(-pixels // plan.bm))
 
 
 def emit_tiled_phases(key) -> str:
@@ -273,12 +296,11 @@ def emit_tiled_phases(key) -> str:
     axes = phases_for(d)
     nd = len(axes)
     g = d.group_count
-    cg, mg = d.input_tensor.sizes[1] // g, d.output_tensor.sizes[1] // g
+    cg = d.input_tensor.sizes[1] // g
     isz = d.input_tensor.sizes[2:]
-    outputs, taps = _phase_space(d)
-    pixels = d.output_tensor.sizes[0] * math.prod(outputs)
-    reduction = cg * math.prod(taps)
-    tiles_m, tiles_p = -(-mg // plan.bn), -(-pixels // plan.bm)
+    grid = gemm_grid(d, plan)
+    outputs, taps, pixels, reduction = grid.outputs, grid.taps, grid.pixels, grid.reduction
+    tiles_m, tiles_p = grid.tiles_m, grid.tiles_p
     acc = accumulator(d.input_tensor.data_type).name
     load = half_load(d.input_tensor.data_type)
     f = [f"f{i}" for i in range(nd)]
@@ -299,8 +321,7 @@ def emit_tiled_phases(key) -> str:
       f"{' x '.join(map(str, outputs))} outputs and {cg} x {' x '.join(map(str, taps))} "
       f"reduction terms at most, in slabs of {BK}")
     with _kernel_head(w, d, plan, acc), \
-            w.block(f"for tile in range(cuda.blockIdx.x, "
-                    f"{math.prod(d.strides) * g * tiles_m * tiles_p}, cuda.gridDim.x):"):
+            w.block(f"for tile in range(cuda.blockIdx.x, {grid.tiles}, cuda.gridDim.x):"):
         decompose(w, "tile", ["ph", "g", "tm", "tp"],
                   [math.prod(d.strides), g, tiles_m, tiles_p])
         decompose(w, "ph", f, list(d.strides))
@@ -453,11 +474,7 @@ def lower(desc, options):
         return CudaKernel(key, emit_planes(key), [(dt, rank)] * n_args, tiles, block=THREADS,
                           launch_bounds=PLANE_BOUNDS)
     if algorithm == "tiled":
-        plan = tile_plan(desc)
-        pixels = desc.output_tensor.sizes[0] * math.prod(desc.output_tensor.sizes[2:])
-        mg = desc.output_tensor.sizes[1] // desc.group_count
-        tiles = (_phased_tiles(desc, plan) if phases_for(desc) is not None
-                 else -(-pixels // plan.bm) * -(-mg // plan.bn) * desc.group_count)
+        tiles = gemm_grid(desc, tile_plan(desc)).tiles
         return CudaKernel(key, emit_tiled(key), [(dt, rank)] * n_args, tiles, block=THREADS,
                           launch_bounds=GEMM_BOUNDS)
     return CudaKernel(key, emit_direct(key), [(dt, rank)] * n_args,
