@@ -286,17 +286,19 @@ def _run_window(run_block, region, zeros_shape, dtype, starts, ends, output_padd
     return run_block(region, starts=starts, ends=ends, output_padding=output_padding)
 
 
-def _windowed(x, name, out_sizes, axes, run_block, channels_out):
+def _windowed(x, name, operands, axes, run_block, channels_out):
     """The lazy output, one task per output block: (batch chunk) x (spatial blocks from
     ``axes``, one list of :class:`_Axis` per spatial axis); channels taken whole (a convolution
     needs every channel of a group). Each task reads the input chunks its region overlaps
-    directly, so a block costs one task however many chunks its halo spans."""
+    directly, so a block costs one task however many chunks its halo spans. ``operands`` is
+    everything ``run_block`` computes with besides the block (descriptor, filter, device): it
+    goes into the graph's name, so that two calls differing only there are never merged."""
     import dask
     from dask.array.core import Array
     from dask.highlevelgraph import HighLevelGraph
 
     xb = x.rechunk({1: -1})
-    name = name + "-" + dask.base.tokenize(xb, out_sizes, axes, channels_out)
+    name = name + "-" + dask.base.tokenize(xb, operands, axes, channels_out)
     in_bounds = [_boundaries(c) for c in xb.chunks]
     nb = in_bounds[0]
     dsk = {}
@@ -333,7 +335,7 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
     axes = [_forward_axis(x.shape[2 + i], x.chunks[2 + i], desc.output.sizes[2 + i], s, k, d, a)
             for i, (s, k, d, a) in enumerate(zip(desc.strides, desc.window_size,
                                                  desc.dilations, desc.start_padding))]
-    return _windowed(x, "dml-lp_pooling", desc.output.sizes, axes, run, x.shape[1])
+    return _windowed(x, "dml-lp_pooling", (desc, device), axes, run, x.shape[1])
 
 
 def convolution(x, filter, bias=None, strides=None, dilations=None, start_padding=None,
@@ -361,4 +363,5 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     axes = [plan(x.shape[2 + i], x.chunks[2 + i], desc.output.sizes[2 + i], s, k, d, a)
             for i, (s, k, d, a) in enumerate(zip(desc.strides, desc.filter_tensor.sizes[2:],
                                                  desc.dilations, desc.start_padding))]
-    return _windowed(x, "dml-convolution", desc.output.sizes, axes, run, desc.output.sizes[1])
+    return _windowed(x, "dml-convolution", (desc, w, b, device), axes, run,
+                     desc.output.sizes[1])

@@ -144,3 +144,19 @@ def test_blocks_run_on_the_cuda_device_when_asked():
     assert new and all(k[-1] == "cuda" for k in new), new
     assert_close(got, dml.convolution(x, W, B, start_padding=(1, 0), end_padding=(1, 1),
                                       device="numpy"), np.float32)
+
+
+def test_calls_differing_only_in_their_operands_are_not_merged():
+    """Two lazy results computed together stay two: the graph's name covers the filter, the
+    bias, the descriptor's parameters and the device, not only the input and the geometry."""
+    x = da.from_array(X, chunks=(1, 3, 4, 4))
+    convs = [dd.convolution(x, W), dd.convolution(x, 2 * W), dd.convolution(x, W, B),
+             dd.convolution(x, W, device="numpy")]
+    pools = [dd.lp_pooling(x, (2, 2), p=1), dd.lp_pooling(x, (2, 2), p=2)]
+    assert len({y.name for y in convs + pools}) == len(convs + pools)
+    got = dask.compute(*convs, *pools, scheduler="sync")
+    refs = [dml.convolution(X, W), dml.convolution(X, 2 * W), dml.convolution(X, W, B),
+            dml.convolution(X, W, device="numpy"), dml.lp_pooling(X, (2, 2), p=1),
+            dml.lp_pooling(X, (2, 2), p=2)]
+    for y, ref in zip(got, refs):
+        assert_close(y, ref, np.float32)
