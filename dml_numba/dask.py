@@ -262,16 +262,15 @@ def _region_task(x, spans_per_axis):
     keys = [(x.name,) + tuple(j for j, _ in combo)
             for combo in itertools.product(*spans_per_axis)]
     cuts = [[sl for _, sl in spans] for spans in spans_per_axis]
-    shape = tuple(sum(sl.stop - sl.start for sl in c) for c in cuts)
     if len(keys) == 1:
-        return (operator.getitem, keys[0], tuple(cuts[i][0] for i in range(len(cuts))))
-    return (_stitch_region, keys, cuts, shape)
+        return (operator.getitem, keys[0], tuple(c[0] for c in cuts))
+    return (_stitch_region, keys, cuts)
 
 
-def _stitch_region(pieces, cuts, shape):
-    """``pieces`` (C order over the per-axis ``cuts``) copied into one array of ``shape``."""
-    out = np.empty(shape, pieces[0].dtype)
+def _stitch_region(pieces, cuts):
+    """``pieces`` (C order over the per-axis ``cuts``) copied into one new array."""
     offsets = [_boundaries([sl.stop - sl.start for sl in c]) for c in cuts]
+    out = np.empty(tuple(o[-1] for o in offsets), pieces[0].dtype)
     for piece, idx in zip(pieces, itertools.product(*(range(len(c)) for c in cuts))):
         at = tuple(slice(offsets[d][j], offsets[d][j + 1]) for d, j in enumerate(idx))
         out[at] = piece[tuple(cuts[d][j] for d, j in enumerate(idx))]
