@@ -20,16 +20,7 @@ import time
 
 import numpy as np
 
-from benchmarks._harness import Table
-
-
-def _median(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
+from benchmarks._harness import Table, median_time
 
 
 def _row(table, workload, chunks, ours, peer_name, peer, in_memory, repeat):
@@ -41,11 +32,10 @@ def _row(table, workload, chunks, ours, peer_name, peer, in_memory, repeat):
 
     out = np.empty(ours.shape, ours.dtype)
     t = {}
-    for key, arr in (("ours", ours), ("peer", peer)):
-        arr.compute()  # compile and warm up
-        t[key] = _median(lambda a=arr: a.compute(), repeat)
-        t[key + " store"] = _median(lambda a=arr: da.store(a, out, lock=False), repeat)
-    mem = _median(in_memory, repeat)
+    for key, arr in (("ours", ours), ("peer", peer)):  # median_time warms up (compiles) first
+        t[key] = median_time(lambda a=arr: a.compute(), repeat=repeat)
+        t[key + " store"] = median_time(lambda a=arr: da.store(a, out, lock=False), repeat=repeat)
+    mem = median_time(in_memory, repeat=repeat)
     ms = {k: f"{v * 1e3:.1f}" for k, v in t.items()}
     table.add(workload, str(chunks), str(len(dict(ours.__dask_graph__()))),
               f"{ms['ours']} / {ms['ours store']}", peer_name, f"{ms['peer']} / {ms['peer store']}",
