@@ -48,7 +48,10 @@ def test_automatic_choice(monkeypatch):
     vectors (AVX-512) whatever this one has."""
     from dml_numba.cpu import _simd
 
+    import numba
+
     monkeypatch.setattr(_simd, "vector_lanes", lambda: 16)
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 2)
     f32 = dml.DataType.FLOAT32
 
     def desc(cin, cout, g, k=3, hw=8, s=1):
@@ -60,8 +63,10 @@ def test_automatic_choice(monkeypatch):
     choose = cpu_conv.choose_algorithm
     assert choose(desc(64, 64, 1, hw=58)) == "blocked"
     assert choose(desc(128, 128, 8, hw=30)) == "blocked"   # 16 output channels a group
-    assert choose(desc(64, 64, 64, hw=58)) == "direct"     # depthwise 3x3, wide rows
+    assert choose(desc(64, 64, 64, hw=58)) == "blocked"    # depthwise 3x3, plane by plane
     assert choose(desc(64, 64, 64, hw=58, s=2)) == "direct"  # depthwise 3x3, strided
+    assert choose(desc(1, 1, 1, hw=58)) == "direct"        # one plane: the plane kernel is serial
+    assert choose(desc(1, 1, 1, k=5, hw=58)) == "blocked"  # ... but direct is slower still
     assert choose(desc(64, 64, 64, hw=16)) == "blocked"    # depthwise 3x3, 14-pixel rows
     assert choose(desc(64, 64, 64, k=5, hw=60)) == "blocked"  # depthwise 5x5
     assert choose(desc(64, 64, 64, k=1, hw=56)) == "blocked"  # depthwise 1x1

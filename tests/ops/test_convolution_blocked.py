@@ -42,6 +42,21 @@ TRANSPOSED = {
 }
 
 
+DEPTHWISE = {
+    # one input channel per group: rows not a multiple of the row block, an overlapping last
+    # vector, a channel multiplier, row stride with dilation, a strided last axis (split rows)
+    # over a cropped input, no padding (read in place), 1-D, 3-D, CONVOLUTION mode, activation
+    "2d-3x3": ((2, 5, 11, 21), (5, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 5),
+    "2d-multiplier2-rowstride-dil": ((1, 3, 13, 18), (6, 1, 3, 2), (2, 1), (2, 3), (2, 0), (0, 2), 3),
+    "2d-stride2-cropped-convmode": ((2, 4, 9, 27), (4, 1, 3, 3), (2, 2), (1, 1), (1, 1), (0, 0), 4,
+                                    0, CV),
+    "2d-unpadded-5x5": ((1, 6, 9, 12), (6, 1, 5, 5), (1, 1), (1, 1), (0, 0), (0, 0), 6),
+    "1d": ((3, 4, 40), (4, 1, 7), (1,), (2,), (3,), (2,), 4),
+    "3d-leaky": ((1, 3, 4, 6, 17), (3, 1, 2, 3, 3), (1, 2, 1), (2, 1, 1), (1, 1, 1), (0, 1, 1), 3, 0,
+                 dml.ConvolutionMode.CROSS_CORRELATION, True, dml.ActivationLeakyReluOperatorDesc(0.1)),
+}
+
+
 def brute_force_transposed(desc, x, w, b):
     """BACKWARD by the definition, as a scatter (the kernels gather):
     ``y[n, g*M/g + col, a*s + k*d - start] += x[n, g*C/g + c, a] * w[g*C/g + c, col, k]``."""
@@ -122,6 +137,52 @@ def test_transposed_agrees_with_the_scatter_definition_and_numpy(name, lanes, bu
     kernel(list(inputs), y)
     compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
     np.testing.assert_allclose(y, brute_force_transposed(desc, *inputs), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("lanes,budget", [(4, 4), (8, 12), (16, 24)], ids=["4x4", "8x12", "16x24"])
+@pytest.mark.parametrize("name", list(DEPTHWISE))
+def test_depthwise_plane_kernel_agrees_with_brute_force_and_numpy(name, lanes, budget):
+    desc, inputs = conv_case(*DEPTHWISE[name])
+    kernel = blocked_kernel(desc, lanes, budget, parallel=False)
+    assert "blocked-depthwise" in kernel.key.kernel and kernel.plan.depthwise
+    assert kernel.plan.accumulators <= budget
+    y = np.empty(desc.output_tensor.sizes, F32)
+    kernel(list(inputs), y)
+    compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
+    ref = brute_force(desc, *inputs)
+    if desc.fused_activation is not None:  # leaky ReLU, alpha 0.1
+        ref = np.where(ref >= 0, ref, 0.1 * ref)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_planner_takes_rows_and_vectors_within_the_unroll_bound():
+    """Four rows share each loaded vector; a 1-D row takes several vectors; a window too large
+    to unroll on one row block falls back to the dense tile (one channel a block)."""
+    plan = cpu_conv.block_plan(conv_case(*DEPTHWISE["2d-3x3"])[0], lanes=8, budget=24)
+    assert (plan.rows, plan.vectors, plan.depthwise) == (4, 2, True)
+    plan = cpu_conv.block_plan(conv_case(*DEPTHWISE["1d"])[0], lanes=8)
+    assert (plan.rows, plan.vectors) == (1, 4)
+    big = conv_case((1, 2, 8, 9, 20), (2, 1, 7, 7, 7), (1, 1, 1), (1, 1, 1), (3, 3, 3), (3, 3, 3), 2)[0]
+    plan = cpu_conv.block_plan(big, lanes=8)
+    assert not plan.depthwise and plan.mb == 1
+    plan = cpu_conv.block_plan(conv_case((1, 2, 9, 20), (2, 1, 9, 9), (1, 1), (1, 1), (4, 4), (4, 4), 2)[0],
+                               lanes=8)
+    assert plan.depthwise and plan.rows * plan.vectors * 81 <= cpu_conv.DEPTHWISE_UNROLL
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_depthwise_slots_share_planes_unevenly(parallel, monkeypatch):
+    """Seven planes over three slots (each pads into its own part of the buffer), in both
+    variants, twice through the same buffers."""
+    import numba
+
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 3)
+    desc, inputs = conv_case((7, 1, 6, 19), (2, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)
+    op = dml.compile_operator(desc, "cpu", algorithm="blocked", parallel=parallel)
+    assert "blocked-depthwise" in op.kernel.key.kernel
+    ref = brute_force(desc, *inputs)
+    for _ in range(2):
+        np.testing.assert_allclose(op(*inputs), ref, rtol=1e-4, atol=1e-4)
 
 
 def test_transposed_phases_cover_every_tap_once():
