@@ -14,6 +14,7 @@ convolution kernels hold their accumulators in ``<L x float>`` values: a Numba t
 * ``vscatter(a, i, s, v)``: ``a[i + s * lane] = v[lane]`` for every lane, through
   ``llvm.masked.scatter`` (one instruction with AVX-512, a store per lane elsewhere; one call
   in the IR either way, which keeps compile times of kernels with many strided stores short);
+* ``vinterleave(a, b)``: the lanes of two vectors alternately, as one of twice the lanes;
 * ``vadd(a, b)`` and ``vzero(L)``.
 
 For data movement, :class:`RawVector` holds lanes of any element type: ``vload_stride(a, i, s,
@@ -147,6 +148,22 @@ def vadd(typingctx, a, b):
         return builder.fadd(args[0], args[1])
 
     return a(a, b), codegen
+
+
+@intrinsic(prefer_literal=True)
+def vinterleave(typingctx, a, b):
+    """``[a[0], b[0], a[1], b[1], ...]``: two vectors of L lanes as one of 2L (one shuffle),
+    the two stride phases of an output row made contiguous for one store."""
+    if not (isinstance(a, FloatVector) and a == b):
+        raise TypeError("vinterleave takes two FloatVectors of one lane count")
+    n = a.lanes
+
+    def codegen(context, builder, sig, args):
+        picks = [lane // 2 + (n if lane % 2 else 0) for lane in range(2 * n)]
+        return builder.shuffle_vector(args[0], args[1],
+                                      ir.Constant(ir.VectorType(ir.IntType(32), 2 * n), picks))
+
+    return FloatVector(2 * n)(a, b), codegen
 
 
 def _splat(builder, value, vt):

@@ -37,6 +37,12 @@ TRANSPOSED = {
     "2d-stride3-dil-outpad": ((1, 3, 4, 9), (3, 5, 2, 3), (3, 3), (2, 1), (1, 0), (0, 2), 1, 1, CV,
                               True, None, np.float32, (1, 2)),
     "2d-stride1": ((1, 2, 5, 9), (2, 6, 3, 3), (1, 1), (1, 1), (1, 2), (0, 1), 1, 1),
+    # stride 2 with an odd output width: the phases differ in length, stored lane by lane
+    "2d-stride2-odd": ((1, 2, 5, 8), (2, 3, 3, 3), (2, 2), (1, 1), (1, 1), (1, 1), 1, 1, CV),
+    # both phases in one tile with the activation over the interleaved stores
+    "2d-stride2-leaky": ((2, 3, 5, 7), (3, 2, 2, 4), (2, 2), (1, 1), (0, 0), (0, 0), 1, 1,
+                         dml.ConvolutionMode.CROSS_CORRELATION, True,
+                         dml.ActivationLeakyReluOperatorDesc(0.1)),
     "1d": ((2, 3, 17), (3, 6, 5), (2,), (1,), (1,), (2,), 1, 1),
     "3d": ((1, 2, 3, 4, 9), (2, 4, 2, 3, 3), (2, 1, 2), (1, 1, 1), (0, 1, 1), (1, 0, 0), 1, 1),
 }
@@ -105,6 +111,15 @@ def brute_force(desc, x, w, b):
     return y
 
 
+def leaky(desc, y):
+    """``y`` through the descriptor's fused activation (these cases fuse leaky ReLU 0.1 or
+    nothing)."""
+    if desc.fused_activation is None:
+        return y
+    assert desc.fused_activation == dml.ActivationLeakyReluOperatorDesc(0.1)
+    return np.where(y >= 0, y, 0.1 * y)
+
+
 def blocked_kernel(desc, lanes, budget, parallel):
     original = cpu_conv.block_plan
     try:
@@ -136,7 +151,8 @@ def test_transposed_agrees_with_the_scatter_definition_and_numpy(name, lanes, bu
     y = np.empty(desc.output_tensor.sizes, F32)
     kernel(list(inputs), y)
     compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
-    np.testing.assert_allclose(y, brute_force_transposed(desc, *inputs), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(y, leaky(desc, brute_force_transposed(desc, *inputs)), rtol=1e-4,
+                               atol=1e-4)
 
 
 @pytest.mark.parametrize("lanes,budget", [(4, 4), (8, 12), (16, 24)], ids=["4x4", "8x12", "16x24"])
@@ -149,10 +165,7 @@ def test_depthwise_plane_kernel_agrees_with_brute_force_and_numpy(name, lanes, b
     y = np.empty(desc.output_tensor.sizes, F32)
     kernel(list(inputs), y)
     compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
-    ref = brute_force(desc, *inputs)
-    if desc.fused_activation is not None:  # leaky ReLU, alpha 0.1
-        ref = np.where(ref >= 0, ref, 0.1 * ref)
-    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(y, leaky(desc, brute_force(desc, *inputs)), rtol=1e-4, atol=1e-4)
 
 
 def test_depthwise_planner_takes_rows_and_vectors_within_the_unroll_bound():
@@ -183,6 +196,18 @@ def test_depthwise_slots_share_planes_unevenly(parallel, monkeypatch):
     ref = brute_force(desc, *inputs)
     for _ in range(2):
         np.testing.assert_allclose(op(*inputs), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_transposed_stride2_tiles_hold_both_phases_where_they_match():
+    """Stride 2 with an even output width: both last-axis phases in one tile, stored
+    interleaved (the key's sixth number); an odd width or another stride: a phase a tile."""
+    phases = {name: cpu_conv.block_plan(conv_case(*args)[0], lanes=8).phases
+              for name, args in TRANSPOSED.items()}
+    assert phases == {"2d-stride2": 2, "2d-stride3-dil-outpad": 1, "2d-stride1": 1,
+                      "2d-stride2-odd": 1, "2d-stride2-leaky": 2, "1d": 2, "3d": 2}
+    kernel = blocked_kernel(conv_case(*TRANSPOSED["2d-stride2"])[0], 8, 12, parallel=False)
+    assert kernel.key.kernel.split()[5:] == ["2"] and "vinterleave(" in kernel.source
+    assert "vscatter(" not in kernel.source.split("def tile")[1]
 
 
 def test_transposed_phases_cover_every_tap_once():

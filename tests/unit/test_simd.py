@@ -1,0 +1,68 @@
+"""The explicit-SIMD intrinsics the blocked convolution kernels are written in, each against
+NumPy, at the lane counts the planner picks (4: SSE/NEON, 8: AVX2, 16: AVX-512; LLVM
+legalises any of them on any host)."""
+import numba
+import numpy as np
+import pytest
+
+from dml_numba.cpu._simd import (vadd, vfma, vinterleave, vload, vload_stride, vscatter, vsplat,
+                                 vstore, vstore_raw, vzero)
+
+
+def _kernels(lanes):
+    @numba.njit
+    def arithmetic(a, b, c, s, out):
+        # out[0:L] = a * b + c, out[L:2L] = a + s, out[2L:3L] = 0, out[3L:5L] = a, b interleaved
+        va, vb = vload(a, 1, lanes), vload(b, 0, lanes)
+        vstore(out, 0, vfma(va, vb, vload(c, 0, lanes)))
+        vstore(out, lanes, vadd(va, vsplat(s, lanes)))
+        vstore(out, 2 * lanes, vzero(lanes))
+        vstore(out, 3 * lanes, vinterleave(va, vb))
+
+    @numba.njit
+    def strided(a, out, i):
+        vscatter(out, i, 3, vload(a, 0, lanes))
+
+    @numba.njit
+    def gathered(a, out):
+        vstore_raw(out, 0, vload_stride(a, 2, 3, lanes))
+        vstore_raw(out, lanes, vload_stride(a, a.size - 1, -2, lanes))
+
+    return arithmetic, strided, gathered
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+def test_intrinsics_agree_with_numpy(lanes):
+    arithmetic, strided, gathered = _kernels(lanes)
+    rng = np.random.default_rng(lanes)
+    a, b, c = (rng.standard_normal(lanes + 1).astype(np.float32) for _ in range(3))
+    out = np.full(5 * lanes + 1, np.nan, np.float32)
+    arithmetic(a, b, c, np.float32(0.5), out)
+    va, vb = a[1:], b[:lanes]
+    np.testing.assert_allclose(out[:lanes], va * vb + c[:lanes], rtol=1e-6)
+    np.testing.assert_array_equal(out[lanes:2 * lanes], va + np.float32(0.5))
+    np.testing.assert_array_equal(out[2 * lanes:3 * lanes], 0)
+    np.testing.assert_array_equal(out[3 * lanes:5 * lanes:2], va)
+    np.testing.assert_array_equal(out[3 * lanes + 1:5 * lanes:2], vb)
+    assert np.isnan(out[-1])  # nothing written past the vectors
+
+    out = np.zeros(3 * lanes + 2, np.float32)
+    strided(a, out, 2)
+    expect = np.zeros_like(out)
+    expect[2:2 + 3 * lanes:3] = a[:lanes]
+    np.testing.assert_array_equal(out, expect)
+
+    src = np.arange(3 * lanes + 3, dtype=np.float32)
+    got = np.zeros(2 * lanes, np.float32)
+    gathered(src, got)
+    np.testing.assert_array_equal(got[:lanes], src[2:2 + 3 * lanes:3])
+    np.testing.assert_array_equal(got[lanes:], src[::-1][:2 * lanes:2])
+
+
+def test_mismatched_vectors_are_refused_at_compile_time():
+    @numba.njit
+    def bad(a):
+        return vinterleave(vload(a, 0, 4), vload(a, 0, 8))
+
+    with pytest.raises(TypeError, match="vinterleave takes two FloatVectors of one lane count"):
+        bad(np.zeros(8, np.float32))
