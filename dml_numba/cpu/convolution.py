@@ -476,6 +476,23 @@ def _emit_run(w, lanes, dst, n, src=None) -> None:
         w(f"xp[{affine([(dst, 1), ('t', 1)])}] = {f'x[{src} + t]' if src else '0'}")
 
 
+def _emit_strided_run(w, lanes, dst, src, stride, n) -> None:
+    """``xp[dst + k] = x[src + k * stride]`` for ``k < n``: strided vector reads (one load
+    spanning the lanes and a shuffle) where the run holds a vector, the last overlapping."""
+    if n <= 0:
+        return
+    if lanes and n >= lanes:
+        with w.block(f"for t in range({n // lanes}):"):
+            w(f"vstore_raw(xp, {affine([(dst, 1), ('t', lanes)])}, vload_stride(x, "
+              f"{affine([(src, 1), ('t', lanes * stride)])}, {stride}, {lanes}))")
+        if n % lanes:
+            w(f"vstore_raw(xp, {affine([(dst, 1)], n - lanes)}, vload_stride(x, "
+              f"{affine([(src, 1)], (n - lanes) * stride)}, {stride}, {lanes}))")
+        return
+    with w.block(f"for t in range({n}):"):
+        w(f"xp[{affine([(dst, 1), ('t', 1)])}] = x[{affine([(src, 1), ('t', stride)])}]")
+
+
 def _emit_pad_phase(w, loop, planes, size_in, front, P, split: int = 1, row=None,
                     plane=None, base=None, lanes: int = 0) -> None:
     """Phase 1 of the blocked kernels: ``xp`` (``planes`` planes of spatial sizes ``P``) holds
@@ -486,7 +503,6 @@ def _emit_pad_phase(w, loop, planes, size_in, front, P, split: int = 1, row=None
     expression), only that input plane, written from ``xp[base]`` on."""
     nd = len(P)
     q = P[-1] // split
-    at = "j" if split == 1 else f"(j % {split}) * {q} + j // {split}"
     row = P[-1] if row is None else row
     w(f"# phase 1: the input{'' if plane is None else ' plane'} with its zero padding, one "
       "padded row per iteration" + (f", split by the stride {split}" if split > 1 else ""))
@@ -510,9 +526,11 @@ def _emit_pad_phase(w, loop, planes, size_in, front, P, split: int = 1, row=None
             w(f"src = ({src}) * {size_in[-1]}")
             if split > 1:  # every slot first: the row is not written in order
                 _emit_run(w, lanes, "dst", P[-1])
-                with w.block(f"for i in range({n_copy}):"):
-                    w(f"j = i + {lo}")
-                    w(f"xp[dst + {at}] = x[src + i]")
+                for ph in range(split):  # padded j = i + lo in phase ph: i = i0, i0 + split, ...
+                    i0 = (ph - lo) % split
+                    count = max(0, -(-(n_copy - i0) // split))
+                    _emit_strided_run(w, lanes, affine([("dst", 1)], ph * q + (i0 + lo) // split),
+                                      affine([("src", 1)], i0), split, count)
             else:
                 _emit_run(w, lanes, "dst", lo)
                 _emit_run(w, lanes, f"dst + {lo}" if lo else "dst", n_copy, "src")
@@ -527,6 +545,10 @@ def needs_copy(desc) -> bool:
     front, sizes = padded_geometry(desc)
     split = desc.strides[-1] if desc.direction == ConvolutionDirection.FORWARD else 1
     return any(front) or tuple(desc.input_tensor.sizes[2:]) != tuple(sizes) or split != 1
+
+
+#: what the forward blocked kernels' modules import (the strided reads added where rows are split)
+_SIMD_IMPORT = "from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, vstore, vzero"
 
 
 def _emit_tile(w, d, L, R, mb, MB, ps, open_taps, columns, x_row, store, at, span) -> None:
@@ -614,8 +636,8 @@ def _emit_blocked(key) -> str:
     pad = needs_copy(d)
     split = d.strides[-1]  # > 1: rows stored by stride phase, a window's taps read consecutively
     w = SourceWriter()
-    loop = header(w, key, imports=("from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, "
-                                   "vstore, vzero",))
+    loop = header(w, key, imports=(_SIMD_IMPORT + (", vload_stride, vstore_raw" if split > 1
+                                                   else ""),))
     has_bias = d.bias_tensor is not None
     with w.block(f"def kernel(x, wp, {'b, ' if has_bias else ''}y, xp):"):
         if pad:
@@ -822,8 +844,8 @@ def _emit_blocked_depthwise(key) -> str:
     taps = prod(ksz)
     planes = n_ * g
     w = SourceWriter()
-    loop = header(w, key, imports=("from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, "
-                                   "vstore, vzero",))
+    loop = header(w, key, imports=(_SIMD_IMPORT + (", vload_stride, vstore_raw" if split > 1
+                                                   else ""),))
     args = f"wp, {'b, ' if has_bias else ''}y"
     with w.block(f"def kernel(x, {args}, xp, slots):"):
         w(f"# each slot takes a share of the {planes} planes (n, g)"
