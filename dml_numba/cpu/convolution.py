@@ -351,14 +351,15 @@ class BlockPlan:
 
 
 def block_plan(desc, lanes: int | None = None, budget: int | None = None,
-               channels: int = 4) -> BlockPlan | None:
+               channels: int | None = None) -> BlockPlan | None:
     """The tile for ``desc`` on this machine, or None where the blocked kernel does not apply:
     float64, or fewer than 4 output pixels per row (per stride phase for BACKWARD).
 
     ``lanes`` defaults to the host's widest float32 vector (16 with AVX-512, 8 with AVX2, 4 with
     SSE/NEON), reduced to fit the row; ``budget`` (accumulator registers) to 12, which leaves
-    four of AVX2's 16 vector registers for the input vectors and the broadcast weight;
-    ``channels`` output channels share each loaded input vector."""
+    four of AVX2's 16 vector registers for the input vectors and the broadcast weight, and with
+    AVX-512's 32 registers to 16 (24 for one tap); ``channels`` output channels (4; 8 for one
+    tap) share each loaded input vector."""
     from ._simd import vector_lanes
 
     d = desc
@@ -379,9 +380,16 @@ def block_plan(desc, lanes: int | None = None, budget: int | None = None,
     # rows that divide the height count more than the last few accumulators: 4 rows instead of
     # 3 (16 accumulators, no overlapping row block) took 3x3/2 64->128 to 28x28 from 126 to
     # 155 GFLOP/s and grouped 3x3 on 28x28 from 160 to 177
-    budget = budget or (16 if len(out) >= 2 else 12)
     mg = d.output_tensor.sizes[1] // d.group_count
     taps = prod(d.filter_tensor.sizes[2:])
+    # With AVX-512's 32 vector registers: 16 accumulators for 2-D and more, and for one tap
+    # (pointwise, flattened) 8 channels x 3 vectors (1x1 256->128 on 8x28x28: 208 GFLOP/s,
+    # against 191-199 for 4 x 3); with 9 taps 8 channels' broadcast weights no longer fit
+    # beside the accumulators (87 GFLOP/s). 12 where there are 16 registers (AVX2).
+    if budget is None:
+        budget = ((24 if taps == 1 else 16 if len(out) >= 2 else 12)
+                  if vector_lanes() >= 16 else 12)
+    channels = channels or (8 if taps == 1 else 4)
     if (forward and d.input_tensor.sizes[1] == d.group_count and mg < channels
             and taps <= DEPTHWISE_UNROLL):
         # one input channel per group: rows share loaded input vectors instead of channels
@@ -392,7 +400,7 @@ def block_plan(desc, lanes: int | None = None, budget: int | None = None,
             rows -= 1
         vectors = max(1, min(vectors, DEPTHWISE_UNROLL // (taps * rows)))
         return BlockPlan(lanes, 1, rows, vectors, padded_geometry(d)[1], depthwise=True)
-    mb = min(mg, channels)
+    mb = min(mg, channels, budget)
     # BACKWARD at stride 2 with as many outputs in both phases: a tile holds both and stores
     # them interleaved, whole vectors instead of a scatter per vector (4x4/2 64->32 to 56x56:
     # 2.9 -> 2.4 ms)

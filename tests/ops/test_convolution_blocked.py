@@ -230,6 +230,10 @@ def test_the_planner_covers_remainders_and_several_vectors():
     assert asym.output_tensor.sizes[-1] % plans["2d-asym-pad-convmode"].lanes  # overlapping vector
     assert plans["1d"].rows == 1 and plans["1d"].vectors > 1
     assert cpu_conv.block_plan(conv_case(*SHAPES["1x1-unpadded"])[0], lanes=16).lanes == 16
+    # one tap: 8 channels share a loaded vector (12 = 8 + a block of 4), never more than budget
+    pointwise = cpu_conv._pointwise_as_1d(conv_case(*SHAPES["1x1-unpadded"])[0])
+    assert cpu_conv.block_plan(pointwise, lanes=8, budget=12).mb == 8
+    assert cpu_conv.block_plan(pointwise, lanes=8, budget=4).mb == 4
     assert cpu_conv.block_plan(conv_case((1, 1, 3, 6), (4, 1, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1)[0],
                                lanes=16).lanes == 4
 
