@@ -210,6 +210,39 @@ def test_transposed_stride2_tiles_hold_both_phases_where_they_match():
     assert "vscatter(" not in kernel.source.split("def tile")[1]
 
 
+@pytest.mark.parametrize("name", [k for k in SHAPES if k not in ("1x1-unpadded", "no-padding-exact")])
+def test_staged_padding_per_image_and_group_agrees_with_brute_force(name, monkeypatch):
+    """The forward kernel that pads each (image, group) into a per-thread buffer just before its
+    tiles (forced on: the rule picks it for batches of groups, four for every thread)."""
+    monkeypatch.setattr(cpu_conv, "_stages", lambda desc, padded: True)
+    desc, inputs = conv_case(*SHAPES[name])
+    kernel = blocked_kernel(desc, 8, 12, parallel=True)
+    assert kernel.key.kernel.startswith("blocked-staged") and "def group(" in kernel.source
+    ref = brute_force(desc, *inputs)
+    for _ in range(2):  # the buffers are reused
+        y = np.full(desc.output_tensor.sizes, np.nan, F32)
+        kernel(list(inputs), y)
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_staged_padding_rule(monkeypatch):
+    """Staged where every thread gets four (image, group) pairs and a group's padded planes fit
+    in 1 MiB; the whole input padded first otherwise; never where nothing is padded."""
+    import numba
+
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 2)
+
+    def plan(n, c, g, hw, pad=1):
+        return cpu_conv.block_plan(conv_case((n, c, hw, hw), (c, c // g, 3, 3), (1, 1), (1, 1),
+                                             (pad, pad), (pad, pad), g)[0], lanes=16)
+
+    assert plan(8, 256, 8, 28).staged            # 64 pairs, 115 KB a group
+    assert plan(8, 64, 1, 56).staged             # 8 pairs, 861 KB a group
+    assert not plan(4, 64, 1, 56).staged         # 4 pairs for 2 threads
+    assert not plan(8, 128, 1, 56).staged        # 1.7 MB a group
+    assert not plan(8, 256, 8, 28, pad=0).staged  # read in place
+
+
 def test_transposed_phases_cover_every_tap_once():
     """Each tap reaches exactly one residue class per axis; a stride larger than the kernel
     leaves phases with no tap (those outputs are the bias alone)."""
