@@ -683,17 +683,18 @@ def _emit_blocked(key) -> str:
                 with w.block(f"for f in range(s * {items} // slots, (s + 1) * {items} // slots):"):
                     decompose(w, "f", ["n", "g"], [n_, g])
                     w(f"xs = s * {cg * ps}")
-                    with w.block(f"for c in range({cg}):"):
-                        _emit_pad_phase(w, "range", 1, size_in, start, P, split,
-                                        padded_sizes(d)[-1], plane=f"n * {cin} + g * {cg} + c",
-                                        base=f"xs + c * {ps}", lanes=L)
-                    w(f"group(xp, {args}, n, g, xs)")
+                    w("pad(x, xp, n, g, xs)")
+                    tiles = [nmb] + list(out[:-2]) + [nrt]
+                    with w.block(f"for t in range({prod(tiles)}):"):
+                        decompose(w, "t", ["mbi"] + outer + ["rt"], tiles)
+                        _call_tiles(w, MB, nmb, tail, coords, has_bias)
+        # the padding in a function of its own: a short parallel loop body compiles faster
         helper_header(w)
-        with w.block(f"def group(xp, {args}, n, g, xs):"):
-            with ExitStack() as stack:
-                for name, size in zip(["mbi"] + outer + ["rt"], [nmb] + list(out[:-2]) + [nrt]):
-                    stack.enter_context(w.block(f"for {name} in range({size}):"))
-                _call_tiles(w, MB, nmb, tail, coords, has_bias)
+        with w.block("def pad(x, xp, n, g, xs):"):
+            with w.block(f"for c in range({cg}):"):
+                _emit_pad_phase(w, "range", 1, size_in, start, P, split, padded_sizes(d)[-1],
+                                plane=f"n * {cin} + g * {cg} + c", base=f"xs + c * {ps}",
+                                lanes=L)
     else:
         with w.block(f"def kernel(x, {args}, xp):"):
             if pad:
