@@ -823,25 +823,30 @@ def _emit_blocked_transposed(key) -> str:
             with w.block(f"for jt in range({-(-q_l // (L * J))}):"):
                 w(f"j = min(jt * {L * J}, {q_l - L * J})")
 
+                def tap_axis(stack, i, o_):
+                    # the taps k of axis i that reach output o_: t = o_ + start - k * dilation
+                    # divisible by the stride; with dilation 1 every stride-th k from a start
+                    # (no test), otherwise each k tested
+                    t = affine([(o_, 1), (f"k{i}", -dil[i])], start[i])
+                    if st[i] != 1 and dil[i] == 1:
+                        first = f"({affine([(o_, 1)], start[i])}) % {st[i]}"
+                        stack.enter_context(w.block(f"for k{i} in range({first}, {ksz[i]}, "
+                                                    f"{st[i]}):"))
+                    else:
+                        stack.enter_context(w.block(f"for k{i} in range({ksz[i]}):"))
+                    w(f"t{i} = {t}")
+                    if st[i] != 1 and dil[i] != 1:
+                        stack.enter_context(w.block(f"if t{i} % {st[i]} == 0:"))
+                    return f"t{i}" if st[i] == 1 else f"(t{i} // {st[i]})"
+
                 def open_taps(stack):
                     terms = [("xc", 1), ("j", 1)]
                     for i, o_ in enumerate(outer):
-                        stack.enter_context(w.block(f"for k{i} in range({ksz[i]}):"))
-                        w(f"t{i} = {affine([(o_, 1), (f'k{i}', -dil[i])], start[i])}")
-                        if st[i] != 1:
-                            stack.enter_context(w.block(f"if t{i} % {st[i]} == 0:"))
-                        terms.append((f"t{i}" if st[i] == 1 else f"(t{i} // {st[i]})",
-                                      pstride[i]))
+                        terms.append((tap_axis(stack, i, o_), pstride[i]))
                     const = sum(f * ps_ for f, ps_ in zip(front, pstride))
                     if nd >= 2:
-                        i = nd - 2
-                        stack.enter_context(w.block(f"for k{i} in range({ksz[i]}):"))
-                        w(f"t{i} = {affine([('rr', 1), (f'k{i}', -dil[i])], start[i])}")
-                        if st[i] != 1:
-                            stack.enter_context(w.block(f"if t{i} % {st[i]} == 0:"))
-                        terms += [("r0", pstride[i]),
-                                  (f"t{i}" if st[i] == 1 else f"(t{i} // {st[i]})",
-                                   pstride[i])]
+                        terms += [("r0", pstride[nd - 2]),
+                                  (tap_axis(stack, nd - 2, "rr"), pstride[nd - 2])]
                     w(f"xo = {affine(terms, const)}")
                     ko = [f"k{i}" for i in range(nd - 1)]
                     w(f"wo = wc + ({_flat(ko, list(ksz[:-1]))}) * {ksz[-1] * MB}"
