@@ -1,12 +1,13 @@
 """Convolution on the CPU: three algorithms over the same semantics.
 
 * ``blocked``: register-blocked SIMD tiles (float32 and float16; FORWARD, a strided last axis
-  stored by stride phase; BACKWARD per stride phase): the input zero-padded once, the filter
-  packed once per call,
-  and for each tile of output channels x rows x vectors of pixels the accumulators held in LLVM
-  vector registers (``cpu/_simd.py``), every multiply-add a fused vector FMA; all inside Numba's
-  own thread pool. One input channel per group (depthwise) runs plane by plane instead: each
-  plane padded into a per-thread buffer, tiles of rows sharing the input vectors they load.
+  stored by stride phase; BACKWARD per stride phase, both phases of a stride-2 row in one tile):
+  the input zero-padded (per image and group just before its tiles where the pairs are many
+  and small, else the whole input first), the filter packed once per call, and for each tile of
+  output channels x rows x vectors of pixels the accumulators held in LLVM vector registers
+  (``cpu/_simd.py``), every multiply-add a fused vector FMA; all inside Numba's own thread pool.
+  One input channel per group (depthwise) runs plane by plane instead: each plane padded into a
+  per-thread buffer, tiles of rows sharing the input vectors they load.
 * ``direct``: one generated loop nest, parallel over (n, output channel, outer spatial);
   FORWARD gathers input taps, BACKWARD is the adjoint in gather form (no scatter, no races);
   bias and the fused activation in each element's epilogue. Best for 3x3-sized depthwise
@@ -657,7 +658,12 @@ def _emit_blocked(key) -> str:
     ``mb * rows * vectors`` fused multiply-adds per ``rows * vectors + mb`` loads. Taps are
     unrolled with constant offsets. The last row block and vector overlap the previous ones
     instead of running a remainder loop (the same values are stored twice). Bias is added in
-    registers; a fused activation runs over the stored tile."""
+    registers; a fused activation runs over the stored tile.
+
+    ``blocked-staged`` keys: ``kernel(x, wp, [b,] y, xp, slots)`` instead; each of ``slots``
+    (p)range iterations takes a share of the (n, group) pairs and, for each, pads the group's
+    input planes into its own part of ``xp`` (``pad``) and runs every tile of the pair from
+    there, so the padded copy stays in cache instead of going through memory."""
     d = key.desc
     (L, MB, R, J, n_, cin, cout, size_in, out, ksz, nd, g, mg, nmb, tail, start, P, pstride,
      ostride, ps, os_) = _blocked_layout(key)
@@ -1037,14 +1043,16 @@ def choose_algorithm(desc) -> str:
     batch 1 and 8, 2 cores, AVX-512):
 
     * one input channel per group (depthwise): ``blocked`` (the plane-by-plane kernel: 3x3 at
-      56x56, 8x16 planes, 0.13 against 0.26 ms direct; 7x7 at 28x28 0.55 against 3.1; 3-D 3x3x3
-      0.46 against 4.2), except ``direct`` for windows of 2-9 taps with a strided last axis
-      (3x3/2 at 28x28: 0.14 against 0.34 ms) or fewer planes (batch x channels) than threads,
-      which the plane kernel shares out by plane;
-    * ``gemm`` for dense (one group) convolutions where the blocked tile would be poor and BLAS
-      is big enough to pay off: rows too short for half the host's vector (7x7 outputs: 16
-      against 30 ms), or 1x1 over fewer than 512 pixels (14x14: 1.2 against 1.5 ms);
-    * ``blocked`` for every other float32/float16 convolution it takes (3x3 64->64 at 56x56: 173
+      56x56, 8x16 planes, 0.13 against 0.14 ms direct, strided 0.08 against 0.16; 7x7 at 28x28
+      0.32 against 2.6; 3-D 3x3x3 0.52 against 5.8), except ``direct`` for windows of 2-9 taps
+      over fewer planes (batch x channels) than threads, which the plane kernel shares out by
+      plane;
+    * ``gemm`` where the blocked tile would be poor and BLAS is big enough to pay off: dense
+      (one group) convolutions with rows too short for half the host's vector (7x7 outputs: 19
+      against 36 ms) or 1x1 over fewer than 512 pixels (14x14: 1.2 against 1.7 ms); grouped
+      ones over planes of fewer than 32 pixels, or 64 for 1x1 (4x4 outputs, 8 groups: 0.19
+      against 0.59 ms; 1x1 on 7x7: 0.31 against 0.54);
+    * ``blocked`` for every other float32/float16 convolution it takes (3x3 64->64 at 56x56: 185
       GFLOP/s against 74 gemm and 64 direct; grouped, 5x5, 7x7, 1-D, 3-D, transposed);
     * without the blocked kernel (float64; rows under 4 pixels): ``gemm`` when each group's
       matrix product is big enough (forward: 32 output channels and 32 inner products per
@@ -1067,14 +1075,16 @@ def choose_algorithm(desc) -> str:
         import numba
 
         few = desc.input_tensor.sizes[0] * g < numba.config.NUMBA_NUM_THREADS
-        return "direct" if 2 <= taps <= 9 and (desc.strides[-1] > 1 or few) else "blocked"
+        return "direct" if 2 <= taps <= 9 and few else "blocked"
     if plan is not None and mg == 1:
         strided = any(s > 1 for s in desc.strides)
         narrow = desc.output_tensor.sizes[-1] < 28
         return "direct" if 2 <= taps <= 9 and (strided or not narrow) else "blocked"
-    if plan is not None and g == 1 and gemm and (
-            plan.lanes * 2 < vector_lanes()
-            or (taps == 1 and forward and prod(desc.output_tensor.sizes[2:]) < 512)):
+    pixels = prod(desc.output_tensor.sizes[2:])
+    if plan is not None and gemm and (
+            (g == 1 and (plan.lanes * 2 < vector_lanes()
+                         or (taps == 1 and forward and pixels < 512)))
+            or (g > 1 and forward and pixels < (64 if taps == 1 else 32))):
         return "gemm"
     if plan is not None and mg >= 4:
         return "blocked"

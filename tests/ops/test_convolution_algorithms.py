@@ -64,8 +64,9 @@ def test_automatic_choice(monkeypatch):
     assert choose(desc(64, 64, 1, hw=58)) == "blocked"
     assert choose(desc(128, 128, 8, hw=30)) == "blocked"   # 16 output channels a group
     assert choose(desc(64, 64, 64, hw=58)) == "blocked"    # depthwise 3x3, plane by plane
-    assert choose(desc(64, 64, 64, hw=58, s=2)) == "direct"  # depthwise 3x3, strided
+    assert choose(desc(64, 64, 64, hw=58, s=2)) == "blocked"  # depthwise 3x3, strided
     assert choose(desc(1, 1, 1, hw=58)) == "direct"        # one plane: the plane kernel is serial
+    assert choose(desc(1, 1, 1, hw=58, s=2)) == "direct"
     assert choose(desc(1, 1, 1, k=5, hw=58)) == "blocked"  # ... but direct is slower still
     assert choose(desc(64, 64, 64, hw=16)) == "blocked"    # depthwise 3x3, 14-pixel rows
     assert choose(desc(64, 64, 64, k=5, hw=60)) == "blocked"  # depthwise 5x5
@@ -76,6 +77,10 @@ def test_automatic_choice(monkeypatch):
     assert choose(desc(256, 256, 1, k=1, hw=14)) == "gemm"  # 1x1 over 196 pixels
     assert choose(desc(256, 256, 1, k=1, hw=28)) == "blocked"  # 1x1 over 784 pixels
     assert choose(desc(512, 512, 8, hw=9)) == "blocked"     # grouped: the blocked tile still wins
+    assert choose(desc(512, 512, 8, hw=9, s=2)) == "gemm"   # ... but not on 4x4 outputs
+    assert choose(desc(512, 512, 8, k=1, hw=7)) == "gemm"   # grouped 1x1 on 49 pixels
+    assert choose(desc(256, 256, 8, k=1, hw=14)) == "blocked"  # ... 196 pixels
+    assert choose(desc(64, 64, 8, hw=12, s=2)) == "blocked"  # 8 outputs a group: no BLAS
 
 
 def test_automatic_choice_without_the_blocked_kernel():
