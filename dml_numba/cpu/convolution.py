@@ -482,42 +482,32 @@ def padded_sizes(desc) -> tuple:
         d.output_tensor.sizes[2:], d.strides, d.filter_tensor.sizes[2:], d.dilations))
 
 
-def _emit_run(w, lanes, dst, n, src=None) -> None:
-    """``xp[dst:dst + n] = x[src:src + n]`` (zeros without ``src``): whole vectors of ``lanes``
-    and an overlapping last one where the run holds a vector, else element by element. (Numba's
-    scalar indexing wraps negative indices, which keeps LLVM from vectorising such a copy:
-    measured 3x slower for 56-element rows.)"""
-    value = (lambda o: f"vload(x, {affine([(src, 1)], o)}, {lanes})") if src else (
-        lambda o: f"vzero({lanes})")
+def _emit_run(w, lanes, dst, n, src=None, stride: int = 1) -> None:
+    """``xp[dst + k] = x[src + k * stride]`` for ``k < n`` (zeros without ``src``): whole
+    vectors of ``lanes`` and an overlapping last one where the run holds a vector (strided:
+    one load spanning the lanes and a shuffle), else element by element. (Numba's scalar
+    indexing wraps negative indices, which keeps LLVM from vectorising such a copy: measured 3x
+    slower for 56-element rows.)"""
     if n <= 0:
         return
+
+    def vector(terms, k):  # the vector of elements k, k + 1, ... (k = terms + constant)
+        if src is None:
+            return f"vzero({lanes})"
+        i = affine([(src, 1)] + [(t, c * stride) for t, c in terms], k * stride)
+        return (f"vload(x, {i}, {lanes})" if stride == 1
+                else f"vload_stride(x, {i}, {stride}, {lanes})")
+
+    store = "vstore" if src is None or stride == 1 else "vstore_raw"
     if lanes and n >= lanes:
         with w.block(f"for t in range({n // lanes}):"):
-            w(f"vstore(xp, {affine([(dst, 1), ('t', lanes)])}, "
-              + (f"vload(x, {affine([(src, 1), ('t', lanes)])}, {lanes}))" if src
-                 else f"vzero({lanes}))"))
+            w(f"{store}(xp, {affine([(dst, 1), ('t', lanes)])}, {vector([('t', lanes)], 0)})")
         if n % lanes:
-            w(f"vstore(xp, {affine([(dst, 1)], n - lanes)}, {value(n - lanes)})")
+            w(f"{store}(xp, {affine([(dst, 1)], n - lanes)}, {vector([], n - lanes)})")
         return
     with w.block(f"for t in range({n}):"):
-        w(f"xp[{affine([(dst, 1), ('t', 1)])}] = {f'x[{src} + t]' if src else '0'}")
-
-
-def _emit_strided_run(w, lanes, dst, src, stride, n) -> None:
-    """``xp[dst + k] = x[src + k * stride]`` for ``k < n``: strided vector reads (one load
-    spanning the lanes and a shuffle) where the run holds a vector, the last overlapping."""
-    if n <= 0:
-        return
-    if lanes and n >= lanes:
-        with w.block(f"for t in range({n // lanes}):"):
-            w(f"vstore_raw(xp, {affine([(dst, 1), ('t', lanes)])}, vload_stride(x, "
-              f"{affine([(src, 1), ('t', lanes * stride)])}, {stride}, {lanes}))")
-        if n % lanes:
-            w(f"vstore_raw(xp, {affine([(dst, 1)], n - lanes)}, vload_stride(x, "
-              f"{affine([(src, 1)], (n - lanes) * stride)}, {stride}, {lanes}))")
-        return
-    with w.block(f"for t in range({n}):"):
-        w(f"xp[{affine([(dst, 1), ('t', 1)])}] = x[{affine([(src, 1), ('t', stride)])}]")
+        w(f"xp[{affine([(dst, 1), ('t', 1)])}] = "
+          + (f"x[{affine([(src, 1), ('t', stride)])}]" if src else "0"))
 
 
 def _emit_pad_phase(w, loop, planes, size_in, front, P, split: int = 1, row=None,
@@ -556,8 +546,8 @@ def _emit_pad_phase(w, loop, planes, size_in, front, P, split: int = 1, row=None
                 for ph in range(split):  # padded j = i + lo in phase ph: i = i0, i0 + split, ...
                     i0 = (ph - lo) % split
                     count = max(0, -(-(n_copy - i0) // split))
-                    _emit_strided_run(w, lanes, affine([("dst", 1)], ph * q + (i0 + lo) // split),
-                                      affine([("src", 1)], i0), split, count)
+                    _emit_run(w, lanes, affine([("dst", 1)], ph * q + (i0 + lo) // split), count,
+                              affine([("src", 1)], i0), split)
             else:
                 _emit_run(w, lanes, "dst", lo)
                 _emit_run(w, lanes, f"dst + {lo}" if lo else "dst", n_copy, "src")
