@@ -708,12 +708,8 @@ def _emit_blocked(key) -> str:
             w(f"r0 = min(rt * {R}, {out[-2] - R})")
         w(f"m0 = g * {mg} + mbi * {MB}")
         # offsets of each tile row in xp and in y (without the channel)
+        terms_x, terms_y = _row_block_terms(d, outer, pstride, ostride)
         for r in range(R):
-            terms_x = [(o_, d.strides[i] * pstride[i]) for i, o_ in enumerate(outer)]
-            terms_y = [(o_, ostride[i]) for i, o_ in enumerate(outer)]
-            if nd >= 2:
-                terms_x.append(("r0", d.strides[-2] * pstride[-2]))
-                terms_y.append(("r0", ostride[-2]))
             w(f"xr{r} = {affine(terms_x, r * d.strides[-2] * pstride[-2] if nd >= 2 else 0)}")
             w(f"yr{r} = {affine(terms_y, r * ostride[-2] if nd >= 2 else 0)}")
         with w.block(f"for jt in range({njt}):"):
@@ -744,6 +740,17 @@ def _emit_blocked(key) -> str:
 
     _emit_tile_functions(w, tile, MB, tail, coords, d.bias_tensor is not None)
     return w.text()
+
+
+def _row_block_terms(d, outer, pstride, ostride) -> tuple:
+    """``(terms_x, terms_y)``: the :func:`affine` terms of a FORWARD tile's first row (outer
+    coordinates ``outer``, first row ``r0``) in the padded input and in the output plane."""
+    terms_x = [(o_, d.strides[i] * pstride[i]) for i, o_ in enumerate(outer)]
+    terms_y = [(o_, ostride[i]) for i, o_ in enumerate(outer)]
+    if len(pstride) >= 2:
+        terms_x.append(("r0", d.strides[-2] * pstride[-2]))
+        terms_y.append(("r0", ostride[-2]))
+    return terms_x, terms_y
 
 
 def _call_tiles(w, MB, nmb, tail, coords, has_bias) -> None:
@@ -930,11 +937,7 @@ def _emit_blocked_depthwise(key) -> str:
                     stack.enter_context(w.block(f"for {o_} in range({out[i]}):"))
                 with w.block(f"for rt in range({-(-rows // R)}):"):
                     w(f"r0 = min(rt * {R}, {rows - R})")
-                    xt = [(o_, d.strides[i] * pstride[i]) for i, o_ in enumerate(outer)]
-                    yt = [(o_, ostride[i]) for i, o_ in enumerate(outer)]
-                    if nd >= 2:
-                        xt.append(("r0", d.strides[-2] * pstride[-2]))
-                        yt.append(("r0", ostride[-2]))
+                    xt, yt = _row_block_terms(d, outer, pstride, ostride)
                     w(f"xb = {affine([('xo', 1)] + xt)}")
                     w(f"yb = {affine([(f'(n * {cout} + m)', os_)] + yt)}")
                     with w.block(f"for jt in range({-(-out[-1] // (L * J))}):"):
