@@ -168,6 +168,18 @@ def test_depthwise_plane_kernel_agrees_with_brute_force_and_numpy(name, lanes, b
     np.testing.assert_allclose(y, leaky(desc, brute_force(desc, *inputs)), rtol=1e-4, atol=1e-4)
 
 
+def test_tile_rows_divide_the_height_where_they_can():
+    """Row blocks from half the room to the room: the fewest rows computed twice by the
+    overlapping last block, ties to the taller tile; never more than the height or the room."""
+    rows = cpu_conv._tile_rows
+    assert [rows(h, 4) for h in (56, 28, 14, 7, 9, 3, 1)] == [4, 4, 2, 4, 3, 3, 1]
+    assert [rows(h, 3) for h in (28, 11, 2)] == [2, 3, 2]
+    assert rows(14, 6) == 5 and rows(100, 1) == 1
+    for h in range(1, 40):
+        for room in range(1, 9):
+            assert 1 <= rows(h, room) <= min(h, room)
+
+
 def test_depthwise_planner_takes_rows_and_vectors_within_the_unroll_bound():
     """Four rows share each loaded vector; a 1-D row takes several vectors; a window too large
     to unroll on one row block falls back to the dense tile (one channel a block)."""
