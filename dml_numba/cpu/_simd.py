@@ -15,6 +15,8 @@ convolution kernels hold their accumulators in ``<L x float>`` values: a Numba t
   ``llvm.masked.scatter`` (one instruction with AVX-512, a store per lane elsewhere; one call
   in the IR either way, which keeps compile times of kernels with many strided stores short);
 * ``vinterleave(a, b)``: the lanes of two vectors alternately, as one of twice the lanes;
+* ``vstore_rows(a, base, p, v, width, pitch)``: the lanes of ``v`` that fall in the first
+  ``width`` columns of a plane with rows of ``pitch`` (two masked stores);
 * ``vadd(a, b)`` and ``vzero(L)``.
 
 For data movement, :class:`RawVector` holds lanes of any element type: ``vload_stride(a, i, s,
@@ -164,6 +166,51 @@ def vinterleave(typingctx, a, b):
                                       ir.Constant(ir.VectorType(ir.IntType(32), 2 * n), picks))
 
     return FloatVector(2 * n)(a, b), codegen
+
+
+@intrinsic
+def vstore_rows(typingctx, arr, base, p, vec, width, pitch):
+    """Lanes of ``vec`` that hold elements ``p, p + 1, ...`` of a plane laid out with rows of
+    ``pitch`` elements, of which the first ``width`` are kept (``pitch >= lanes``): each kept
+    lane ``p + l`` (row ``r``, column ``c < width``) is written to ``a[base + r * width + c]``,
+    the others not at all. Two masked stores: the lanes in the row of ``p`` and those in the
+    next (one instruction each with AVX-512, per-lane stores where the target has none)."""
+    _check_array(arr)
+    if not (isinstance(vec, FloatVector) and all(isinstance(t, types.Integer)
+                                                  for t in (base, p, width, pitch))):
+        raise TypeError("vstore_rows takes an array, a base, a position, a FloatVector, "
+                        "a width and a pitch")
+    n = vec.lanes
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        base_, p_, width_, pitch_ = (context.cast(builder, a, t, types.int64) for a, t in
+                                     zip((args[1], args[2], args[4], args[5]),
+                                         (sig.args[1], sig.args[2], sig.args[4], sig.args[5])))
+        row = builder.sdiv(p_, pitch_)
+        col = builder.sub(p_, builder.mul(row, pitch_))
+        first = builder.add(base_, builder.add(builder.mul(row, width_), col))
+        vi = ir.VectorType(i64, n)
+        lane = ir.Constant(vi, list(range(n)))
+        # row of p: lanes l < width - col; the next row: pitch - col <= l < pitch - col + width
+        in_first = builder.icmp_signed("<", lane, _splat(builder, builder.sub(width_, col), vi))
+        start = builder.sub(pitch_, col)
+        in_next = builder.and_(
+            builder.icmp_signed(">=", lane, _splat(builder, start, vi)),
+            builder.icmp_signed("<", lane, _splat(builder, builder.add(start, width_), vi)))
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        vt = args[3].type
+        fnty = ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), ir.IntType(32),
+                                               in_first.type])
+        fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                            f"llvm.masked.store.v{n}f32.p0")
+        for at, mask in ((first, in_first),
+                         (builder.sub(first, builder.sub(pitch_, width_)), in_next)):
+            ptr = builder.bitcast(builder.gep(ary.data, [at]), vt.as_pointer())
+            builder.call(fn, [args[3], ptr, ir.Constant(ir.IntType(32), 4), mask])
+        return context.get_dummy_value()
+
+    return types.none(arr, base, p, vec, width, pitch), codegen
 
 
 def _splat(builder, value, vt):

@@ -237,6 +237,48 @@ def test_staged_padding_per_image_and_group_agrees_with_brute_force(name, monkey
         np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
 
 
+FLAT = {
+    # unit strides over the last two axes: the tiles walk the padded plane flattened
+    "2d-tails": SHAPES["2d-tails"],
+    "2d-asym-pad-convmode": SHAPES["2d-asym-pad-convmode"],
+    "no-padding-exact": SHAPES["no-padding-exact"],
+    "2d-dil-groups-selu": ((2, 4, 7, 19), (6, 2, 3, 3), (1, 1), (2, 2), (2, 1), (1, 2), 2, 0,
+                           dml.ConvolutionMode.CROSS_CORRELATION, True,
+                           dml.ActivationLeakyReluOperatorDesc(0.1)),
+    "3d": ((1, 3, 4, 5, 13), (4, 3, 2, 3, 3), (2, 1, 1), (1, 1, 2), (1, 1, 0), (0, 1, 2), 1),
+}
+
+
+@pytest.mark.parametrize("staged", [False, True], ids=["whole-input", "staged"])
+@pytest.mark.parametrize("lanes", [4, 8])
+@pytest.mark.parametrize("name", list(FLAT))
+def test_flattened_tiles_agree_with_brute_force(name, lanes, staged, monkeypatch):
+    """Tiles over the padded plane flattened (forced wherever they apply): runs crossing rows,
+    the padding columns computed and not stored (nor activated), the last run overlapping."""
+    monkeypatch.setattr(cpu_conv, "FLAT_GAIN", 100.0)
+    monkeypatch.setattr(cpu_conv, "_stages", lambda desc, padded: staged)
+    desc, inputs = conv_case(*FLAT[name])
+    kernel = blocked_kernel(desc, lanes, 12, parallel=False)
+    assert kernel.plan.flat and kernel.key.kernel.endswith(" flat")
+    assert "vstore_rows(" in kernel.source
+    y = np.full(desc.output_tensor.sizes, np.nan, F32)
+    kernel(list(inputs), y)
+    np.testing.assert_allclose(y, leaky(desc, brute_force(desc, *inputs)), rtol=1e-4, atol=1e-4)
+
+
+def test_flattened_tiles_where_they_save_positions():
+    """56-pixel rows in 16 lanes: flattened (3,264 positions against 3,584); 28-pixel rows:
+    whole rows (896 either way), as 12-pixel rows in 8 lanes (192 either way); strided: never."""
+    def plan(hw, s=1, lanes=16):
+        return cpu_conv.block_plan(conv_case((1, 8, hw, hw), (8, 8, 3, 3), (s, s), (1, 1), (1, 1),
+                                             (1, 1), 1)[0], lanes=lanes, budget=16)
+
+    assert plan(56).flat and (plan(56).rows, plan(56).vectors) == (1, 4)
+    assert not plan(28).flat and plan(28).rows == 4
+    assert not plan(56, s=2).flat
+    assert not plan(12, lanes=16).flat and plan(12, lanes=16).lanes == 8
+
+
 def test_staged_padding_rule(monkeypatch):
     """Staged where every thread gets four (image, group) pairs and a group's padded planes fit
     in 1 MiB; the whole input padded first otherwise; never where nothing is padded."""
@@ -270,9 +312,11 @@ def test_the_planner_covers_remainders_and_several_vectors():
     plans = {name: cpu_conv.block_plan(conv_case(*args)[0], lanes=8, budget=12)
              for name, args in SHAPES.items()}
     assert plans["2d-tails"].mb == 4 and 6 % plans["2d-tails"].mb
-    asym = conv_case(*SHAPES["2d-asym-pad-convmode"])[0]
-    assert asym.output_tensor.sizes[-2] % plans["2d-asym-pad-convmode"].rows  # overlapping block
-    assert asym.output_tensor.sizes[-1] % plans["2d-asym-pad-convmode"].lanes  # overlapping vector
+    strided = conv_case(*SHAPES["2d-groups-rowstride-dil"])[0]
+    plan = plans["2d-groups-rowstride-dil"]
+    assert not plan.flat and strided.output_tensor.sizes[-2] % plan.rows  # overlapping block
+    assert strided.output_tensor.sizes[-1] % plan.lanes  # overlapping vector
+    assert plans["2d-asym-pad-convmode"].flat  # 18-pixel rows in 8 lanes: flattened
     assert plans["1d"].rows == 1 and plans["1d"].vectors > 1
     assert cpu_conv.block_plan(conv_case(*SHAPES["1x1-unpadded"])[0], lanes=16).lanes == 16
     # one tap: 8 channels share a loaded vector (12 = 8 + a block of 4), never more than budget

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dml_numba.cpu._simd import (vadd, vfma, vinterleave, vload, vload_stride, vscatter, vsplat,
-                                 vstore, vstore_raw, vzero)
+                                 vstore, vstore_raw, vstore_rows, vzero)
 
 
 def _kernels(lanes):
@@ -57,6 +57,29 @@ def test_intrinsics_agree_with_numpy(lanes):
     gathered(src, got)
     np.testing.assert_array_equal(got[:lanes], src[2:2 + 3 * lanes:3])
     np.testing.assert_array_equal(got[lanes:], src[::-1][:2 * lanes:2])
+
+
+@numba.njit
+def _store_rows(src, out, base, p, width, pitch):
+    vstore_rows(out, base, p, vload(src, p, 8), width, pitch)
+
+
+@pytest.mark.parametrize("width,pitch", [(5, 8), (7, 9), (1, 12), (12, 12)])
+def test_vstore_rows_writes_the_kept_columns_only(width, pitch):
+    """Every start position of an 8-lane vector over a plane of 4 rows of ``pitch`` elements:
+    the lanes in the first ``width`` columns land at ``base + row * width + column``, in the
+    row of the start and the next; nothing else is written."""
+    rows = 4
+    src = np.arange(rows * pitch, dtype=np.float32)
+    for p in range(rows * pitch - 8 + 1):
+        out = np.full(3 + rows * width + 3, -1, np.float32)
+        _store_rows(src, out, 3, p, width, pitch)
+        expect = np.full_like(out, -1)
+        for q in range(p, p + 8):
+            r, c = divmod(q, pitch)
+            if c < width:
+                expect[3 + r * width + c] = src[q]
+        np.testing.assert_array_equal(out, expect, err_msg=f"start {p}")
 
 
 def test_mismatched_vectors_are_refused_at_compile_time():
