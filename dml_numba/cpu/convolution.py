@@ -4,7 +4,8 @@
   stored by stride phase; BACKWARD per stride phase, both phases of a stride-2 row in one tile):
   the input zero-padded (per image and group just before its tiles where the pairs are many
   and small, else the whole input first), the filter packed once per call, and for each tile of
-  output channels x rows x vectors of pixels the accumulators held in LLVM vector registers
+  output channels x rows x vectors of pixels (or x vectors of the padded plane flattened, where
+  rows would waste lanes) the accumulators held in LLVM vector registers
   (``cpu/_simd.py``), every multiply-add a fused vector FMA; all inside Numba's own thread pool.
   One input channel per group (depthwise) runs plane by plane instead: each plane padded into a
   per-thread buffer, tiles of rows sharing the input vectors they load.
