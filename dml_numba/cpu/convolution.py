@@ -687,7 +687,13 @@ def _emit_blocked(key) -> str:
     ``blocked-staged`` keys: ``kernel(x, wp, [b,] y, xp, slots)`` instead; each of ``slots``
     (p)range iterations takes a share of the (n, group) pairs and, for each, pads the group's
     input planes into its own part of ``xp`` (``pad``) and runs every tile of the pair from
-    there, so the padded copy stays in cache instead of going through memory."""
+    there, so the padded copy stays in cache instead of going through memory.
+
+    Keys ending in ``flat`` (unit strides over the last two axes): a tile is a run of
+    ``vectors`` consecutive vectors of the padded plane flattened (row by row, padding columns
+    included) instead of rows x vectors; taps are constant offsets in the flat plane, the
+    stores skip the padding columns (``vstore_rows``), the last run ends at the plane's last
+    output, overlapping the one before."""
     d = key.desc
     (L, MB, R, J, n_, cin, cout, size_in, out, ksz, nd, g, mg, nmb, tail, start, P, pstride,
      ostride, ps, os_) = _blocked_layout(key)
