@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 
 import numpy as np
 
@@ -399,16 +399,17 @@ def block_plan(desc, lanes: int | None = None, budget: int | None = None,
         budget = ((24 if taps == 1 else 16 if len(out) >= 2 else 12)
                   if vector_lanes() >= 16 else 12)
     channels = channels or (8 if taps == 1 else 4)
+    padded = padded_geometry(d)[1]
     if (forward and d.input_tensor.sizes[1] == d.group_count and mg < channels
             and taps <= DEPTHWISE_UNROLL):
         # one input channel per group: rows share loaded input vectors instead of channels
-        # sharing them (3x3 at 56x56, 8x128 planes: 4 rows x 1 vector 0.64 ms, ...)
+        # sharing them (3x3 at 56x56, 8x128 planes: 4 rows x 1 vector 0.64 ms, 1.7 direct)
         rows = min(4, height, budget) if len(out) >= 2 else 1
         vectors = max(1, min(budget // (3 * rows) if len(out) >= 2 else 4, width // lanes))
         while rows > 1 and taps * rows * vectors > DEPTHWISE_UNROLL:
             rows -= 1
         vectors = max(1, min(vectors, DEPTHWISE_UNROLL // (taps * rows)))
-        return BlockPlan(lanes, 1, rows, vectors, padded_geometry(d)[1], depthwise=True)
+        return BlockPlan(lanes, 1, rows, vectors, padded, depthwise=True)
     mb = min(mg, channels, budget)
     # BACKWARD at stride 2 with as many outputs in both phases: a tile holds both and stores
     # them interleaved, whole vectors instead of a scatter per vector (4x4/2 64->32 to 56x56:
@@ -417,7 +418,6 @@ def block_plan(desc, lanes: int | None = None, budget: int | None = None,
     room = max(1, budget // (mb * phases))
     rows = _tile_rows(height, room) if len(out) >= 2 else 1
     vectors = 1 if phases > 1 else max(1, min(room // rows, width // lanes))
-    padded = padded_geometry(d)[1]
     staged = forward and needs_copy(d) and _stages(d, padded)
     flat = _flat_vectors(d, padded, lanes, room, rows, vectors) if forward else 0
     if flat:
@@ -641,13 +641,22 @@ def _emit_tile(w, d, L, R, mb, MB, ps, open_taps, columns, x_row, store, at, spa
         for r in range(R):
             store(m, r, [f"vadd({a}, bs)" if d.bias_tensor is not None else a
                          for a in accs[m][r]])
-    if d.fused_activation is not None:
-        with w.block(f"for m in range({mb}):"), w.block(f"for r in range({R}):"), \
-                w.block(f"for q in range({span}):"), \
-                (w.block(f"if {keep}:") if keep else ExitStack()):
-            w(f"v = y[{at}]")
-            w(f"v = {d.fused_activation.expression('v')}")
-            w(f"y[{at}] = v")
+    _emit_activation_pass(w, d, [("m", mb), ("r", R), ("q", span)], at, keep)
+
+
+def _emit_activation_pass(w, d, loops, at, keep=None) -> None:
+    """The fused activation over a stored tile, in place: ``y[at]`` for the loop variables
+    ``loops`` (``(name, count)`` pairs), where ``keep`` holds (every element without it)."""
+    if d.fused_activation is None:
+        return
+    with ExitStack() as stack:
+        for name, count in loops:
+            stack.enter_context(w.block(f"for {name} in range({count}):"))
+        if keep:
+            stack.enter_context(w.block(f"if {keep}:"))
+        w(f"v = y[{at}]")
+        w(f"v = {d.fused_activation.expression('v')}")
+        w(f"y[{at}] = v")
 
 
 def _blocked_layout(key) -> tuple:
@@ -720,15 +729,14 @@ def _emit_blocked(key) -> str:
         with w.block(f"def kernel(x, {args}, xp, slots):"):
             w(f"# each slot takes a share of the {items} (image, group) pairs, pads the group's "
               f"{cg} input planes into xp[slot * {cg * ps}:] and runs every tile of the group")
-            with w.block(f"for s in {loop}(slots):"):
-                with w.block(f"for f in range(s * {items} // slots, (s + 1) * {items} // slots):"):
-                    decompose(w, "f", ["n", "g"], [n_, g])
-                    w(f"xs = s * {cg * ps}")
-                    w("pad(x, xp, n, g, xs)")
-                    tiles = [nmb] + list(out[:-2]) + [nrt]
-                    with w.block(f"for t in range({prod(tiles)}):"):
-                        decompose(w, "t", ["mbi"] + outer + ["rt"], tiles)
-                        _call_tiles(w, MB, nmb, tail, coords, has_bias)
+            with _slot_share(w, loop, items):
+                decompose(w, "f", ["n", "g"], [n_, g])
+                w(f"xs = s * {cg * ps}")
+                w("pad(x, xp, n, g, xs)")
+                tiles = [nmb] + list(out[:-2]) + [nrt]
+                with w.block(f"for t in range({prod(tiles)}):"):
+                    decompose(w, "t", ["mbi"] + outer + ["rt"], tiles)
+                    _call_tiles(w, MB, nmb, tail, coords, has_bias)
         # the padding in a function of its own: a short parallel loop body compiles faster
         helper_header(w)
         with w.block("def pad(x, xp, n, g, xs):"):
@@ -800,6 +808,15 @@ def _emit_blocked(key) -> str:
 
     _emit_tile_functions(w, tile, MB, tail, coords, d.bias_tensor is not None)
     return w.text()
+
+
+@contextmanager
+def _slot_share(w, loop, items):
+    """``for s in (p)range(slots)``, then the share of ``items`` that slot ``s`` takes (``f``
+    from ``s * items // slots`` on): the kernels whose iterations each own a part of ``xp``."""
+    with w.block(f"for s in {loop}(slots):"), \
+            w.block(f"for f in range(s * {items} // slots, (s + 1) * {items} // slots):"):
+        yield
 
 
 def _row_block_terms(d, coords, pstride, ostride) -> tuple:
@@ -969,15 +986,14 @@ def _emit_blocked_depthwise(key) -> str:
     with w.block(f"def kernel(x, {args}, xp, slots):"):
         w(f"# each slot takes a share of the {planes} planes (n, g)"
           + (f" and pads them in xp[slot * {ps}:]" if copy else ""))
-        with w.block(f"for s in {loop}(slots):"):
-            with w.block(f"for f in range(s * {planes} // slots, (s + 1) * {planes} // slots):"):
-                if copy:
-                    w(f"xo = s * {ps}")
-                    _emit_pad_phase(w, "range", 1, size_in, start, P, split, padded_sizes(d)[-1],
-                                    plane="f", base="xo", lanes=L)
-                    w(f"plane(xp, {args}, f, xo)")
-                else:
-                    w(f"plane(x, {args}, f, f * {ps})  # nothing to pad: read in place")
+        with _slot_share(w, loop, planes):
+            if copy:
+                w(f"xo = s * {ps}")
+                _emit_pad_phase(w, "range", 1, size_in, start, P, split, padded_sizes(d)[-1],
+                                plane="f", base="xo", lanes=L)
+                w(f"plane(xp, {args}, f, xo)")
+            else:
+                w(f"plane(x, {args}, f, f * {ps})  # nothing to pad: read in place")
 
     helper_header(w)
     with w.block(f"def plane(xp, {args}, f, xo):"):
@@ -1015,13 +1031,13 @@ def _emit_depthwise_tile(w, d, L, R, J, ksz, pstride, ostride, P, split) -> None
             w(f"{acc[r][v]} = bs")
     row_s, row_d = (d.strides[-2], d.dilations[-2]) if nd >= 2 else (1, 1)
     k_rows = ksz[-2] if nd >= 2 else 1
+    # input row ``ir`` (relative to the tile's first) feeds tile row r through tap kr
+    feeds = {}
+    for r in range(R):
+        for kr in range(k_rows):
+            feeds.setdefault(r * row_s + kr * row_d, []).append((r, kr))
     for lead in itertools.product(*(range(k) for k in ksz[:-2])):
         lead_off = sum(k * d.dilations[i] * pstride[i] for i, k in enumerate(lead))
-        # input row ``ir`` (relative to the tile's first) feeds tile row r through tap kr
-        feeds = {}
-        for r in range(R):
-            for kr in range(k_rows):
-                feeds.setdefault(r * row_s + kr * row_d, []).append((r, kr))
         for ir in sorted(feeds):
             for kc in range(ksz[-1]):
                 t_c = kc * d.dilations[-1]
@@ -1038,12 +1054,8 @@ def _emit_depthwise_tile(w, d, L, R, J, ksz, pstride, ostride, P, split) -> None
     for r in range(R):
         for v in range(J):
             w(f"vstore(y, {affine([('yb', 1), ('j', 1)], r * row_y + v * L)}, {acc[r][v]})")
-    if d.fused_activation is not None:
-        with w.block(f"for r in range({R}):"), w.block(f"for q in range({L * J}):"):
-            at = affine([("yb", 1), ("r", row_y), ("j", 1), ("q", 1)])
-            w(f"v = y[{at}]")
-            w(f"v = {d.fused_activation.expression('v')}")
-            w(f"y[{at}] = v")
+    _emit_activation_pass(w, d, [("r", R), ("q", L * J)],
+                          affine([("yb", 1), ("r", row_y), ("j", 1), ("q", 1)]))
 
 
 def _pointwise_as_1d(desc):
