@@ -5,7 +5,7 @@ import functools
 
 from ._cache import cache, freeze
 from ._errors import ValidationError
-from ._registry import check_options, get_device, get_lowering
+from ._registry import check_device_name, check_options, get_device, get_lowering
 from .ops._base import DESCRIPTOR_TYPES, OperatorDesc
 from .tensor import TensorDesc
 
@@ -63,6 +63,7 @@ def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
         raise ValidationError(f"compile_operator.desc: {type(desc).__name__} is invalid; expected "
                               f"one of dml_numba's operator descriptors ({names})" +
                               (f", not a subclass of {base.__name__}" if base else ""))
+    check_device_name(device)
     opts = tuple(sorted(options.items())) if options else ()
     return cache.get_or_build(("operator", freeze(desc), device, freeze(opts) if opts else ()),
                               lambda: _build(desc, device, dict(opts)))

@@ -37,7 +37,9 @@ import types
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
+from . import _env
 from ._cache import cache
 from ._version import __version__ as VERSION
 
@@ -76,8 +78,7 @@ _warned: set = set()
 
 def enabled() -> bool:
     """Whether the disk cache is asked for (``DML_NUMBA_DISK_CACHE``); see :func:`state`."""
-    return os.environ.get("DML_NUMBA_DISK_CACHE", "1").strip().lower() not in ("0", "false", "no",
-                                                                                 "off")
+    return _env.flag("DML_NUMBA_DISK_CACHE", True)
 
 
 def cache_dir() -> Path:
@@ -138,6 +139,68 @@ def _untrusted(path: Path, what: str) -> str | None:
     return None
 
 
+_TRUSTED_OWNERS = (0,)  # root, besides the current user
+_MAX_LINKS = 40  # symbolic links followed on one path (Linux's own limit)
+
+
+def _unsafe_path(path: Path) -> str | None:
+    """Why another user could swap ``path`` or a folder on the way to it, or None.
+
+    Every folder in which a name is looked up to reach ``path`` (each ancestor, and those on
+    the way to a symbolic link's target) must be owned by root or the current user and not
+    writable by group or others, as OpenSSH's ``safe_path`` requires; a sticky folder (such as
+    ``/tmp``) writable by others is allowed where the entry looked up in it is owned by root or
+    the current user (only they can rename or remove it there). Otherwise a user who can write
+    that folder could replace what follows it by a link to files of theirs between our checks
+    and Numba's opening of its index, and their pickle would run as the current user.
+    """
+    if os.name == "nt":  # pragma: no cover - no POSIX ownership on Windows
+        return None
+    owners = (os.getuid(),) + _TRUSTED_OWNERS
+    links = 0
+    # not os.path.abspath: ".." is resolved physically below, after the links before it
+    pending = list(Path(os.getcwd(), path).parts[1:])
+    current = Path("/")
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = current.parent
+            continue
+        entry = current / part
+        try:
+            folder = os.stat(current)
+            st = os.lstat(entry)
+        except FileNotFoundError:
+            st = None  # to be created by us (so ours), in a folder that must still pass
+        except OSError as exc:
+            return f"the folder {current} cannot be inspected ({exc.strerror or exc})"
+        if folder.st_uid not in owners:
+            return (f"the folder {current} on the way to the cache is owned by uid "
+                    f"{folder.st_uid}, not by root or the current user ({os.getuid()})")
+        if folder.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (
+                folder.st_mode & stat.S_ISVTX and (st is None or st.st_uid in owners)):
+            sticky = " (sticky, but the entry in it is another user's)" if (
+                folder.st_mode & stat.S_ISVTX) else ""
+            return (f"the folder {current} on the way to the cache is writable by group or "
+                    f"others (mode {stat.S_IMODE(folder.st_mode):04o}){sticky}, so another user "
+                    f"could replace {entry}")
+        if st is None:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            links += 1
+            if links > _MAX_LINKS:
+                return f"too many symbolic links on the way to {path}"
+            target = Path(os.readlink(entry))
+            pending = list(target.parts[1:] if target.is_absolute() else target.parts) + pending
+            if target.is_absolute():
+                current = Path("/")
+        else:
+            current = entry
+    return None
+
+
 def _private_dir(path: Path, what: str) -> str | None:
     """Create ``path`` 0700 if missing (folders of ours are tightened to 0700); why not, or None."""
     try:
@@ -157,16 +220,30 @@ def _private_dir(path: Path, what: str) -> str | None:
     return why
 
 
+def _makedirs_private(path: Path) -> None:
+    """Create ``path`` and its missing parents 0700, whatever the umask (a parent created
+    writable by others would make the path one that others could swap)."""
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            continue
+        if os.name != "nt":
+            os.chmod(folder, 0o700)
+
+
 def _check_tree(root: Path) -> tuple[Path | None, str]:
     """Create and check root -> subfolder -> __pycache__; (library folder, '') or (None, why)."""
     if not root.exists():
         try:
-            os.makedirs(root, 0o700)  # parents get the default mode, the root itself 0700
-        except FileExistsError:
-            pass
+            _makedirs_private(root)
         except OSError as exc:
             return None, f"the cache folder {root} cannot be created ({exc.strerror or exc})"
-    why = _untrusted(root, "cache folder")
+    why = _untrusted(root, "cache folder") or _unsafe_path(root)
     if why:
         return None, why
     sub = root / SUBDIR
@@ -377,13 +454,14 @@ def load_module(source: str, prefix: str, *, disk: bool = True) -> types.ModuleT
 
 def compile_kernel(key, source: str, finish, *, disk: bool = True):
     """The one build path of every backend: ``finish(module)`` of the generated ``source``,
-    built once per ``key`` (a :class:`~dml_numba._cache.KernelKey`) in the kernel cache, its
-    source kept for inspection, from the disk cache when it is usable and ``disk``."""
+    built once per ``key`` (a :class:`~dml_numba._cache.KernelKey`) and process in the kernel
+    cache (kept through eviction), its source kept for inspection, from the disk cache when it
+    is usable and ``disk``."""
     def build():
         cache.record_source(key, source)
         return compile_source(source, f"{key.backend}_{key.op}", finish, disk=disk)
 
-    return cache.get_or_build(key, build)
+    return cache.get_or_build(key, build, keep=True)
 
 
 # -- Numba's cache locator for our folder ------------------------------------------------------
@@ -456,13 +534,30 @@ def _remove_stale_tmp(sub: Path) -> None:
                 pass
 
 
-def _entries(sub: Path) -> dict[str, list[os.DirEntry]]:
-    """Recognised files of the library folder, grouped by module name."""
+class _File(NamedTuple):
+    """A recognised file of the library folder as it was when listed."""
+
+    path: str
+    size: int
+    last_use: float  # the later of its modification and access times
+
+
+def _entries(sub: Path) -> dict[str, list[_File]]:
+    """Recognised files of the library folder, grouped by module name, each stat'ed once when
+    listed; a file that vanishes meanwhile (another process pruning or replacing it) is left
+    out."""
     groups: dict[str, list] = {}
     for e in _scan(sub, sub / "__pycache__"):
         m = _ENTRY.match(e.name)
-        if m and e.is_file(follow_symlinks=False):
-            groups.setdefault(m.group(1), []).append(e)
+        if not m:
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            groups.setdefault(m.group(1), []).append(
+                _File(e.path, st.st_size, max(st.st_mtime, st.st_atime)))
     return groups
 
 
@@ -472,16 +567,17 @@ def usage() -> dict:
     groups = _entries(st.dir) if st.usable else {}
     return {"dir": str(st.root), "library_dir": str(st.dir) if st.dir else None,
             "on": st.usable, "reason": st.reason, "modules": len(groups),
-            "bytes": sum(e.stat(follow_symlinks=False).st_size for g in groups.values() for e in g)}
+            "bytes": sum(f.size for g in groups.values() for f in g)}
 
 
 def _delete(files) -> int:
+    """Delete ``files``; the bytes this call freed (a file another process deleted first
+    counts for nothing)."""
     freed = 0
-    for e in files:
+    for f in files:
         try:
-            size = e.stat(follow_symlinks=False).st_size
-            os.unlink(e.path)
-            freed += size
+            os.unlink(f.path)
+            freed += f.size
         except OSError:
             pass
     return freed
@@ -506,12 +602,8 @@ def prune(max_bytes: int) -> dict:
         return {"modules": 0, "bytes": 0, "remaining": 0, "reason": st.reason}
     groups = _entries(st.dir)
 
-    def last_use(files):
-        return max(max(e.stat(follow_symlinks=False).st_mtime,
-                       e.stat(follow_symlinks=False).st_atime) for e in files)
-
-    sized = sorted(((last_use(f), n, f, sum(e.stat(follow_symlinks=False).st_size for e in f))
-                    for n, f in groups.items()), key=lambda t: t[0])
+    sized = sorted(((max(f.last_use for f in files), n, files, sum(f.size for f in files))
+                    for n, files in groups.items()), key=lambda t: t[0])
     total = sum(t[3] for t in sized)
     removed = freed = 0
     for _, name, files, size in sized:

@@ -57,7 +57,8 @@ class Checker:
 
     def int_tuple(self, field: str, value, *, length: int | None = None, lo: int | None = None,
                   hi: int | None = None, nonzero: bool = False) -> tuple[int, ...]:
-        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        if (isinstance(value, (str, bytes)) or not hasattr(value, "__len__")
+                or getattr(value, "ndim", 1) == 0):  # a 0-d array has __len__ but no length
             self.fail(field, value, "expected a sequence of integers")
         value = tuple(value)
         if length is not None and len(value) != length:

@@ -91,9 +91,6 @@ def lowering_for(desc_type, device: str):
 def _load(name: str) -> None:
     if name in _devices or name in _unavailable:
         return
-    if name not in _DEVICE_MODULES:
-        raise ValidationError(f"compile_operator.device: {name!r} is invalid; expected one of "
-                              f"{', '.join(map(repr, _DEVICE_MODULES))}")
     with _lock:
         if name not in _devices and name not in _unavailable:
             try:
@@ -104,10 +101,15 @@ def _load(name: str) -> None:
                 mark_unavailable(name, "the backend did not register itself")
 
 
-def get_device(name: str):
-    if not isinstance(name, str):
+def check_device_name(name) -> None:
+    """Refuse a device that is not one of the known names (a list, None, a typo), naming them."""
+    if not isinstance(name, str) or name not in _DEVICE_MODULES:
         raise ValidationError(f"compile_operator.device: {name!r} is invalid; expected one of "
                               f"{', '.join(map(repr, _DEVICE_MODULES))}")
+
+
+def get_device(name: str):
+    check_device_name(name)
     _load(name)
     if name in _unavailable:
         raise DeviceUnavailableError(f"device {name!r} is not usable here: {_unavailable[name]}")

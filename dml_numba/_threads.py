@@ -24,17 +24,72 @@ Policy, applied once at import, before Numba starts its pool (``DML_NUMBA_THREAD
 
 Numba's and OpenMP's own variables win: ``OMP_WAIT_POLICY`` already set is kept, and a
 ``NUMBA_THREADING_LAYER`` that cannot be ``omp`` (``tbb``, ``workqueue``) is left alone.
+
+fork: GNU OpenMP cannot run a parallel region in a child forked from a process whose OpenMP
+pool has started (libgomp prints "fork() called from a process already using GNU OpenMP" and
+terminates the child; a ``multiprocessing.Pool`` with the ``fork`` start method loses its
+workers and hangs). Numba starts the pool when it first compiles or loads a parallel kernel.
+A child forked after that is marked (:data:`FORKED_AFTER_GOMP`, set by an at-fork hook before
+any user code runs in the child) and every kernel runs its serial variant there: automatic ones
+silently, forced ``parallel=True`` ones with one :class:`ForkWarning`. Children forked before
+the pool started, ``spawn`` and ``forkserver`` children, and fork-safe layers (``tbb``) keep
+their parallel kernels.
 """
 from __future__ import annotations
 
 import os
+import sys
+import warnings
+
+from . import _env
+
+#: True in a process forked after GNU OpenMP's pool started in its parent (see above)
+FORKED_AFTER_GOMP = False
+
+
+class ForkWarning(RuntimeWarning):
+    """A forced-parallel kernel runs serially in a child forked after GNU OpenMP started."""
+
+
+def gomp_started() -> bool:
+    """Whether this process's Numba thread pool is GNU OpenMP's and has started."""
+    par = sys.modules.get("numba.np.ufunc.parallel")
+    if par is None or not getattr(par, "_is_initialized", False):
+        return False
+    if getattr(par, "_threading_layer", None) != "omp":
+        return False
+    omp = sys.modules.get("numba.np.ufunc.omppool")
+    return getattr(omp, "openmp_vendor", "GNU") == "GNU"  # unknown vendor: assume the unsafe one
+
+
+def _after_fork_in_child() -> None:
+    global FORKED_AFTER_GOMP
+    if gomp_started():
+        FORKED_AFTER_GOMP = True
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+_fork_warned = False
+
+
+def warn_forced_parallel_in_fork() -> None:
+    """Once per process: a forced-parallel kernel runs serially in this forked child."""
+    global _fork_warned
+    if not _fork_warned:
+        _fork_warned = True
+        warnings.warn("dml_numba: this process was forked after GNU OpenMP started in its "
+                      "parent, and libgomp would terminate it at a parallel region: "
+                      "parallel=True kernels run serially here (use the 'spawn' or "
+                      "'forkserver' start method, or NUMBA_THREADING_LAYER=tbb, for parallel "
+                      "kernels in child processes)", ForkWarning, stacklevel=4)
 
 POLICIES = ("passive", "numba")
 
 
 def policy() -> str:
-    value = os.environ.get("DML_NUMBA_THREADING", "numba").strip().lower() or "numba"
-    return value if value in POLICIES else "numba"
+    return _env.choice("DML_NUMBA_THREADING", POLICIES, "numba")
 
 
 def apply() -> dict:
@@ -59,7 +114,8 @@ def describe() -> str:
         layer = numba.threading_layer()
     except (ValueError, ImportError):
         pass
-    return (f"threading: policy {policy()}, layer {layer}, "
+    forked = ", forked after GNU OpenMP started: kernels run serially" if FORKED_AFTER_GOMP else ""
+    return (f"threading: policy {policy()}, layer {layer}{forked}, "
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, "
             f"{_threads()} threads")
 

@@ -5,9 +5,12 @@ as :func:`dml_numba.compile_operator`, and runs it.
 Inputs are anything ``numpy.asarray`` accepts (lists, scalars, objects with ``__array__``), or
 CUDA device arrays for ``device="cuda"``; masked arrays and object arrays are refused; a
 non-native byte order is converted. A repeated call with the same shapes, dtypes and parameters
-skips building the descriptor (a memo keyed by shapes and by parameter bits).
+skips building the descriptor (a memo keyed by the inputs' shapes and dtypes and by the
+parameters' values).
 """
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
@@ -34,27 +37,47 @@ from .tensor import TensorDesc
 __all__ = ["padding", "lp_pooling", "convolution", "tile", "slice1"]
 
 
-def _signature(value):
-    """A hashable stand-in for an argument: arrays by type, shape and dtype; everything else
-    through :func:`freeze` (floats by bits, bools apart from ints)."""
+def _tensor_key(a):
+    """A tensor input in the memo's key: its type, shape and dtype (a compiled operator binds
+    any memory layout of that shape)."""
+    return (type(a), tuple(a.shape), a.dtype) if a is not None else None
+
+
+def _param_key(value):
+    """A parameter in the memo's key, by value: arrays (any rank, 0-d included) by dtype, shape
+    and bytes, sequences element by element, everything else through :func:`freeze` (floats by
+    bits, bools apart from ints, NumPy scalars by their bits in their own type). Two calls
+    whose parameters differ in value never share a key."""
     t = type(value)
     if t is int or t is str or value is None:
         return value
-    if t is np.ndarray:
-        return (t, value.shape, value.dtype)
     if t is tuple and all(type(v) is int for v in value):
         return value
-    if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "__len__"):
-        return (type(value), tuple(value.shape), value.dtype)
     if isinstance(value, (list, tuple)):
-        return (type(value).__name__,) + tuple(_signature(v) for v in value)
-    return freeze(value)
+        return (t.__name__,) + tuple(_param_key(v) for v in value)
+    if not isinstance(value, np.ndarray) and (hasattr(value, "__array__") or
+                                              hasattr(value, "__dlpack__")):
+        try:  # another library's array (a PyTorch tensor...): by its values
+            value = np.asarray(value)
+        except Exception:  # noqa: BLE001 - not readable here: no memo
+            return _UNKEYED
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    frozen = freeze(value)
+    # freeze() passes unknown objects through: they may be mutable and hash by identity
+    return _UNKEYED if frozen is value else frozen
 
 
-def run(name, args, make_desc, inputs, device, out):
-    """Run a call; the compiled operator is memoised on the call's signature (shapes, dtypes,
-    parameters, device), so a repeated call skips building the descriptor."""
-    key = ("functional", name, tuple(_signature(a) for a in args), device)
+#: a key part that makes the memo key unhashable: the call runs without the memo
+_UNKEYED = []
+
+
+def run(name, tensors, params, make_desc, inputs, device, out):
+    """Run a call. The compiled operator is memoised on the call's tensor inputs (type, shape,
+    dtype), its parameters (by value) and the device, so a repeated call skips building the
+    descriptor; a parameter that cannot be keyed (unhashable) skips the memo."""
+    key = ("functional", name, tuple(_tensor_key(a) for a in tensors),
+           tuple(_param_key(p) for p in params), device)
     try:
         hash(key)
     except TypeError:  # an unhashable parameter: no memo, same result
@@ -63,8 +86,17 @@ def run(name, args, make_desc, inputs, device, out):
     return op(*inputs, out=out)
 
 
+def _scalar(value):
+    """A 0-d array as the Python scalar it holds (what the descriptors' checks take); anything
+    else as is."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value.item()
+    return value
+
+
 def _enum(owner, field, value, enum_type):
     """An enum member from a member, its value or its name (any case)."""
+    value = _scalar(value)
     if isinstance(value, str):
         try:
             return enum_type[value.upper()]
@@ -75,13 +107,23 @@ def _enum(owner, field, value, enum_type):
 
 
 def _tuple(value, default=None):
-    """A sequence as a tuple (the default for None); anything else as is, for the checks to
-    name."""
+    """A sequence (a tuple, a list, a 1-D array...) as a tuple (the default for None); anything
+    else as is, for the checks to name."""
     if value is None:
         return default
+    value = _scalar(value)
     if hasattr(value, "__iter__") and not isinstance(value, (str, bytes)):
-        return tuple(value)
+        return tuple(_scalar(v) for v in value)
     return value
+
+
+def _per_axis(value, count: int, default=None):
+    """A parameter with one entry per axis: a single integer (a Python or NumPy integer, a 0-d
+    array) stands for the same value on each of ``count`` axes; otherwise :func:`_tuple`."""
+    value = _scalar(value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return (value,) * count
+    return _tuple(value, default)
 
 
 def padding(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value=0, *,
@@ -95,7 +137,7 @@ def padding(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value=0, *
     array([2., 1., 2., 1., 2., 1., 2., 1., 2., 1., 2., 1.], dtype=float32)
     """
     x = as_array(x, "padding", "x")
-    return run("padding", (x, start_padding, end_padding, mode, value),
+    return run("padding", (x,), (start_padding, end_padding, mode, value),
                lambda: padding_desc(x, start_padding, end_padding, mode, value), (x,), device,
                out)
 
@@ -105,12 +147,13 @@ def padding_desc(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value
     c = Checker("padding")
     m = _enum("padding", "mode", mode, PaddingMode)
     inp = TensorDesc.like(x)
-    sizes = _pad.output_sizes(c, inp.sizes, start_padding, end_padding)
-    v = value
+    start, end = _per_axis(start_padding, inp.rank), _per_axis(end_padding, inp.rank)
+    sizes = _pad.output_sizes(c, inp.sizes, start, end)
+    v = _scalar(value)
     if not inp.data_type.is_float and isinstance(v, float) and v.is_integer():
         v = int(v)
     return Padding1OperatorDesc(inp, TensorDesc(inp.data_type, sizes), m, inp.data_type, v,
-                                _tuple(start_padding), _tuple(end_padding))
+                                start, end)
 
 
 def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,
@@ -124,7 +167,7 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
     """
     x = as_array(x, "lp_pooling", "x")
     args = (window_size, strides, start_padding, end_padding, dilations, p)
-    return run("lp_pooling", (x,) + args, lambda: lp_pooling_desc(x, *args), (x,), device, out)
+    return run("lp_pooling", (x,), args, lambda: lp_pooling_desc(x, *args), (x,), device, out)
 
 
 def lp_pooling_desc(x, window_size, strides=None, start_padding=None, end_padding=None,
@@ -133,8 +176,10 @@ def lp_pooling_desc(x, window_size, strides=None, start_padding=None, end_paddin
     inp = TensorDesc.like(x)
     nd = max(inp.rank - 2, 0)
     ones, zeros = (1,) * nd, (0,) * nd
-    args = (_tuple(strides, ones), _tuple(window_size, None), _tuple(start_padding, zeros),
-            _tuple(end_padding, zeros), _tuple(dilations, ones))
+    args = tuple(_per_axis(v, nd, default) for v, default in (
+        (strides, ones), (window_size, None), (start_padding, zeros), (end_padding, zeros),
+        (dilations, ones)))
+    p = _scalar(p)
     if inp.rank < 3:  # the descriptor names the rank rule
         return LpPooling1OperatorDesc(inp, inp, *args, p)
     ranges = _pool.output_ranges(Checker("lp_pooling"), inp.sizes, *args)
@@ -166,9 +211,10 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
             bias = bias.reshape((1, -1) + (1,) * max(nd, 0))  # (C_out,) -> (1, C_out, 1...)
         inputs.append(bias)
 
-    args = (x, filter, bias, strides, dilations, start_padding, end_padding, output_padding,
-            group_count, mode, direction, fused_activation)
-    return run("convolution", args, lambda: convolution_desc(*args), tuple(inputs), device, out)
+    params = (strides, dilations, start_padding, end_padding, output_padding, group_count, mode,
+              direction, fused_activation)
+    return run("convolution", (x, filter, bias), params,
+               lambda: convolution_desc(x, filter, bias, *params), tuple(inputs), device, out)
 
 
 def convolution_desc(x, filter, bias=None, strides=None, dilations=None, start_padding=None,
@@ -184,8 +230,10 @@ def convolution_desc(x, filter, bias=None, strides=None, dilations=None, start_p
     bdesc = TensorDesc.like(bias) if bias is not None else None
     nd = max(inp.rank - 2, 0)
     ones, zeros = (1,) * nd, (0,) * nd
-    args = (_tuple(strides, ones), _tuple(dilations, ones), _tuple(start_padding, zeros),
-            _tuple(end_padding, zeros), _tuple(output_padding, zeros))
+    args = tuple(_per_axis(v, nd, default) for v, default in (
+        (strides, ones), (dilations, ones), (start_padding, zeros), (end_padding, zeros),
+        (output_padding, zeros)))
+    group_count = _scalar(group_count)
     if inp.rank < 3:  # the descriptor names the rank rule
         sizes = inp.sizes
     else:
@@ -203,14 +251,15 @@ def tile(x, repeats, *, device="cpu", out=None):
            [1, 2, 1, 2]], dtype=int8)
     """
     x = as_array(x, "tile", "x")
-    return run("tile", (x, repeats), lambda: tile_desc(x, repeats), (x,), device, out)
+    return run("tile", (x,), (repeats,), lambda: tile_desc(x, repeats), (x,), device, out)
 
 
 def tile_desc(x, repeats):
     """The descriptor :func:`tile` runs, from anything with ``shape`` and ``dtype``."""
     inp = TensorDesc.like(x)
+    repeats = _tuple(repeats)
     sizes = _tile.output_sizes(Checker("tile"), inp.sizes, repeats)
-    return TileOperatorDesc(inp, TensorDesc(inp.data_type, sizes), _tuple(repeats))
+    return TileOperatorDesc(inp, TensorDesc(inp.data_type, sizes), repeats)
 
 
 def slice1(x, offsets, sizes, strides=None, *, device="cpu", out=None):
@@ -222,15 +271,14 @@ def slice1(x, offsets, sizes, strides=None, *, device="cpu", out=None):
     array([3, 1], dtype=int32)
     """
     x = as_array(x, "slice1", "x")
-    return run("slice1", (x, offsets, sizes, strides),
+    return run("slice1", (x,), (offsets, sizes, strides),
                lambda: slice1_desc(x, offsets, sizes, strides), (x,), device, out)
 
 
 def slice1_desc(x, offsets, sizes, strides=None):
     """The descriptor :func:`slice1` runs, from anything with ``shape`` and ``dtype``."""
     inp = TensorDesc.like(x)
-    window = _tuple(sizes)
+    offsets, window = _tuple(offsets), _tuple(sizes)
     steps = _tuple(strides, (1,) * len(window) if isinstance(window, tuple) else None)
     out_sizes = _slice.output_sizes(Checker("slice1"), inp.sizes, offsets, window, steps)
-    return Slice1OperatorDesc(inp, TensorDesc(inp.data_type, out_sizes), _tuple(offsets),
-                              window, steps)
+    return Slice1OperatorDesc(inp, TensorDesc(inp.data_type, out_sizes), offsets, window, steps)

@@ -7,18 +7,28 @@ No cheap signal from the operating system tells these apart from our own threads
 choice is made the way an autotuner makes it. While another Python thread is inside one of our
 kernels (or was, within the last 50 ms), the serial variant runs (the cores are already taken). Otherwise the parallel variant
 runs while it behaves; when three calls in a row take more than 1.5x the best time seen, the
-serial variant is tried (compiled, or loaded from the disk cache, the
-first time); from then on both are timed, the faster recent one runs and the other is tried
-again every PROBE_CALLS calls (at most every PROBE_S seconds), so a machine that becomes idle or
-busy is followed within a few calls. On an idle machine the serial variant is never built. The
-bookkeeping costs two clock reads a call.
+serial variant is wanted. On an idle machine it is never built.
+
+No call waits for a compile it did not ask for: the serial variant is built (compiled, or loaded
+from the disk cache) in a background thread the first time it is wanted, and the parallel
+variant keeps running until it is ready. From then on both are timed, the faster recent one
+runs and the other is tried again every PROBE_CALLS calls (at most every PROBE_S seconds), so a
+machine that becomes idle or busy is followed within a few calls. The bookkeeping costs two
+clock reads a call.
+
+In a child forked after GNU OpenMP started (:data:`dml_numba._threads.FORKED_AFTER_GOMP`) only
+the serial variant can run: it is built on the spot if it is not there yet.
 
 Used only when the variant was chosen automatically (``parallel=None``, the default); an explicit
-``parallel=True`` or ``False`` is never second-guessed.
+``parallel=True`` or ``False`` is never second-guessed (:class:`ForkSafeKernel` only keeps a
+forced-parallel kernel alive in a forked child).
 """
 from __future__ import annotations
 
+import threading
 import time
+
+from .. import _threads
 
 #: weight of the newest time in the running averages
 ALPHA = 0.25
@@ -34,58 +44,113 @@ _overlap_at = -1.0  # when a call last started while another was running
 OVERLAP_S = 0.05
 
 
-class AdaptiveKernel:
-    """Calls whichever of ``parallel`` and ``serial()`` (built on first use) has been faster."""
+def _in_background(build) -> None:
+    """Run ``build()`` in a daemon thread (the default way to build the serial variant)."""
+    threading.Thread(target=build, name="dml_numba-build-serial", daemon=True).start()
 
-    def __init__(self, parallel, build_serial):
-        self._fns = {True: parallel, False: None}
-        self._build_serial = build_serial
+
+class _SerialBuilder:
+    """The serial variant: built once, on demand, in the background or on the spot."""
+
+    def __init__(self, build, start):
+        self._build = build
+        self._start = start
+        self._lock = threading.Lock()
+        self._started = False
+        self.fn = None
+        self.error = None
+
+    def _run(self):
+        try:
+            fn = self._build()
+        except BaseException as exc:  # noqa: BLE001 - kept: the parallel variant stays in use
+            self.error = exc
+            return
+        self.fn = fn
+
+    def request(self):
+        """The serial variant if it is ready; otherwise start building it and return None."""
+        if self.fn is None and not self._started:
+            with self._lock:
+                if not self._started:
+                    self._started = True
+                    self._start(self._run)
+        return self.fn
+
+    def now(self):
+        """The serial variant, built on the spot (waiting for a build already running)."""
+        with self._lock:
+            if self.fn is None:
+                self._started = True
+                if self.error is None:
+                    self._run()
+                if self.error is not None:
+                    raise self.error
+        return self.fn
+
+
+class AdaptiveKernel:
+    """Calls whichever of ``parallel`` and the serial variant (``build_serial()``, built in the
+    background on first need) has been faster. ``clock`` and ``start_build`` (how a build is
+    started: a background thread) are injectable for tests."""
+
+    def __init__(self, parallel, build_serial, *, clock=time.perf_counter,
+                 start_build=_in_background):
+        self._parallel = parallel
+        self._serial = _SerialBuilder(build_serial, start_build)
+        self._clock = clock
         self._avg = {True: None, False: None}
         self._best = None
         self._use = True
         self._contended = False
         self._slow = 0
         self._since = 0
-        self._last_probe = time.perf_counter()
+        self._last_probe = clock()
 
     def variant(self) -> str:
         """The variant the next call will use (``"parallel"`` or ``"serial"``)."""
         return "parallel" if self._use else "serial"
 
-    def _fn(self, parallel: bool):
-        fn = self._fns[parallel]
-        if fn is None:
-            fn = self._fns[parallel] = self._build_serial()
-        return fn
+    def serial_built(self) -> bool:
+        """Whether the serial variant exists (it is built only once contention was seen)."""
+        return self._serial.fn is not None
 
     def __call__(self, *args):
         global _running, _overlap_at
-        now = time.perf_counter()
+        if _threads.FORKED_AFTER_GOMP:  # libgomp would terminate this child
+            return self._serial.now()(*args)
+        now = self._clock()
         if _running > 0:  # another thread is in one of our kernels: the cores are taken
             _overlap_at = now
         if now - _overlap_at < OVERLAP_S:
-            return self._run_serial(args)
+            serial = self._serial.request()
+            if serial is not None:
+                return self._run_untimed(serial, args)
         use = self._use
-        if self._avg[False] is None:  # serial never tried: only on a sign of contention
+        if self._avg[False] is None:  # serial never timed: only on a sign of contention
             probe = self._contended or _running > 0
         else:
             probe = self._since >= PROBE_CALLS and now - self._last_probe >= PROBE_S
         if probe and self._avg[use] is not None:
-            use = not use
-            self._since = 0
-            self._last_probe = now
-        fn = self._fn(use)
+            other = self._parallel if not use else self._serial.request()
+            if other is not None:  # a serial variant still building: parallel meanwhile
+                use = not use
+                self._since = 0
+                self._last_probe = now
+        fn = self._parallel if use else self._serial.fn
         _running += 1
         try:
-            t0 = time.perf_counter()
+            t0 = self._clock()
             result = fn(*args)
-            dt = time.perf_counter() - t0
+            dt = self._clock() - t0
         finally:
             _running -= 1
         if use:
             self._best = dt if self._best is None else min(self._best, dt)
             self._slow = self._slow + 1 if dt > SLOWER * self._best else 0
             self._contended = self._slow >= STREAK
+            if self._contended:
+                self._serial.request()  # start building it now: ready the sooner
         avg = self._avg[use]
         self._avg[use] = dt if avg is None else (1 - ALPHA) * avg + ALPHA * dt
         other = self._avg[not use]
@@ -93,9 +158,9 @@ class AdaptiveKernel:
         self._since += 1
         return result
 
-    def _run_serial(self, args):
+    @staticmethod
+    def _run_untimed(fn, args):
         global _running
-        fn = self._fn(False)
         _running += 1
         try:
             return fn(*args)
@@ -103,4 +168,23 @@ class AdaptiveKernel:
             _running -= 1
 
     def __getattr__(self, name):  # the parallel dispatcher's attributes (signatures, stats...)
-        return getattr(self._fns[True], name)
+        return getattr(self._parallel, name)
+
+
+class ForkSafeKernel:
+    """A forced-parallel kernel (``parallel=True``): itself, except in a child forked after GNU
+    OpenMP started, where it runs the serial variant (built there on first use) with one
+    :class:`~dml_numba._threads.ForkWarning`."""
+
+    def __init__(self, parallel, build_serial):
+        self._parallel = parallel
+        self._serial = _SerialBuilder(build_serial, _in_background)
+
+    def __call__(self, *args):
+        if _threads.FORKED_AFTER_GOMP:
+            _threads.warn_forced_parallel_in_fork()
+            return self._serial.now()(*args)
+        return self._parallel(*args)
+
+    def __getattr__(self, name):
+        return getattr(self._parallel, name)

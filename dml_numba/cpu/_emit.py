@@ -23,7 +23,7 @@ from .._gather import (
     inside,
     storage_dtype,
 )
-from ._adaptive import AdaptiveKernel
+from ._adaptive import AdaptiveKernel, ForkSafeKernel
 from ._warmstart import load_cached
 
 #: below this many output elements (times window taps for reductions) a serial loop nest is
@@ -66,10 +66,8 @@ class CpuKernel:
     def __init__(self, key: KernelKey, emit, arg_types, options=None):
         self.key = key
         self.source = emit(key)
-        self.fn = build(key, self.source, arg_types)
-        if key.parallel and (options or {}).get("parallel") is None:
-            serial = dataclasses.replace(key, parallel=False)
-            self.fn = AdaptiveKernel(self.fn, lambda: build(serial, emit(serial), arg_types))
+        self.fn = build_variants(key, self.source, emit, arg_types,
+                                 automatic=(options or {}).get("parallel") is None)
 
     def variant(self) -> str:
         """"parallel" or "serial": what the next call runs."""
@@ -112,6 +110,19 @@ def build(key: KernelKey, source: str, arg_types):
         return mod.kernel
 
     return _diskcache.compile_kernel(key, source, finish)
+
+
+def build_variants(key: KernelKey, source: str, emit, arg_types, *, automatic: bool):
+    """The kernel of ``key`` (whose source is ``source``) ready to call. A parallel kernel
+    comes with its serial variant (``emit`` of the serial key, built when first needed): chosen
+    by measurement when the variant was ``automatic`` (:class:`AdaptiveKernel`), used only in a
+    forked child where GNU OpenMP cannot run otherwise (:class:`ForkSafeKernel`)."""
+    fn = build(key, source, arg_types)
+    if not key.parallel:
+        return fn
+    serial = dataclasses.replace(key, parallel=False)
+    build_serial = lambda: build(serial, emit(serial), arg_types)  # noqa: E731
+    return AdaptiveKernel(fn, build_serial) if automatic else ForkSafeKernel(fn, build_serial)
 
 
 #: last-axis strides read through vector loads and shuffles (``vload_stride``); wider ones

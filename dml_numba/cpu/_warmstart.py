@@ -13,7 +13,7 @@ refreshes the context by itself (Numba does so before every compilation).
 """
 from __future__ import annotations
 
-import os
+from .. import _env
 
 SUPPORTED = ("0.68.1",)
 
@@ -21,8 +21,7 @@ SUPPORTED = ("0.68.1",)
 def enabled() -> bool:
     import numba
 
-    return (numba.__version__ in SUPPORTED
-            and os.environ.get("DML_NUMBA_FAST_LOAD", "1").strip() not in ("0", "false", "off"))
+    return numba.__version__ in SUPPORTED and _env.flag("DML_NUMBA_FAST_LOAD", True)
 
 
 def load_cached(dispatcher, sig) -> bool:

@@ -46,7 +46,14 @@ from ..ops.convolution import (
     ConvolutionOperatorDesc,
 )
 from ..tensor import TensorDesc
-from ._emit import CpuKernel, build, header, helper_header, make_key, run_in_accumulator
+from ._emit import (
+    CpuKernel,
+    build_variants,
+    header,
+    helper_header,
+    make_key,
+    run_in_accumulator,
+)
 
 #: most multiply-adds unrolled in one depthwise tile (taps x rows x vectors): a bound on the
 #: generated code, and on compile time
@@ -1217,7 +1224,7 @@ class ConvolutionKernel(CpuKernel):
             key = KernelKey("cpu", desc, op, bool(par))
             src = emit(key)
             sources.append(src)
-            return build(key, src, arg_types)
+            return build_variants(key, src, emit, arg_types, automatic=False)
 
         acc, i64 = self.acc, np.dtype(np.int64)
         bias_arg = [(acc, rank)] if has_bias else []

@@ -1,0 +1,313 @@
+"""Every parameter of every function of the functional layer (and of ``dml_numba.dask``), in
+every form a caller may give it: two calls that differ only in that parameter's value give two
+different results, each equal to an independent oracle. The memo that skips building
+descriptors must key parameters by value; only tensor inputs are keyed by shape and dtype.
+
+Forms: a tuple, a list, a 1-D NumPy array and NumPy integer elements for per-axis parameters
+(and a 0-d array or a NumPy scalar where one value stands for every axis); a Python scalar, a
+NumPy scalar and a 0-d array for scalar parameters."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from tests.helpers import assert_close, assert_exact, brute_conv_backward, brute_conv_forward
+
+RNG = np.random.default_rng(7)
+X4 = RNG.uniform(-2, 2, (2, 3, 5, 6)).astype(np.float32)
+W = RNG.uniform(-1, 1, (4, 3, 2, 2)).astype(np.float32)
+B = RNG.uniform(-1, 1, 4).astype(np.float32)
+A1 = np.arange(10, dtype=np.int32)
+
+
+def seq_forms(values):
+    """A per-axis parameter as a tuple, a list, an int64 array, an int32 array, and a tuple
+    of NumPy integers."""
+    return {"tuple": tuple(values), "list": list(values), "ndarray": np.array(values),
+            "ndarray-int32": np.array(values, np.int32),
+            "numpy-ints": tuple(np.int64(v) for v in values)}
+
+
+def axis_scalar_forms(value):
+    """One value standing for every spatial axis: an int, a NumPy integer, a 0-d array."""
+    return {"int": int(value), "numpy-int": np.int16(value), "0-d": np.array(value)}
+
+
+def scalar_forms(value, np_type):
+    return {"python": value, "numpy": np_type(value), "0-d": np.array(value, np_type)}
+
+
+# -- independent oracles ---------------------------------------------------------------------
+
+def slice_oracle(x, offsets, sizes, strides):
+    idx = []
+    for o, n, s in zip(offsets, sizes, strides):
+        if s > 0:
+            idx.append(slice(o, o + n, s))
+        else:  # the window read backwards from its last element
+            idx.append(slice(o + n - 1, o - 1 if o > 0 else None, s))
+    return x[tuple(idx)]
+
+
+def pool_oracle(x, window, strides, start, end, dilations, p):
+    nd = x.ndim - 2
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + list(zip(start, end)))
+    out = [(xp.shape[2 + i] - ((window[i] - 1) * dilations[i] + 1)) // strides[i] + 1
+           for i in range(nd)]
+    y = np.zeros(x.shape[:2] + tuple(out))
+    for o in itertools.product(*(range(n) for n in out)):
+        acc = 0.0
+        for t in itertools.product(*(range(k) for k in window)):
+            at = tuple(oo * s + tt * d for oo, s, tt, d in zip(o, strides, t, dilations))
+            acc = acc + np.abs(xp[(slice(None), slice(None)) + at]) ** p
+        y[(slice(None), slice(None)) + o] = acc ** (1.0 / p)
+    return y
+
+
+# -- the table: function, parameter, two values in every form, the call and its oracle -------
+
+def _ints(v, n):
+    """A per-axis parameter in any form as a tuple of ``n`` ints (one value: every axis)."""
+    return tuple(int(i) for i in np.broadcast_to(np.asarray(v), (n,)))
+
+
+def _member(v, enum):
+    """An enum parameter in any form (member, value, name, 0-d array) as the member."""
+    v = np.asarray(v).item() if isinstance(v, np.ndarray) else v
+    return enum[v.upper()] if isinstance(v, str) else enum(int(v))
+
+
+CASES = []
+
+
+def case(fn, param, forms, call):
+    """``call(module, value) -> (result, oracle)`` for each form's two values."""
+    for form, (a, b) in forms.items():
+        CASES.append(pytest.param(fn, param, a, b, call, id=f"{fn}-{param}-{form}"))
+
+
+def both(make, a, b):
+    fa, fb = make(a), make(b)
+    return {k: (fa[k], fb[k]) for k in fa}
+
+
+def enum_forms(a, b):
+    return {"member": (a, b), "value": (int(a), int(b)), "name": (a.name.lower(), b.name),
+            "0-d": (np.array(int(a)), np.array(b.name))}
+
+
+PAD = dict(start_padding=(0, 1, 1, 2), end_padding=(1, 0, 2, 1), mode="reflection", value=0.0)
+NP_MODE = {dml.PaddingMode.REFLECTION: "reflect", dml.PaddingMode.SYMMETRIC: "symmetric",
+           dml.PaddingMode.EDGE: "edge", dml.PaddingMode.WRAP: "wrap",
+           dml.PaddingMode.CONSTANT: "constant"}
+
+
+def _pad_call(mod, **kw):
+    a = dict(PAD, **kw)
+    y = mod.padding(X4, a["start_padding"], a["end_padding"], a["mode"], a["value"])
+    width = list(zip(_ints(a["start_padding"], 4), _ints(a["end_padding"], 4)))
+    mode = NP_MODE[_member(a["mode"], dml.PaddingMode)]
+    extra = {"constant_values": float(np.asarray(a["value"]))} if mode == "constant" else {}
+    return y, np.pad(X4, width, mode=mode, **extra)
+
+
+for param in ("start_padding", "end_padding"):
+    case("padding", param, both(seq_forms, (0, 1, 1, 2), (1, 0, 3, 0)),
+         lambda mod, v, p=param: _pad_call(mod, **{p: v}))
+    case("padding", param, both(axis_scalar_forms, 1, 2),
+         lambda mod, v, p=param: _pad_call(mod, **{p: v}))
+case("padding", "mode", enum_forms(dml.PaddingMode.REFLECTION, dml.PaddingMode.SYMMETRIC),
+     lambda mod, v: _pad_call(mod, mode=v))
+case("padding", "value", both(lambda v: scalar_forms(v, np.float32), 1.5, -3.0),
+     lambda mod, v: _pad_call(mod, mode="constant", value=v))
+
+
+def _tile_call(mod, repeats):
+    return mod.tile(X4, repeats), np.tile(X4, _ints(repeats, 4))
+
+
+case("tile", "repeats", both(seq_forms, (1, 2, 1, 2), (2, 1, 3, 1)), _tile_call)
+
+
+def _slice_call(mod, offsets=(1,), sizes=(7,), strides=(2,)):
+    return (mod.slice1(A1, offsets, sizes, strides),
+            slice_oracle(A1, _ints(offsets, 1), _ints(sizes, 1), _ints(strides, 1)))
+
+
+case("slice1", "offsets", both(seq_forms, (0,), (3,)), lambda mod, v: _slice_call(mod, offsets=v))
+case("slice1", "sizes", both(seq_forms, (5,), (7,)), lambda mod, v: _slice_call(mod, sizes=v))
+case("slice1", "strides", both(seq_forms, (2,), (-3,)), lambda mod, v: _slice_call(mod, strides=v))
+
+POOL = dict(window_size=(2, 3), strides=(1, 2), start_padding=(0, 1), end_padding=(1, 0),
+            dilations=(1, 1), p=2)
+POOL_AXES = ("window_size", "strides", "start_padding", "end_padding", "dilations")
+
+
+def _pool_call(mod, **kw):
+    a = dict(POOL, **kw)
+    y = mod.lp_pooling(X4, *(a[k] for k in POOL_AXES), a["p"])
+    return y, pool_oracle(X4, *(_ints(a[k], 2) for k in POOL_AXES), float(np.asarray(a["p"])))
+
+
+for param, (va, vb) in {"window_size": ((2, 3), (3, 2)), "strides": ((1, 2), (2, 1)),
+                        "start_padding": ((0, 1), (2, 0)), "end_padding": ((1, 0), (0, 2)),
+                        "dilations": ((1, 1), (2, 1))}.items():
+    case("lp_pooling", param, both(seq_forms, va, vb),
+         lambda mod, v, p=param: _pool_call(mod, **{p: v}))
+    case("lp_pooling", param, both(axis_scalar_forms, max(va), max(vb) + 1),
+         lambda mod, v, p=param: _pool_call(mod, **{p: v}))
+case("lp_pooling", "p", both(lambda v: scalar_forms(v, np.int32), 1, 3),
+     lambda mod, v: _pool_call(mod, p=v))
+
+X8 = RNG.uniform(-2, 2, (2, 4, 5, 6)).astype(np.float32)
+W8 = RNG.uniform(-1, 1, (4, 2, 2, 3)).astype(np.float32)  # forward groups 2; backward any
+B8 = RNG.uniform(-1, 1, 4).astype(np.float32)
+CONV = dict(strides=(1, 2), dilations=(1, 1), start_padding=(1, 0), end_padding=(0, 1),
+            output_padding=(0, 0), group_count=2, mode="cross_correlation", direction="forward",
+            fused_activation=None, bias=B8)
+CONV_AXES = ("strides", "dilations", "start_padding", "end_padding")
+
+
+def _conv_call(mod, **kw):
+    """Forward with two groups, or transposed (the filter {C_in, C_out/G, k...} fits any group
+    count dividing 4, so a group count alone changes the result)."""
+    a = dict(CONV, **kw)
+    g = int(np.asarray(a["group_count"]))
+    flip = _member(a["mode"], dml.ConvolutionMode) == dml.ConvolutionMode.CONVOLUTION
+    backward = _member(a["direction"], dml.ConvolutionDirection) == dml.ConvolutionDirection.BACKWARD
+    s, d, start, end = (_ints(a[k], 2) for k in CONV_AXES)
+    op = _ints(a["output_padding"], 2)
+    b = a["bias"]
+    y = mod.convolution(X8, W8, b, *(a[k] for k in CONV_AXES), a["output_padding"],
+                        a["group_count"], a["mode"], a["direction"], a["fused_activation"])
+    if backward:
+        out = [(n - 1) * ss + (k - 1) * dd + 1 - p - q + o for n, ss, k, dd, p, q, o in
+               zip(X8.shape[2:], s, W8.shape[2:], d, start, end, op)]
+        ref = brute_conv_backward(X8, W8, b, s, d, start, out, flip=flip, groups=g)
+    else:
+        out = [(n + p + q - ((k - 1) * dd + 1)) // ss + 1 for n, p, q, k, dd, ss in
+               zip(X8.shape[2:], start, end, W8.shape[2:], d, s)]
+        ref = brute_conv_forward(X8, W8, b, s, d, start, flip=flip, groups=g, out_spatial=out)
+    act = a["fused_activation"]
+    if act is not None:  # leaky ReLU
+        ref = np.where(ref >= 0, ref, float(act.alpha) * ref)
+    return y, ref
+
+
+for param, (va, vb) in {"strides": ((1, 2), (2, 1)), "dilations": ((1, 1), (2, 1)),
+                        "start_padding": ((1, 0), (0, 2)), "end_padding": ((0, 1), (2, 0))}.items():
+    case("convolution", param, both(seq_forms, va, vb),
+         lambda mod, v, p=param: _conv_call(mod, **{p: v}))
+    case("convolution", param, both(axis_scalar_forms, max(va), max(vb) + 1),
+         lambda mod, v, p=param: _conv_call(mod, **{p: v}))
+case("convolution", "output_padding", both(seq_forms, (0, 1), (1, 0)),
+     lambda mod, v: _conv_call(mod, output_padding=v, direction="backward", strides=(2, 2)))
+case("convolution", "group_count", both(lambda v: scalar_forms(v, np.int32), 1, 2),
+     lambda mod, v: _conv_call(mod, group_count=v, direction="backward", bias=None))
+case("convolution", "mode", enum_forms(dml.ConvolutionMode.CROSS_CORRELATION,
+                                       dml.ConvolutionMode.CONVOLUTION),
+     lambda mod, v: _conv_call(mod, mode=v))
+case("convolution", "direction", enum_forms(dml.ConvolutionDirection.FORWARD,
+                                            dml.ConvolutionDirection.BACKWARD),
+     lambda mod, v: _conv_call(mod, direction=v))
+case("convolution", "fused_activation",
+     {"python": (dml.ActivationLeakyReluOperatorDesc(0.5), dml.ActivationLeakyReluOperatorDesc(0.25)),
+      "numpy": (dml.ActivationLeakyReluOperatorDesc(np.float32(0.5)),
+                dml.ActivationLeakyReluOperatorDesc(np.float32(0.25)))},
+     lambda mod, v: _conv_call(mod, fused_activation=v))
+
+
+def _check(y, oracle):
+    y = np.asarray(y)
+    if y.dtype.kind == "f" and oracle.dtype == np.float64 and y.dtype != np.float64:
+        assert_close(y, oracle, y.dtype)
+    else:
+        assert_exact(y, oracle.astype(y.dtype))
+
+
+@pytest.mark.parametrize("fn,param,a,b,call", CASES)
+def test_a_parameter_changed_in_value_changes_the_result(fn, param, a, b, call):
+    """A, then B, then A again, through the in-memory functional layer: each result is its own
+    oracle's (the memo never answers B with A's operator)."""
+    results = [call(dml, v) for v in (a, b, a)]
+    for y, oracle in results:
+        _check(y, oracle)
+    first, second = np.asarray(results[0][0]), np.asarray(results[1][0])
+    assert first.shape != second.shape or not np.array_equal(first, second), "A and B agree"
+
+
+class _Lazy:
+    """``dml_numba.dask`` with the functional layer's calling convention (results computed)."""
+
+    def __getattr__(self, name):
+        import dml_numba.dask as dmd
+
+        fn = getattr(dmd, name)
+
+        def call(x, *args, **kw):
+            import dask.array as da
+
+            return fn(da.from_array(x, chunks=tuple(max(1, n // 2) for n in x.shape)), *args,
+                      **kw).compute(scheduler="threads")
+
+        return call
+
+
+@pytest.mark.parametrize("fn,param,a,b,call", [c for c in CASES if c.id.endswith(
+    ("-tuple", "-ndarray", "-0-d", "-numpy"))])
+def test_dask_parameters_changed_in_value_change_the_result(fn, param, a, b, call):
+    pytest.importorskip("dask.array")
+    for v in (a, b):
+        y, oracle = call(_Lazy(), v)
+        _check(y, oracle)
+
+
+def test_dask_results_differing_only_in_a_parameter_computed_together():
+    """Two lazy results of one input whose parameters differ only in value (as arrays): one
+    ``dask.compute`` gives each its own answer (graph names differ)."""
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    import dml_numba.dask as dmd
+
+    x = da.from_array(X4, chunks=(1, 3, 3, 3))
+    ys = dask.compute(dmd.padding(x, np.array([0, 0, 1, 1]), np.array([0, 0, 1, 1]), "edge"),
+                      dmd.padding(x, np.array([0, 0, 2, 2]), np.array([0, 0, 2, 2]), "edge"),
+                      dmd.tile(x, np.array([1, 1, 1, 2])), dmd.tile(x, np.array([1, 1, 2, 1])))
+    assert ys[0].shape == (2, 3, 7, 8) and ys[1].shape == (2, 3, 9, 10)
+    np.testing.assert_array_equal(ys[1], np.pad(X4, [(0, 0), (0, 0), (2, 2), (2, 2)], "edge"))
+    np.testing.assert_array_equal(ys[2], np.tile(X4, (1, 1, 1, 2)))
+    np.testing.assert_array_equal(ys[3], np.tile(X4, (1, 1, 2, 1)))
+
+
+def test_an_array_parameter_mutated_in_place_is_read_again():
+    """The memo keys an array parameter by its values at the call, not by the object."""
+    pads = np.array([0, 0, 1, 1])
+    first = dml.padding(X4, pads, pads, "wrap")
+    pads[2:] = 2
+    second = dml.padding(X4, pads, pads, "wrap")
+    assert first.shape == (2, 3, 7, 8) and second.shape == (2, 3, 9, 10)
+    np.testing.assert_array_equal(second, np.pad(X4, [(0, 0), (0, 0), (2, 2), (2, 2)], "wrap"))
+
+
+def test_unkeyable_parameters_run_without_the_memo():
+    """An object the memo cannot key by value (hashed by identity, perhaps mutable) is not
+    memoised: the call still runs, from its value."""
+
+    class Repeats:
+        def __init__(self, r):
+            self.r = r
+
+        def __iter__(self):
+            return iter(self.r)
+
+        def __len__(self):
+            return len(self.r)
+
+    r = Repeats([1, 1, 1, 2])
+    np.testing.assert_array_equal(dml.tile(X4, r), np.tile(X4, (1, 1, 1, 2)))
+    r.r = [1, 1, 2, 1]
+    np.testing.assert_array_equal(dml.tile(X4, r), np.tile(X4, (1, 1, 2, 1)))

@@ -1,0 +1,401 @@
+"""Inside a user's real program: forked children and process pools, a warm operator that must
+never stall for a compile it did not ask for, long-running processes that see more shapes than
+the memory cache holds, and environment variables read one way.
+
+Process-level behaviour runs in real subprocesses with time limits."""
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from dml_numba import _env
+from dml_numba.cpu import _adaptive
+from dml_numba.cpu._adaptive import AdaptiveKernel
+
+POSIX_FORK = hasattr(os, "fork")
+
+
+def _python(script, timeout=120, **env):
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
+                         text=True, timeout=timeout, env=dict(os.environ, **env))
+    return out
+
+
+# -- fork ------------------------------------------------------------------------------------
+
+FORK = """
+    import os, sys, warnings, multiprocessing as mp
+    import numpy as np, numba, dml_numba as dml
+    warnings.simplefilter("always")
+    x = np.random.default_rng(0).standard_normal((8, 16, 64, 64)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((16, 16, 3, 3)).astype(np.float32)
+    cases = {{
+        "pad": (dml.functional.padding_desc(x, (0, 0, 2, 2), (0, 0, 1, 3), "symmetric"), (x,)),
+        "pool": (dml.functional.lp_pooling_desc(x, (3, 3), (2, 2)), (x,)),
+        "conv": (dml.functional.convolution_desc(x, w, start_padding=(1, 1),
+                                                 end_padding=(1, 1)), (x, w)),
+    }}
+    ops = {{k: dml.compile_operator(d, "cpu", parallel={parallel}) for k, (d, _) in cases.items()}}
+    ref = {{k: dml.compile_operator(d, "numpy")(*a) for k, (d, a) in cases.items()}}
+    {before}
+
+    def check(_=None):
+        ok = True
+        for k, (d, a) in cases.items():
+            y = ops[k](*a)
+            ok &= bool(np.allclose(y, ref[k], rtol=1e-4, atol=1e-4))
+        # a kernel first built in the child, through the functional layer
+        z = dml.padding(x, (0, 0, 1, 1), (0, 0, 1, 1), "reflection")
+        return ok and np.array_equal(z, np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)], "reflect"))
+
+    if __name__ == "__main__":
+        print("parent", check(), flush=True)
+        pid = os.fork()
+        if pid == 0:
+            ok = check()
+            print("child", ok, flush=True)
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        print("status", status, flush=True)
+        with mp.get_context("fork").Pool(2) as pool:
+            print("pool", pool.map(check, range(4)), flush=True)
+"""
+
+
+@pytest.mark.skipif(not POSIX_FORK, reason="os.fork is POSIX-only")
+@pytest.mark.parametrize("parallel", [None, True])
+def test_operators_in_forked_children_and_fork_pools(parallel):
+    """After parallel kernels ran in the parent (GNU OpenMP's pool started), a forked child and
+    the workers of a fork Pool get right answers (serially), instead of libgomp terminating them
+    and ``map`` hanging. A forced parallel=True says once that it runs serially there."""
+    out = _python(FORK.format(parallel=parallel, before=""), timeout=240)
+    assert out.returncode == 0, out.stderr
+    assert "Terminating" not in out.stderr
+    lines = out.stdout.split("\n")
+    assert lines[:3] == ["parent True", "child True", "status 0"], out.stdout
+    assert lines[3] == "pool [True, True, True, True]"
+    forced_warning = "parallel=True kernels run serially here"
+    assert (forced_warning in out.stderr) == (parallel is True), out.stderr
+
+
+CHILD_BEFORE_POOL = """
+    import os, numpy as np, numba, dml_numba as dml
+    from dml_numba import _threads
+    x = np.arange(1 << 18, dtype=np.float32).reshape(64, 4096)
+    d = dml.functional.padding_desc(x, (1, 1), (1, 1), "edge")
+    pid = os.fork()  # before any parallel kernel: the child's OpenMP is fresh
+    if pid == 0:
+        op = dml.compile_operator(d, "cpu", parallel=True)
+        ok = np.array_equal(op(x), np.pad(x, 1, "edge"))
+        print("child", ok, _threads.FORKED_AFTER_GOMP, numba.threading_layer(), flush=True)
+        os._exit(0 if ok and not _threads.FORKED_AFTER_GOMP else 3)
+    print("status", os.waitpid(pid, 0)[1])
+"""
+
+
+@pytest.mark.skipif(not POSIX_FORK, reason="os.fork is POSIX-only")
+def test_a_child_forked_before_the_pool_started_keeps_parallel_kernels():
+    out = _python(CHILD_BEFORE_POOL)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["child True False omp", "status 0"], out.stdout
+
+
+def test_info_names_a_forked_process():
+    out = _python("""
+        import os, numpy as np, dml_numba as dml
+        from dml_numba._threads import describe
+        dml.compile_operator(dml.functional.tile_desc(np.ones((300, 300)), (2, 2)), "cpu",
+                             parallel=True)
+        if os.fork() == 0:
+            print(describe(), flush=True)
+            os._exit(0)
+        os.wait()
+    """)
+    assert "forked after GNU OpenMP started: kernels run serially" in out.stdout, out
+
+
+# -- the automatic variant: measured, never stalling ------------------------------------------
+
+class Clock:
+    """A fake clock that the fake kernels advance: calls cost what the test says."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def _kernels(clock, parallel_costs, serial_cost=0.002):
+    calls = []
+    costs = list(parallel_costs)
+
+    def parallel():
+        calls.append("p")
+        clock.t += costs.pop(0) if costs else parallel_costs[-1]
+
+    def serial():
+        calls.append("s")
+        clock.t += serial_cost
+
+    return calls, parallel, serial
+
+
+def _adaptive_kernel(parallel_costs, **kw):
+    clock = Clock()
+    calls, parallel, serial = _kernels(clock, parallel_costs, **kw)
+    builds = []
+    k = AdaptiveKernel(parallel, lambda: builds.append(1) or serial, clock=clock,
+                       start_build=lambda run: run())  # built on the spot: deterministic
+    return k, calls, builds
+
+
+@pytest.mark.parametrize("pattern", [
+    [0.001, 0.01, 0.001, 0.01, 0.001, 0.01, 0.001, 0.01] * 4,  # slow, fast, slow, fast...
+    [0.001, 0.01, 0.01, 0.001, 0.01, 0.01, 0.001] * 4,  # never three slow in a row
+    [0.001] * 10 + [0.0014] * 20,  # steadily a little slower: under 1.5x the best
+])
+def test_scattered_slow_calls_never_build_the_serial_variant(pattern):
+    """A noisy idle machine: however many slow calls, unless three come in a row, the serial
+    variant is neither built nor run."""
+    k, calls, builds = _adaptive_kernel(pattern)
+    for _ in pattern:
+        k()
+    assert builds == [] and set(calls) == {"p"} and k.variant() == "parallel"
+
+
+@pytest.mark.parametrize("fast_first", [1, 4, 9])
+def test_three_consecutive_slow_calls_build_and_switch_to_serial(fast_first):
+    k, calls, builds = _adaptive_kernel([0.001] * fast_first + [0.01] * 20)
+    for _ in range(fast_first + 2):
+        k()
+    assert builds == []  # two slow calls in a row: not yet
+    k()
+    assert builds == [1] and calls == ["p"] * (fast_first + 3)  # the third: wanted now
+    k()  # the serial variant is tried...
+    assert calls[-1] == "s"
+    for _ in range(5):
+        k()
+    assert k.variant() == "serial" and calls[-1] == "s"  # ...and kept: it is faster
+
+
+def test_two_slow_then_fast_resets_the_streak():
+    k, calls, builds = _adaptive_kernel([0.001, 0.01, 0.01, 0.001, 0.01, 0.01, 0.001])
+    for _ in range(7):
+        k()
+    assert builds == []
+
+
+def test_a_serial_build_in_progress_never_blocks_a_call():
+    """The serial variant takes long to build: calls keep running the parallel variant
+    meanwhile, and switch once it is ready."""
+    import threading
+
+    clock = Clock()
+    calls, parallel, serial = _kernels(clock, [0.001] + [0.01] * 40)
+    release, started = threading.Event(), threading.Event()
+
+    def slow_build():
+        started.set()
+        release.wait(30)
+        return serial
+
+    k = AdaptiveKernel(parallel, slow_build, clock=clock)  # the real background thread
+    for _ in range(4):
+        k()
+    assert started.wait(10)
+    for _ in range(10):  # while the build is held: every call runs, on the parallel variant
+        k()
+    assert calls == ["p"] * 14
+    release.set()
+    for _ in range(200):
+        if k.serial_built():
+            break
+        threading.Event().wait(0.01)
+    k()
+    assert calls[-1] == "s"
+
+
+def test_a_warm_operator_never_stalls_for_the_serial_build(monkeypatch):
+    """A real operator whose parallel calls look contended: no call waits for the serial
+    compile (it happens in the background)."""
+    import time
+
+    x = np.random.default_rng(0).standard_normal((16, 64, 70)).astype(np.float32)
+    desc = dml.functional.padding_desc(x, (0, 5, 3), (0, 4, 2), "symmetric")
+    op = dml.compile_operator(desc, "cpu")
+    fn = op.kernel.fn
+    assert isinstance(fn, AdaptiveKernel) and not fn.serial_built()
+    real = fn._parallel
+    monkeypatch.setattr(fn, "_parallel", lambda *a: (time.sleep(0.02), real(*a))[1])
+    fn._best = 1e-4  # a fast best time seen: every call now looks contended
+    worst = 0.0
+    for _ in range(40):
+        t0 = time.perf_counter()
+        y = op(x)
+        worst = max(worst, time.perf_counter() - t0)
+        if fn.serial_built():
+            break
+    np.testing.assert_array_equal(y, np.pad(x, [(0, 0), (5, 4), (3, 2)], "symmetric"))
+    assert worst < 0.2, f"a call waited {worst:.3f} s"  # a compile takes 0.3 s or more
+
+
+# -- long-running processes: eviction keeps memory flat --------------------------------------
+
+def test_an_evicted_kernel_comes_back_without_loading_again():
+    """More shapes than the memory cache holds, in rotation: each kernel is compiled once per
+    process and evictions hand back the same machine code (before: every reload added a copy,
+    23 MiB per 1,000 calls)."""
+    from dml_numba._cache import KernelCache
+
+    saved = dml.cache.max_entries
+    dml.cache.max_entries = 4
+    try:
+        xs = [np.ones((1, 1, 4 + i, 5), np.float32) for i in range(6)]
+        first = {}
+        kept_before = dml.cache.stats()["kept"]
+        for rnd in range(3):
+            for i, x in enumerate(xs):
+                y = dml.padding(x, (0, 0, 1, 1), (0, 0, 1, 1), "reflection")
+                assert y.shape == (1, 1, 6 + i, 7)
+                fn = dml.compile_operator(
+                    dml.functional.padding_desc(x, (0, 0, 1, 1), (0, 0, 1, 1), "reflection"),
+                    "cpu").kernel.fn
+                assert first.setdefault(i, fn) is fn  # the same dispatcher every round
+        stats = dml.cache.stats()
+        assert stats["evictions"] > 0 and stats["returns"] > 0
+        assert stats["kept"] - kept_before <= len(xs)
+    finally:
+        dml.cache.max_entries = saved
+    assert KernelCache(max_entries=2).stats()["kept"] == 0
+
+
+MEMORY = """
+    import numpy as np, dml_numba as dml, resource
+    xs = [np.ones((1, 1, 4 + i, 5), np.float32) for i in range(12)]
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096 / 2**20
+    for i in range(600):
+        dml.padding(xs[i % 12], (0, 0, 1, 1), (0, 0, 1, 1), "reflection")
+    before = rss()
+    for i in range(2400):
+        dml.padding(xs[i % 12], (0, 0, 1, 1), (0, 0, 1, 1), "reflection")
+    print(round(rss() - before, 2), dml.cache.stats()["kept"])
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads Linux's /proc")
+def test_memory_stays_flat_while_the_cache_evicts():
+    out = _python(MEMORY, DML_NUMBA_MEMORY_CACHE_SIZE="4")
+    assert out.returncode == 0, out.stderr
+    grown, kept = out.stdout.split()
+    assert int(kept) == 12 and float(grown) < 8, out.stdout  # before: ~50 MiB over 2,400 calls
+
+
+def test_info_reports_the_kernels_held():
+    out = _python("""
+        import numpy as np, dml_numba as dml
+        from dml_numba.__main__ import main
+        dml.tile(np.ones((3, 3), np.float32), (2, 2))
+        main(["info"])
+    """)
+    assert out.returncode == 0, out.stderr
+    assert "compiled kernels held by this process: 1" in out.stdout
+
+
+# -- environment variables: one parser per kind ----------------------------------------------
+
+@pytest.mark.parametrize("name,default", [("DML_NUMBA_DISK_CACHE", True),
+                                          ("DML_NUMBA_FAST_LOAD", True),
+                                          ("DML_NUMBA_DEBUG", False)])
+@pytest.mark.parametrize("word,value", [("0", False), ("false", False), ("False", False),
+                                        ("OFF", False), ("no", False), (" No ", False),
+                                        ("1", True), ("true", True), ("ON", True),
+                                        ("yes", True), ("", None)])
+def test_every_boolean_variable_reads_the_same_words(monkeypatch, name, default, word, value):
+    monkeypatch.setenv(name, word)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _env.flag(name, default) is (default if value is None else value)
+
+
+def test_the_readers_of_boolean_variables_use_the_one_parser(monkeypatch):
+    from dml_numba import _diskcache
+    from dml_numba.cpu import _warmstart
+
+    for word in ("False", "OFF", "no"):
+        monkeypatch.setenv("DML_NUMBA_FAST_LOAD", word)
+        monkeypatch.setenv("DML_NUMBA_DISK_CACHE", word)
+        assert not _warmstart.enabled() and not _diskcache.enabled()
+
+
+@pytest.mark.parametrize("name,raw,reader", [
+    ("DML_NUMBA_DISK_CACHE", "maybe", lambda: _env.flag("DML_NUMBA_DISK_CACHE", True)),
+    ("DML_NUMBA_MEMORY_CACHE_SIZE", "abc", lambda: _env.count("DML_NUMBA_MEMORY_CACHE_SIZE", 2048)),
+    ("DML_NUMBA_MEMORY_CACHE_SIZE", "1e9", lambda: _env.count("DML_NUMBA_MEMORY_CACHE_SIZE", 2048)),
+    ("DML_NUMBA_MEMORY_CACHE_SIZE", "0", lambda: _env.count("DML_NUMBA_MEMORY_CACHE_SIZE", 2048)),
+    ("DML_NUMBA_THREADING", "pasive", lambda: _env.choice("DML_NUMBA_THREADING",
+                                                          ("passive", "numba"), "numba")),
+])
+def test_a_value_not_understood_warns_once_naming_it(monkeypatch, name, raw, reader):
+    monkeypatch.setenv(name, raw)
+    monkeypatch.setattr(_env, "_warned", set())
+    with pytest.warns(_env.ConfigWarning) as record:
+        first = reader()
+        assert reader() == first  # the default, and a second read says nothing more
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert f"{name}={raw!r} is invalid" in message and f"using {first!r}" in message
+
+
+def test_the_memory_cache_size_variable_in_a_new_process():
+    out = _python("import dml_numba as dml; print(dml.cache.max_entries)",
+                  DML_NUMBA_MEMORY_CACHE_SIZE="1e9")
+    assert out.stdout.strip() == "2048"
+    assert "DML_NUMBA_MEMORY_CACHE_SIZE='1e9' is invalid" in out.stderr
+    out = _python("import dml_numba as dml; print(dml.cache.max_entries)",
+                  DML_NUMBA_MEMORY_CACHE_SIZE="16")
+    assert out.stdout.strip() == "16" and not out.stderr
+
+
+# -- clear errors for the rest -----------------------------------------------------------------
+
+F32 = dml.DataType.FLOAT32
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: dml.TensorDesc(F32, np.array(4)),
+     "TensorDesc.sizes: array(4) is invalid; expected a sequence of integers"),
+    (lambda: dml.TensorDesc(F32, (2, 3), np.array(1)),
+     "TensorDesc.strides: array(1) is invalid; expected a sequence of integers"),
+    (lambda: dml.TileOperatorDesc(dml.TensorDesc(F32, (2,)), dml.TensorDesc(F32, (4,)),
+                                  np.array(2)),
+     "TileOperatorDesc.repeats: array(2) is invalid; expected a sequence of integers"),
+    (lambda: dml.Slice1OperatorDesc(dml.TensorDesc(F32, (4,)), dml.TensorDesc(F32, (2,)),
+                                    np.array(0), (2,), (1,)),
+     "Slice1OperatorDesc.input_window_offsets: array(0) is invalid; expected a sequence"),
+])
+def test_a_0d_array_in_a_tuple_field_is_a_validation_error(make, message):
+    with pytest.raises(dml.ValidationError) as info:
+        make()
+    assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize("device", [["cpu"], {"cpu": 1}, None, 0, "cpuu", "CPU"])
+@pytest.mark.parametrize("entry", ["compile_operator", "functional"])
+def test_a_device_that_is_not_a_name_is_a_validation_error(device, entry):
+    x = np.ones((2, 2), np.float32)
+    desc = dml.functional.tile_desc(x, (1, 2))
+    with pytest.raises(dml.ValidationError) as info:
+        if entry == "compile_operator":
+            dml.compile_operator(desc, device)
+        else:
+            dml.tile(x, (1, 2), device=device)
+    assert str(info.value) == (f"compile_operator.device: {device!r} is invalid; expected one of "
+                               "'numpy', 'cpu', 'cuda'")
