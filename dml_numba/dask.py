@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import operator
+from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
@@ -150,44 +152,53 @@ def _data_movement(x, desc, out_chunks):
     return Array(graph, name, out_chunks, dtype=dtype)
 
 
-def _split(size: int, like) -> tuple[int, ...]:
-    """Chunks for an output axis of ``size`` shaped like the input's chunks ``like``."""
-    total = sum(like)
-    if total == size:
-        return tuple(like)
-    bounds = sorted({min(size, -(-b * size // total)) for b in _boundaries(like)} | {0, size})
-    return tuple(b - a for a, b in zip(bounds, bounds[1:]) if b > a)
+def _regular(size: int, like, scale: Fraction = Fraction(1)) -> tuple[int, ...]:
+    """Regular chunks for an output axis of ``size`` (all of one size, the last one smaller),
+    the size being the input's chunk size ``like[0]`` times ``scale`` (the output's size per
+    input element); one chunk where the input has one. Regular chunks are what Zarr stores
+    and most of Dask expect (``to_zarr`` would otherwise rechunk), and blocks of one shape
+    share one compiled kernel."""
+    if len(like) == 1:
+        return (size,)
+    step = max(1, math.ceil(like[0] * scale))
+    return (step,) * (size // step) + ((size % step,) if size % step else ())
+
+
+def _check_device(device) -> None:
+    """The device names a usable device (checked when the graph is built, not at compute)."""
+    from ._registry import get_device
+
+    get_device(device)
 
 
 def padding(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value=0, *, device="cpu"):
-    """Lazy :func:`dml_numba.padding` of a Dask array; every mode, pads of any width. ``device``
-    is accepted for the functional layer's signature: data-movement blocks are NumPy gathers."""
+    """Lazy :func:`dml_numba.padding` of a Dask array; every mode, pads of any width, output
+    chunks regular (the input's chunk size). ``device`` is checked for the functional layer's
+    signature: data-movement blocks are NumPy gathers."""
     x = _as_dask(x, "padding", "x")
+    _check_device(device)
     desc = F.padding_desc(x, start_padding, end_padding, mode, value)
-    chunks = tuple(_pad_chunks(c, a, b) for c, a, b in zip(x.chunks, desc.start_padding,
-                                                          desc.end_padding))
-    return _data_movement(x, desc, chunks)
-
-
-def _pad_chunks(chunks, a, b):
-    out = ([a] if a else []) + list(chunks) + ([b] if b else [])
-    return tuple(out)
+    return _data_movement(x, desc, tuple(_regular(n, c) for n, c in zip(desc.output.sizes,
+                                                                       x.chunks)))
 
 
 def tile(x, repeats, *, device="cpu"):
-    """Lazy :func:`dml_numba.tile` of a Dask array (output blocks: the input's chunks, repeated)."""
+    """Lazy :func:`dml_numba.tile` of a Dask array (output chunks regular, the input's size)."""
     x = _as_dask(x, "tile", "x")
+    _check_device(device)
     desc = F.tile_desc(x, repeats)
-    chunks = tuple(tuple(c) * r for c, r in zip(x.chunks, desc.repeats))
-    return _data_movement(x, desc, chunks)
+    return _data_movement(x, desc, tuple(_regular(n, c) for n, c in zip(desc.output.sizes,
+                                                                       x.chunks)))
 
 
 def slice1(x, offsets, sizes, strides=None, *, device="cpu"):
-    """Lazy :func:`dml_numba.slice1` of a Dask array (negative strides read backwards)."""
+    """Lazy :func:`dml_numba.slice1` of a Dask array (negative strides read backwards; output
+    chunks regular, the input's chunk size scaled by output size over input size)."""
     x = _as_dask(x, "slice1", "x")
+    _check_device(device)
     desc = F.slice1_desc(x, offsets, sizes, strides)
-    chunks = tuple(_split(n, c) for n, c in zip(desc.output.sizes, x.chunks))
-    return _data_movement(x, desc, chunks)
+    return _data_movement(x, desc, tuple(_regular(n, c, Fraction(n, sum(c))) for n, c in zip(
+        desc.output.sizes, x.chunks)))
 
 
 # -- windows: convolution and LP pooling ------------------------------------------------------
@@ -211,7 +222,7 @@ def _forward_axis(n, chunks, out_size, stride, k, dil, start) -> list[_Axis]:
     """Output blocks follow the input's chunks divided by the stride; block ``[o0, o1)`` reads
     the window ``[o0*s - start, (o1-1)*s + (k-1)*d + 1 - start)`` (the halo)."""
     kl = (k - 1) * dil + 1
-    bounds = _boundaries(_split(out_size, [max(1, -(-c // stride)) for c in chunks]))
+    bounds = _boundaries(_regular(out_size, chunks, Fraction(1, stride)))
     blocks = []
     for o0, o1 in itertools.pairwise(bounds):
         lo, hi = o0 * stride - start, (o1 - 1) * stride + kl - start
@@ -230,7 +241,7 @@ def _backward_axis(n, chunks, out_size, stride, k, dil, start) -> list[_Axis]:
     those inputs write before ``o0``, its end padding what they write after ``o1``, and output
     padding extends a last block past the inputs' reach (never more than the operator's)."""
     kl = (k - 1) * dil
-    bounds = _boundaries(_split(out_size, [c * stride for c in chunks]))
+    bounds = _boundaries(_regular(out_size, chunks, Fraction(stride)))
     blocks = []
     for o0, o1 in itertools.pairwise(bounds):
         lo, hi = (o0 + start - kl) // stride, (o1 - 1 + start) // stride + 1
@@ -325,6 +336,7 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
                dilations=None, p=2, *, device="cpu"):
     """Lazy :func:`dml_numba.lp_pooling` of a Dask array; the halo comes from the window."""
     x = _as_dask(x, "lp_pooling", "x")
+    _check_device(device)
     desc = F.lp_pooling_desc(x, window_size, strides, start_padding, end_padding, dilations, p)
 
     def run(block, starts, ends, output_padding):
@@ -344,6 +356,7 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     in-memory arrays (or small Dask arrays), broadcast to every block. Forward and transposed
     (BACKWARD) alike: each output block reads the input window its outputs depend on."""
     x = _as_dask(x, "convolution", "x")
+    _check_device(device)
     w = np.asarray(filter.compute() if hasattr(filter, "compute") else filter)
     b = None if bias is None else np.asarray(bias.compute() if hasattr(bias, "compute") else bias)
     if b is not None and b.ndim == 1:

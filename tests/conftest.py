@@ -1,15 +1,20 @@
-"""Shared fixtures: an isolated disk cache, the CUDA simulator when there is no GPU, devices."""
+"""Shared fixtures: an isolated disk cache, the CUDA simulator when there is no GPU, devices, and
+the grouping that lets the suite run on every core (pytest-xdist) with the PTX check last."""
 import os
 import shutil
 import tempfile
 
 import pytest
 
-# Keep the test run's generated modules apart from the user's cache (unless asked otherwise);
-# a folder made here is removed when the session ends.
+# The run's generated modules go to a folder of its own, never to the user's cache (whatever
+# DML_NUMBA_CACHE_DIR says): made once by the controlling process, shared by pytest-xdist's
+# workers (they inherit the environment, so a kernel compiled by one is loaded by the others),
+# removed when the run ends. Tests about the default location set their own environment.
+_SESSION = "DML_NUMBA_TEST_SESSION_DIR"
 _OWN_CACHE = None
-if "DML_NUMBA_CACHE_DIR" not in os.environ:
-    _OWN_CACHE = os.environ["DML_NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="dml_numba_test_cache_")
+if _SESSION not in os.environ:
+    _OWN_CACHE = os.environ[_SESSION] = tempfile.mkdtemp(prefix="dml_numba_test_cache_")
+os.environ["DML_NUMBA_CACHE_DIR"] = os.environ[_SESSION]
 # Numba's CUDA simulator must be chosen before numba.cuda is first imported.
 if "NUMBA_ENABLE_CUDASIM" not in os.environ and not shutil.which("nvidia-smi"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -24,15 +29,66 @@ def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", help="run tests marked slow")
 
 
+#: tests that build CUDA kernels run in one pytest-xdist worker, in collection order, so the
+#: PTX check (last) sees every kernel the run created
+CUDA_GROUP = "cuda-kernels"
+
+
+def _builds_cuda_kernels(item) -> bool:
+    if item.get_closest_marker("subprocess") is not None:
+        return False
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return (item.get_closest_marker("cuda") is not None or item.get_closest_marker("ptx")
+            is not None or "/cuda/" in item.nodeid.replace("\\", "/") or "cuda" in item.name
+            or any(_names_cuda(v) for v in params.values()))
+
+
+def _names_cuda(value) -> bool:
+    if isinstance(value, str):
+        return value == "cuda"
+    return isinstance(value, tuple) and any(isinstance(v, str) and v == "cuda" for v in value)
+
+
 def pytest_collection_modifyitems(config, items):
     # the PTX check compiles every CUDA kernel the other tests created: run it last
     items.sort(key=lambda item: "ptx" in item.keywords)
+    for item in items:
+        if _builds_cuda_kernels(item):
+            item.add_marker(pytest.mark.xdist_group(CUDA_GROUP))
     if config.getoption("--runslow"):
         return
     skip = pytest.mark.skip(reason="slow: opt in with --runslow")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def _cuda_keys() -> set:
+    """The CUDA kernel keys this process has built (kept kernels and the memory cache)."""
+    import sys
+
+    if "dml_numba.cuda" not in sys.modules:
+        return set()
+    import dml_numba
+    from dml_numba._cache import KernelKey
+
+    table = dml_numba.cache
+    return {k for k in list(table._kept) + list(table._table)
+            if isinstance(k, KernelKey) and k.backend == "cuda"}
+
+
+@pytest.fixture(autouse=True)
+def _cuda_kernels_stay_in_their_group(request):
+    """A test outside the CUDA group must not build CUDA kernels: under pytest-xdist it could
+    run in another worker, after the PTX check, and its kernels would escape it."""
+    if _builds_cuda_kernels(request.node):
+        yield
+        return
+    before = _cuda_keys()
+    yield
+    if _cuda_keys() - before:
+        pytest.fail("this test built CUDA kernels but is not in the CUDA group: mark it "
+                    "@pytest.mark.cuda (tests/conftest.py)", pytrace=False)
 
 
 HOST_DEVICES = ["numpy", "cpu"]

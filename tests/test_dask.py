@@ -101,7 +101,7 @@ def test_distributed_local_cluster():
 def test_lazy_until_computed_and_errors_name_the_field():
     x = da.from_array(X, chunks=(1, 3, 4, 4))
     y = dd.padding(x, (0, 0, 3, 3), (0, 0, 3, 3), "reflection")
-    assert y.shape == (2, 3, 17, 13) and y.chunks[2] == (3, 4, 4, 3, 3)
+    assert y.shape == (2, 3, 17, 13) and y.chunks[2] == (4, 4, 4, 4, 1)  # regular
     with pytest.raises(dml.ValidationError, match=r"padding.start_padding: \(1,\) is invalid"):
         dd.padding(x, (1,), (1,))
     with pytest.raises(dml.ValidationError, match=r"tile.repeats\[1\]: 0 is invalid"):
@@ -160,3 +160,48 @@ def test_calls_differing_only_in_their_operands_are_not_merged():
             dml.lp_pooling(X, (2, 2), p=2)]
     for y, ref in zip(got, refs):
         assert_close(y, ref, np.float32)
+
+
+def _regular(chunks) -> bool:
+    """Zarr's rule: every chunk of an axis the same size but the last, which may be smaller."""
+    return all(len(set(c[:-1])) <= 1 and c[-1] <= c[0] for c in chunks)
+
+
+@pytest.mark.parametrize("name,lazy,eager,exact", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("chunking", ["ragged", "smaller than the halo"])
+def test_every_result_has_regular_chunks(name, lazy, eager, exact, chunking):
+    """Outputs are chunked regularly whatever the padding, tiling, slicing or window, so they
+    store to Zarr as they are (and equal blocks share their kernel)."""
+    x = da.from_array(X, chunks=(1, 3, 4, 4) if chunking == "ragged" else (1, 1, 2, 2))
+    assert _regular(lazy(x).chunks), lazy(x).chunks
+
+
+def test_the_readme_pipeline_writes_zarr_without_rechunking(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    x = da.from_array(np.random.default_rng(4).standard_normal((2, 3, 40, 36)).astype(np.float32),
+                      chunks=(1, 3, 16, 16))
+    y = dd.padding(x, (0, 0, 5, 5), (0, 0, 5, 5), "reflection")
+    z = dd.convolution(y, W, B, start_padding=(1, 0), end_padding=(1, 1))
+    assert z.chunks[2:] == ((16, 16, 16, 2), (16, 16, 14))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a rechunking warning would fail here
+        z.to_zarr(str(tmp_path / "z.zarr"))
+    ref = dml.convolution(dml.padding(x.compute(), (0, 0, 5, 5), (0, 0, 5, 5), "reflection"), W,
+                          B, start_padding=(1, 0), end_padding=(1, 1))
+    assert_close(np.asarray(zarr.open(str(tmp_path / "z.zarr"))[...]), ref, np.float32)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: dd.padding(da.from_array(X), (0, 0, 1, 1), (0, 0, 1, 1), device=d),
+    lambda d: dd.tile(da.from_array(X), (1, 1, 2, 1), device=d),
+    lambda d: dd.slice1(da.from_array(X), (0, 0, 0, 0), (1, 1, 2, 2), device=d),
+    lambda d: dd.lp_pooling(da.from_array(X), (2, 2), device=d),
+    lambda d: dd.convolution(da.from_array(X), W, device=d),
+], ids=["padding", "tile", "slice1", "lp_pooling", "convolution"])
+def test_the_device_is_checked_when_the_graph_is_built(call):
+    with pytest.raises(dml.ValidationError, match="compile_operator.device: 'cpuu' is invalid"):
+        call("cpuu")
+    with pytest.raises(dml.ValidationError, match="compile_operator.device: None is invalid"):
+        call(None)

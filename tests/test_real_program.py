@@ -121,6 +121,14 @@ def test_info_names_a_forked_process():
 
 # -- the automatic variant: measured, never stalling ------------------------------------------
 
+@pytest.fixture(autouse=True)
+def _no_recent_overlap(monkeypatch):
+    """The chooser's process-wide record of overlapping calls is in real time; the fake clocks
+    below start at 0: no earlier test's overlap may count."""
+    monkeypatch.setattr(_adaptive, "_overlap_at", float("-inf"))
+    monkeypatch.setattr(_adaptive, "_running", 0)
+
+
 class Clock:
     """A fake clock that the fake kernels advance: calls cost what the test says."""
 

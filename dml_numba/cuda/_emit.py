@@ -137,12 +137,20 @@ class CudaKernel:
         return tuple(types.Array(from_dtype(dt), nd, "C") for dt, nd in self.arg_types)
 
     def ptx(self, cc=(9, 0)) -> str:
-        """PTX from NVIDIA's compiler for compute capability ``cc`` (no GPU needed)."""
-        from numba import cuda
+        """PTX from NVIDIA's compiler for compute capability ``cc`` (no GPU needed); compiled
+        once per kernel key and architecture in a process."""
+        at = (self.key, tuple(cc))  # the key decides the source and its launch bounds
+        if at not in _PTX:
+            from numba import cuda
 
-        ptx, _ = cuda.compile_ptx(self.fn.py_func, self.signature(), cc=cc,
-                                  launch_bounds=self.launch_bounds)
-        return ptx
+            _PTX[at], _ = cuda.compile_ptx(self.fn.py_func, self.signature(), cc=tuple(cc),
+                                           launch_bounds=self.launch_bounds)
+        return _PTX[at]
+
+
+#: PTX by (kernel key, compute capability): a kernel object is made per lowering call (PTX
+#: checks ask for the same kernel's PTX several times), the compile once per process
+_PTX: dict = {}
 
 
 #: a warp of a row-wise gather kernel takes ROW_CHUNK consecutive outputs of one row
