@@ -28,7 +28,11 @@ Chunks smaller than the halo need no rechunking and give no wrong answer: each o
 one task that reads the input chunks its window overlaps (a view where it lies in one chunk,
 one copy where it spans several), so a block costs one task however many chunks it spans.
 
-Interior blocks of equal shape share one compiled kernel; edge blocks add a handful. Each worker
+Output chunks are regular (one size per axis, the last one smaller), so results store to Zarr as
+they are. Forward windows run every block on one compiled kernel per batch-chunk size: edge
+blocks are padded with the zeros their padding reads (and a short last block with enough to
+make it full size, the surplus dropped), at the cost of a copy of the edge blocks' regions;
+transposed blocks add a handful of kernels for their edges. Each worker
 compiles or loads kernels through the normal caches (one disk cache per machine, safe under
 concurrent writers: entries are written atomically under content-hashed names).
 """
@@ -207,7 +211,9 @@ class _Axis(NamedTuple):
     """One output block along one spatial axis: output ``[o0, o1)`` computed from input
     ``[lo, hi)`` with the block's own ``start``/``end`` padding (and ``output_padding``,
     transposed only); ``zeros`` > 0 where the block reads no input at all along this axis (all
-    padding): it is computed from that many zeros instead, which is what padding reads."""
+    padding): it is computed from that many zeros instead, which is what padding reads.
+    ``extra`` (forward only): zeros to append so the block computes as many outputs as the
+    axis' largest block, which lets every block share one compiled kernel."""
     o0: int
     o1: int
     lo: int
@@ -216,21 +222,23 @@ class _Axis(NamedTuple):
     end: int
     output_padding: int = 0
     zeros: int = 0
+    extra: int = 0
 
 
 def _forward_axis(n, chunks, out_size, stride, k, dil, start) -> list[_Axis]:
     """Output blocks follow the input's chunks divided by the stride; block ``[o0, o1)`` reads
     the window ``[o0*s - start, (o1-1)*s + (k-1)*d + 1 - start)`` (the halo)."""
     kl = (k - 1) * dil + 1
-    bounds = _boundaries(_regular(out_size, chunks, Fraction(1, stride)))
+    sizes = _regular(out_size, chunks, Fraction(1, stride))
     blocks = []
-    for o0, o1 in itertools.pairwise(bounds):
+    for o0, o1 in itertools.pairwise(_boundaries(sizes)):
         lo, hi = o0 * stride - start, (o1 - 1) * stride + kl - start
         clo, chi = max(lo, 0), min(hi, n)
+        extra = (sizes[0] - (o1 - o0)) * stride
         if clo < chi:
-            blocks.append(_Axis(o0, o1, clo, chi, clo - lo, hi - chi))
+            blocks.append(_Axis(o0, o1, clo, chi, clo - lo, hi - chi, extra=extra))
         else:
-            blocks.append(_Axis(o0, o1, 0, 0, 0, 0, zeros=hi - lo))
+            blocks.append(_Axis(o0, o1, 0, 0, 0, 0, zeros=hi - lo, extra=extra))
     return blocks
 
 
@@ -296,13 +304,31 @@ def _run_window(run_block, region, zeros_shape, dtype, starts, ends, output_padd
     return run_block(region, starts=starts, ends=ends, output_padding=output_padding)
 
 
-def _windowed(x, name, operands, axes, run_block, channels_out):
+def _run_shared(run_block, region, zeros_shape, dtype, pads, keep):
+    """One output block of a forward window, on the kernel every block of its batch size
+    shares: the region padded here with the zeros the block's own padding would read
+    (``pads``, the extra zeros of a short last block included), the operator run unpadded, the
+    block's ``keep`` outputs per axis taken. Only edge blocks pay the copy."""
+    if region is None:
+        region = np.zeros(zeros_shape, dtype)
+    if any(a or b for a, b in pads):
+        region = np.pad(region, [(0, 0), (0, 0)] + list(pads))
+    nd = len(pads)
+    y = run_block(region, starts=(0,) * nd, ends=(0,) * nd, output_padding=(0,) * nd)
+    if all(m == n for m, n in zip(keep, y.shape[2:])):
+        return y
+    return y[(slice(None), slice(None)) + tuple(slice(0, m) for m in keep)]
+
+
+def _windowed(x, name, operands, axes, run_block, channels_out, *, shared=False):
     """The lazy output, one task per output block: (batch chunk) x (spatial blocks from
     ``axes``, one list of :class:`_Axis` per spatial axis); channels taken whole (a convolution
     needs every channel of a group). Each task reads the input chunks its region overlaps
     directly, so a block costs one task however many chunks its halo spans. ``operands`` is
     everything ``run_block`` computes with besides the block (descriptor, filter, device): it
-    goes into the graph's name, so that two calls differing only there are never merged."""
+    goes into the graph's name, so that two calls differing only there are never merged.
+    ``shared`` (forward windows): every block runs on one kernel per batch-chunk size
+    (:func:`_run_shared`) instead of one per kind of edge."""
     import dask
     from dask.array.core import Array
     from dask.highlevelgraph import HighLevelGraph
@@ -323,9 +349,16 @@ def _windowed(x, name, operands, axes, run_block, channels_out):
                 spans = [[(bi, slice(0, nb[bi + 1] - nb[bi]))], [(0, slice(0, xb.shape[1]))]] + [
                     _spans(in_bounds[2 + d], b.lo, b.hi) for d, b in enumerate(blocks)]
                 region, zeros = _region_task(xb, spans), None
-            dsk[(name, bi, 0) + idx] = (
-                _run_window, run_block, region, zeros, x.dtype, tuple(b.start for b in blocks),
-                tuple(b.end for b in blocks), tuple(b.output_padding for b in blocks))
+            if shared:
+                dsk[(name, bi, 0) + idx] = (
+                    _run_shared, run_block, region, zeros, x.dtype,
+                    tuple((b.start, b.end + b.extra) for b in blocks),
+                    tuple(b.o1 - b.o0 for b in blocks))
+            else:
+                dsk[(name, bi, 0) + idx] = (
+                    _run_window, run_block, region, zeros, x.dtype,
+                    tuple(b.start for b in blocks), tuple(b.end for b in blocks),
+                    tuple(b.output_padding for b in blocks))
     chunks = (xb.chunks[0], (channels_out,)) + tuple(
         tuple(b.o1 - b.o0 for b in a) for a in axes)
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=[xb])
@@ -346,7 +379,7 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
     axes = [_forward_axis(x.shape[2 + i], x.chunks[2 + i], desc.output.sizes[2 + i], s, k, d, a)
             for i, (s, k, d, a) in enumerate(zip(desc.strides, desc.window_size,
                                                  desc.dilations, desc.start_padding))]
-    return _windowed(x, "dml-lp_pooling", (desc, device), axes, run, x.shape[1])
+    return _windowed(x, "dml-lp_pooling", (desc, device), axes, run, x.shape[1], shared=True)
 
 
 def convolution(x, filter, bias=None, strides=None, dilations=None, start_padding=None,
@@ -376,4 +409,4 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
             for i, (s, k, d, a) in enumerate(zip(desc.strides, desc.filter_tensor.sizes[2:],
                                                  desc.dilations, desc.start_padding))]
     return _windowed(x, "dml-convolution", (desc, w, b, device), axes, run,
-                     desc.output.sizes[1])
+                     desc.output.sizes[1], shared=plan is _forward_axis)

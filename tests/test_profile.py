@@ -91,6 +91,7 @@ def test_gpu_peers_are_unavailable_without_a_gpu():
             continue
         pytest.skip(f"{name} has a GPU here")  # pragma: no cover - a machine with a GPU
     # the torch peer itself still runs on the CPU afterwards (the device is restored)
+    pytest.importorskip("torch", reason="PyTorch is optional (the profiler's peer): not installed")
     y = w.peers["torch"](desc, inputs)()
     assert y.device.type == "cpu"
 
