@@ -174,6 +174,8 @@ def _unsafe_path(path: Path) -> str | None:
             st = os.lstat(entry)
         except FileNotFoundError:
             st = None  # to be created by us (so ours), in a folder that must still pass
+        except NotADirectoryError:
+            return None  # no folder to create it in: creating it fails, and says so
         except OSError as exc:
             return f"the folder {current} cannot be inspected ({exc.strerror or exc})"
         if folder.st_uid not in owners:
@@ -238,6 +240,9 @@ def _makedirs_private(path: Path) -> None:
 
 def _check_tree(root: Path) -> tuple[Path | None, str]:
     """Create and check root -> subfolder -> __pycache__; (library folder, '') or (None, why)."""
+    why = _unsafe_path(root)  # before creating anything under a folder others can swap
+    if why:
+        return None, why
     if not root.exists():
         try:
             _makedirs_private(root)

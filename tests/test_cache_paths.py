@@ -14,6 +14,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -24,53 +25,95 @@ from tests.test_cache_trust import IS_ROOT, OTHER_UID, SUB, _plant, entry_name, 
 # -- every folder on the way --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", [0o777, 0o770, 0o775, 0o730, 0o757])
-def test_a_cache_root_inside_a_folder_others_can_write_is_not_used(tmp_path, mode):
-    """The root itself is private (0700, ours), but its parent is writable by a group or by
-    everyone: whoever can write there could swap the root for a link to their own files."""
+def _state_for(monkeypatch, root):
+    """The library's verdict on ``root``, checked afresh in this process."""
+    monkeypatch.setenv("DML_NUMBA_CACHE_DIR", str(root))
+    _diskcache.reset()
+    try:
+        return _diskcache.state()
+    finally:
+        _diskcache.reset()
+
+
+@pytest.fixture
+def checked(monkeypatch):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _diskcache.CacheWarning)
+        yield lambda root: _state_for(monkeypatch, root)
+    monkeypatch.undo()
+    _diskcache.reset()
+
+
+def test_a_cache_root_inside_a_shared_folder_is_not_used_in_a_new_process(tmp_path):
+    """The whole path in a fresh process: the root itself is private (0700, ours), its parent
+    is writable by everyone; nothing is written, one warning says why."""
     shared = tmp_path / "shared"
     shared.mkdir()
-    os.chmod(shared, mode)
+    os.chmod(shared, 0o777)
     root = shared / "cache"
     root.mkdir(mode=0o700)
     out = run({"DML_NUMBA_CACHE_DIR": str(root)})
     assert "usable False" in out.stdout, out.stdout
     assert f"the folder {shared} on the way to the cache is writable by group or others" in out.stdout
-    assert "CacheWarning" in out.stderr
+    assert out.stderr.count("CacheWarning") == 1
     assert list(root.iterdir()) == []
 
 
-def test_a_deeper_ancestor_counts_too(tmp_path):
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o775, 0o730, 0o757, 0o720])
+def test_a_cache_root_inside_a_folder_others_can_write_is_not_used(tmp_path, checked, mode):
+    """Whoever can write the parent could swap the root for a link to their own files."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, mode)
+    (shared / "cache").mkdir(mode=0o700)
+    st = checked(shared / "cache")
+    assert not st.usable
+    assert st.reason == (f"the folder {shared} on the way to the cache is writable by group or "
+                         f"others (mode {mode:04o}), so another user could replace "
+                         f"{shared / 'cache'}")
+
+
+def test_a_deeper_ancestor_counts_too(tmp_path, checked):
     top = tmp_path / "team"
     (top / "a" / "b").mkdir(parents=True)
     os.chmod(top, 0o775)
-    out = run({"DML_NUMBA_CACHE_DIR": str(top / "a" / "b" / "cache")})
-    assert "usable False" in out.stdout and f"the folder {top} on the way" in out.stdout
+    st = checked(top / "a" / "b" / "cache")
+    assert not st.usable and st.reason.startswith(f"the folder {top} on the way")
+    assert not (top / "a" / "b" / "cache").exists()
 
 
-def test_a_link_on_the_way_is_judged_by_every_folder_it_leads_through(tmp_path):
+def test_a_link_on_the_way_is_judged_by_every_folder_it_leads_through(tmp_path, checked):
     """A root reached through a symbolic link: the folders on the way to the link's target
     count, so a private-looking link into a shared folder is refused, and a link into a private
-    folder is fine."""
+    folder is fine (also with ``..`` after the link, resolved physically)."""
     shared = tmp_path / "shared"
     (shared / "real").mkdir(parents=True)
     os.chmod(shared, 0o777)
     os.symlink(shared / "real", tmp_path / "link")
-    out = run({"DML_NUMBA_CACHE_DIR": str(tmp_path / "link" / "cache")})
-    assert "usable False" in out.stdout and f"the folder {shared} on the way" in out.stdout
+    st = checked(tmp_path / "link" / "cache")
+    assert not st.usable and st.reason.startswith(f"the folder {shared} on the way")
+    st = checked(tmp_path / "link" / ".." / "elsewhere")  # /shared/elsewhere, physically
+    assert not st.usable and st.reason.startswith(f"the folder {shared} on the way")
     private = private_root(tmp_path)
     os.symlink(private, tmp_path / "good")
-    assert "usable True" in run({"DML_NUMBA_CACHE_DIR": str(tmp_path / "good")}).stdout
+    assert checked(tmp_path / "good").usable
 
 
-def test_a_sticky_shared_folder_is_fine_when_the_entry_in_it_is_ours(tmp_path):
+def test_missing_parents_are_created_private_whatever_the_umask(tmp_path):
+    root = tmp_path / "a" / "b" / "cache"
+    out = run({"DML_NUMBA_CACHE_DIR": str(root)}, preexec=lambda: os.umask(0))
+    assert "usable True" in out.stdout
+    for folder in (tmp_path / "a", tmp_path / "a" / "b", root):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+def test_a_sticky_shared_folder_is_fine_when_the_entry_in_it_is_ours(tmp_path, checked):
     """/tmp's rule: in a sticky folder only an entry's owner can rename or remove it."""
     sticky = tmp_path / "tmp"
     sticky.mkdir()
     os.chmod(sticky, 0o1777)
-    root = sticky / "cache"
-    assert "usable True" in run({"DML_NUMBA_CACHE_DIR": str(root)}).stdout
-    assert _diskcache._unsafe_path(root) is None
+    assert checked(sticky / "cache").usable
+    assert _diskcache._unsafe_path(sticky / "cache") is None
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="needs a second user id (run as root)")
@@ -100,18 +143,29 @@ def test_an_ancestor_owned_by_another_user_is_refused(tmp_path):
 
 @pytest.mark.parametrize("mode", [0o770, 0o775, 0o730, 0o720])
 @pytest.mark.parametrize("where", ["root", "subfolder", "pycache"])
-def test_group_writable_cache_folders_are_not_trusted(tmp_path, mode, where):
+def test_group_writable_cache_folders_are_not_trusted(tmp_path, checked, mode, where):
     """Writable by the group but not by others is still another user's way in: a root or a
     library subfolder opened to a group is neither read nor written (what is in it may have
     been planted), where a subfolder opened only for reading (0755) is tightened back."""
     root = private_root(tmp_path)
-    name = entry_name(run({"DML_NUMBA_CACHE_DIR": str(root)}))  # the subfolders and one entry
+    assert checked(root).usable  # creates the subfolders
     folder = {"root": root, "subfolder": root / SUB, "pycache": root / SUB / "__pycache__"}[where]
     os.chmod(folder, mode)
+    st = checked(root)
+    assert not st.usable and f"{folder} is writable by group or others (mode {mode:04o}" in \
+        st.reason
+    assert stat.S_IMODE(folder.stat().st_mode) == mode  # left as it is: not ours to repair
+    os.chmod(folder, 0o755)
+    assert checked(root).usable and stat.S_IMODE(folder.stat().st_mode) == (
+        0o755 if where == "root" else 0o700)
+
+
+def test_a_group_writable_subfolder_is_refused_in_a_new_process(tmp_path):
+    root = private_root(tmp_path)
+    name = entry_name(run({"DML_NUMBA_CACHE_DIR": str(root)}))
+    os.chmod(root / SUB, 0o770)
     out = run({"DML_NUMBA_CACHE_DIR": str(root)})
     assert "usable False" in out.stdout and "hits 0 misses 1" in out.stdout
-    assert f"{folder} is writable by group or others (mode {mode:04o}" in out.stdout
-    assert stat.S_IMODE(folder.stat().st_mode) == mode  # left as it is: not ours to repair
     assert len(list((root / SUB).glob(f"{name}*"))) == 1  # nothing more written
 
 
