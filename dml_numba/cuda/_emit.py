@@ -141,16 +141,44 @@ class CudaKernel:
         once per kernel key and architecture in a process."""
         at = (self.key, tuple(cc))  # the key decides the source and its launch bounds
         if at not in _PTX:
-            from numba import cuda
-
-            _PTX[at], _ = cuda.compile_ptx(self.fn.py_func, self.signature(), cc=tuple(cc),
-                                           launch_bounds=self.launch_bounds)
+            _PTX[at] = self._nvvm_library(tuple(cc)).get_asm_strs(cc=tuple(cc))[0]
         return _PTX[at]
 
+    def _nvvm_library(self, cc):
+        """The kernel typed and lowered once (the work is the same for every architecture
+        from sm_80 on); NVVM then writes PTX per architecture. numba-cuda's own
+        ``compile_ptx`` with any other numba-cuda layout."""
+        lib = _LIBRARIES.get(self.key)
+        if lib is None:
+            try:
+                from numba.cuda.compiler import _compile_pyfunc_with_fixup as lower
+            except ImportError:  # pragma: no cover - another numba-cuda: the public path
+                return _PublicPtx(self)
+            lib, _ = lower(self.fn.py_func, self.signature(), device=False, abi="numba",
+                           cc=cc, launch_bounds=self.launch_bounds)
+            _LIBRARIES[self.key] = lib
+        return lib
 
-#: PTX by (kernel key, compute capability): a kernel object is made per lowering call (PTX
-#: checks ask for the same kernel's PTX several times), the compile once per process
+
+class _PublicPtx:
+    """``get_asm_strs`` through numba-cuda's public ``compile_ptx`` (one compile per call)."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def get_asm_strs(self, cc):
+        from numba import cuda
+
+        ptx, _ = cuda.compile_ptx(self.kernel.fn.py_func, self.kernel.signature(), cc=cc,
+                                  launch_bounds=self.kernel.launch_bounds)
+        return [ptx]
+
+
+#: PTX by (kernel key, compute capability) and the lowered library by key: a kernel object is
+#: made per lowering call (PTX checks ask for the same kernel's PTX several times), the
+#: compile done once per process
 _PTX: dict = {}
+_LIBRARIES: dict = {}
 
 
 #: a warp of a row-wise gather kernel takes ROW_CHUNK consecutive outputs of one row
