@@ -74,25 +74,32 @@ def freeze(value):
 class KernelKey:
     """Everything that changes a generated kernel, for every backend: the backend, the canonical
     desc (tensors packed), which of the operator's kernels (``"main"``, or a helper such as
-    ``"im2col"``), the codegen options and the library version. ``emit(key)`` reads nothing
-    else. Equality and hash go through :func:`freeze`."""
+    ``"im2col"``), the codegen options, the plan (what the host chose for it: vector lanes,
+    tile shape) and the library version. ``emit(key)`` reads nothing else. Equality and hash
+    go through :func:`freeze`."""
 
     backend: str
     desc: object
     kernel: str = "main"
     parallel: bool = False
     version: str = __version__
+    #: the kernel's plan (a frozen dataclass: tile shape, vector lanes...), or None
+    plan: object = None
     _id: tuple = field(init=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "_id", (self.backend, self.kernel, freeze(self.desc),
-                                         self.parallel, self.version))
+                                         self.parallel, self.version, freeze(self.plan)))
 
     @property
     def op(self) -> str:
-        """The operator's name (from its descriptor class), with the helper kernel's name."""
+        """The operator's name (from its descriptor class), with the kernel's name and its
+        plan's label where they have one."""
         name = type(self.desc).op_name()
-        return name if self.kernel == "main" else f"{name}_{self.kernel}"
+        if self.kernel != "main":
+            name = f"{name}_{self.kernel}"
+        label = getattr(self.plan, "label", "")
+        return f"{name} {label}" if label else name
 
     def __eq__(self, other):
         return isinstance(other, KernelKey) and self._id == other._id

@@ -65,6 +65,14 @@ def decompose(w: SourceWriter, flat: str, names, sizes) -> None:
     w(f"{live[0][0]} = {src}")
 
 
+def flat_index(names, sizes) -> str:
+    """Row-major flat index of coordinates ``names`` in constant ``sizes``."""
+    expr = names[0]
+    for name, size in zip(names[1:], sizes[1:]):
+        expr = f"({expr}) * {size} + {name}"
+    return expr
+
+
 def preamble(w: SourceWriter, key, title: str, key_line: str, where_decorator: str,
              imports=()) -> None:
     """The head of every generated module: what it is, its key, the imports (the activation

@@ -6,7 +6,9 @@ nest shared by the data-movement operators.
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -25,6 +27,43 @@ from .._gather import (
 )
 from ._adaptive import AdaptiveKernel, ForkSafeKernel
 from ._warmstart import load_cached
+
+@dataclasses.dataclass(frozen=True)
+class Host:
+    """What generated CPU code is planned for: the float32 lanes of the widest vector registers
+    and the threads of Numba's pool. Plans read these, never the machine, and go into the
+    kernel's key, so ``emit(key)`` is a function of its key alone and the sources for another
+    machine can be generated here (``tests/golden``)."""
+
+    lanes: int
+    threads: int
+
+    @classmethod
+    def current(cls) -> "Host":
+        """This machine (or the host pinned by :func:`planned_for`)."""
+        pinned = _PINNED.get()
+        if pinned is not None:
+            return pinned
+        import numba
+
+        from ._simd import vector_lanes
+
+        return cls(vector_lanes(), numba.config.NUMBA_NUM_THREADS)
+
+
+_PINNED: contextvars.ContextVar = contextvars.ContextVar("dml_numba_host", default=None)
+
+
+@contextmanager
+def planned_for(host: Host):
+    """Plan the kernels built inside for ``host`` instead of this machine (for generating the
+    sources another machine would run; such kernels are not for calling here)."""
+    token = _PINNED.set(host)
+    try:
+        yield host
+    finally:
+        _PINNED.reset(token)
+
 
 #: below this many output elements (times window taps for reductions) a serial loop nest is
 #: generated: waking the thread pool costs more than the work.
@@ -130,22 +169,37 @@ def build_variants(key: KernelKey, source: str, emit, arg_types, *, automatic: b
 SHUFFLED_STRIDES = (-4, -3, -2, 2, 3, 4)
 
 
-def strided_lanes(plan: GatherPlan, itemsize: int) -> int:
+def strided_lanes(plan: GatherPlan, itemsize: int, host: Host | None = None) -> int:
     """Lanes of the vector reads of a strided last axis (0 where the row is read otherwise):
     one host vector's bytes of output per step, if the row holds at least one step."""
-    from ._simd import vector_lanes
-
     m = plan.maps[-1]
-    lanes = vector_lanes() * 4 // itemsize
+    lanes = (host or Host.current()).lanes * 4 // itemsize
     return lanes if m.kind == "affine" and m.s in SHUFFLED_STRIDES and m.size >= lanes else 0
+
+
+@dataclasses.dataclass(frozen=True)
+class RowReads:
+    """A data-movement kernel's plan: ``lanes`` of the vector reads of a strided last axis (0:
+    the row is read otherwise). Its label is empty: the module names stay those of the op."""
+
+    lanes: int
+    label = ""
+
+
+def gather_key(desc, options, host: Host | None = None) -> KernelKey:
+    """The key of a data-movement kernel, its row reads planned for ``host`` (this one)."""
+    key = make_key(desc, options, desc.output_tensor.element_count)
+    lanes = strided_lanes(desc.gather_plan(), storage_dtype(desc.input_tensor.data_type).itemsize,
+                          host)
+    return dataclasses.replace(key, plan=RowReads(lanes))
 
 
 def emit_gather(key: KernelKey, plan: GatherPlan) -> str:
     """The loop nest of a data-movement operator: a flat (p)range over all output rows, the
     per-axis index maps, then the last axis split into contiguous runs where the map allows,
-    or read through vector loads and shuffles where it is strided."""
+    or read through vector loads and shuffles where it is strided (``key.plan.lanes``)."""
     desc = key.desc
-    lanes = strided_lanes(plan, storage_dtype(desc.input_tensor.data_type).itemsize)
+    lanes = key.plan.lanes
     w = SourceWriter()
     loop = header(w, key, imports=("from dml_numba.cpu._simd import vload_stride, vstore_raw",)
                   if lanes else ())
@@ -245,7 +299,7 @@ class GatherKernel(CpuKernel):
     """Data movement (an index map per axis) on the CPU."""
 
     def __init__(self, desc, options):
-        key = make_key(desc, options, desc.output_tensor.element_count)
+        key = gather_key(desc, options)
         dt = storage_dtype(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
         plan = desc.gather_plan()

@@ -210,3 +210,71 @@ class ConvolutionOperatorDesc(OperatorDesc):
             want = (1, cout) + (1,) * nd
             if bias.sizes != want:
                 c.fail("bias_tensor.sizes", bias.sizes, f"expected {want} ({{1, C_out, 1...}})")
+
+
+@dataclass(frozen=True)
+class ConvolutionGeometry:
+    """What every backend derives from a convolution descriptor, derived once (:func:`geometry`).
+    Pure arithmetic over the descriptor's sizes and parameters; the vectorised device keeps its
+    own (it is the independent specification these are checked against)."""
+
+    desc: ConvolutionOperatorDesc
+
+    @property
+    def forward(self) -> bool:
+        return self.desc.direction == ConvolutionDirection.FORWARD
+
+    @property
+    def groups(self) -> int:
+        return self.desc.group_count
+
+    @property
+    def in_channels(self) -> int:
+        """Input channels per group (C_in / G)."""
+        return self.desc.input_tensor.sizes[1] // self.desc.group_count
+
+    @property
+    def out_channels(self) -> int:
+        """Output channels per group (C_out / G)."""
+        return self.desc.output_tensor.sizes[1] // self.desc.group_count
+
+    @property
+    def kernel(self) -> tuple:
+        """The window's taps along each spatial axis."""
+        return tuple(self.desc.filter_tensor.sizes[2:])
+
+    @property
+    def taps(self) -> int:
+        return prod(self.kernel)
+
+    @property
+    def depthwise(self) -> bool:
+        """FORWARD with one input channel per group (depthwise, with any channel multiplier)."""
+        return self.forward and self.desc.input_tensor.sizes[1] == self.desc.group_count
+
+    def extents(self) -> tuple:
+        """Each axis's dilated window, ``(k - 1) * dilation + 1``."""
+        return tuple(dilated_extent(k, d) for k, d in zip(self.kernel, self.desc.dilations))
+
+    def padded_sizes(self) -> tuple:
+        """FORWARD: the spatial sizes of the zero-padded input the windows read, up to the last
+        tap of the last output, ``(out - 1) * stride + (k - 1) * dilation + 1``."""
+        d = self.desc
+        return tuple((o - 1) * s + e for o, s, e in zip(d.output_tensor.sizes[2:], d.strides,
+                                                         self.extents()))
+
+    def transposed_phases(self) -> tuple:
+        """BACKWARD in gather form, per spatial axis and per residue ``r`` of the output
+        coordinate modulo the stride: the taps ``(k, e)`` that reach outputs
+        ``o = q * stride + r``, reading input ``a = q + e`` (``r + start - k * dilation``
+        divisible by the stride, ``e`` the quotient)."""
+        d = self.desc
+        return tuple(
+            tuple(tuple((k, (r + p - k * dl) // s) for k in range(k_n) if (r + p - k * dl) % s == 0)
+                  for r in range(s))
+            for s, dl, p, k_n in zip(d.strides, d.dilations, d.start_padding, self.kernel))
+
+
+def geometry(desc: ConvolutionOperatorDesc) -> ConvolutionGeometry:
+    """The :class:`ConvolutionGeometry` of ``desc``."""
+    return ConvolutionGeometry(desc)

@@ -35,23 +35,19 @@ def test_unpadded_stride1_1x1_skips_im2col():
 @pytest.mark.parametrize("name", ["conv-fwd-groups", "conv-bwd-groups-outpad"])
 def test_batches_larger_than_the_column_budget_are_chunked(monkeypatch, name):
     desc, inputs = CASES[name]
-    monkeypatch.setattr(cpu_conv, "COLUMNS_BUDGET_BYTES", 1)  # one image per chunk
-    kernel = cpu_conv.ConvolutionKernel(desc, {"algorithm": "gemm"})
+    monkeypatch.setattr(cpu_conv.gemm, "COLUMNS_BUDGET_BYTES", 1)  # one image per chunk
+    kernel = cpu_conv.make_kernel(desc, {"algorithm": "gemm"})
     assert kernel.chunk == 1 and desc.input_tensor.sizes[0] > 1
     out = np.empty(desc.output_tensor.sizes, desc.output_tensor.dtype)
     kernel(list(inputs), out)
     compare(desc, out, dml.compile_operator(desc, "numpy")(*inputs))
 
 
-def test_automatic_choice(monkeypatch):
+def test_automatic_choice():
     """The rules read off the crossover grid (benchmarks/RESULTS.md), for a host with 16-lane
-    vectors (AVX-512) whatever this one has."""
-    from dml_numba.cpu import _simd
+    vectors (AVX-512) and two threads, whatever this one has."""
+    from dml_numba.cpu._emit import Host
 
-    import numba
-
-    monkeypatch.setattr(_simd, "vector_lanes", lambda: 16)
-    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 2)
     f32 = dml.DataType.FLOAT32
 
     def desc(cin, cout, g, k=3, hw=8, s=1):
@@ -60,7 +56,9 @@ def test_automatic_choice(monkeypatch):
             dml.TensorDesc(f32, (1, cin, hw, hw)), dml.TensorDesc(f32, (cout, cin // g, k, k)), None,
             dml.TensorDesc(f32, (1, cout, o, o)), 1, 0, (s, s), (1, 1), (0, 0), (0, 0), (0, 0), g)
 
-    choose = cpu_conv.choose_algorithm
+    def choose(d):
+        return cpu_conv.choose_algorithm(d, Host(16, 2))
+
     assert choose(desc(64, 64, 1, hw=58)) == "blocked"
     assert choose(desc(128, 128, 8, hw=30)) == "blocked"   # 16 output channels a group
     assert choose(desc(64, 64, 64, hw=58)) == "blocked"    # depthwise 3x3, plane by plane

@@ -11,6 +11,9 @@ import pytest
 
 import dml_numba as dml
 from dml_numba.cpu import convolution as cpu_conv
+from dml_numba.cpu._emit import Host
+from dml_numba.cpu.convolution.blocked import plan as planner
+from dml_numba.ops.convolution import geometry
 from tests.cases import CV, catalogue, compare, conv_case
 
 F32 = np.float32
@@ -120,13 +123,12 @@ def leaky(desc, y):
     return np.where(y >= 0, y, 0.1 * y)
 
 
-def blocked_kernel(desc, lanes, budget, parallel):
-    original = cpu_conv.block_plan
-    try:
-        cpu_conv.block_plan = functools.partial(original, lanes=lanes, budget=budget)
-        return cpu_conv.ConvolutionKernel(desc, {"algorithm": "blocked", "parallel": parallel})
-    finally:
-        cpu_conv.block_plan = original
+def blocked_kernel(desc, lanes, budget, parallel, **plan):
+    """The blocked kernel of ``desc`` on the tile the planner chooses for ``lanes`` and
+    ``budget`` (and ``plan``'s other settings: ``staged``, ``flat_gain``)."""
+    tile = cpu_conv.block_plan(cpu_conv.pointwise_as_1d(desc) or desc, lanes=lanes, budget=budget,
+                               **plan)
+    return cpu_conv.BlockedKernel(desc, {"algorithm": "blocked", "parallel": parallel}, plan=tile)
 
 
 @pytest.mark.parametrize("lanes,budget", [(4, 4), (8, 12), (16, 24)], ids=["4x4", "8x12", "16x24"])
@@ -171,7 +173,7 @@ def test_depthwise_plane_kernel_agrees_with_brute_force_and_numpy(name, lanes, b
 def test_tile_rows_divide_the_height_where_they_can():
     """Row blocks from half the room to the room: the fewest rows computed twice by the
     overlapping last block, ties to the taller tile; never more than the height or the room."""
-    rows = cpu_conv._tile_rows
+    rows = planner.tile_rows
     assert [rows(h, 4) for h in (56, 28, 14, 7, 9, 3, 1)] == [4, 4, 2, 4, 3, 3, 1]
     assert [rows(h, 3) for h in (28, 11, 2)] == [2, 3, 2]
     assert rows(14, 6) == 5 and rows(100, 1) == 1
@@ -192,7 +194,7 @@ def test_depthwise_planner_takes_rows_and_vectors_within_the_unroll_bound():
     assert not plan.depthwise and plan.mb == 1
     plan = cpu_conv.block_plan(conv_case((1, 2, 9, 20), (2, 1, 9, 9), (1, 1), (1, 1), (4, 4), (4, 4), 2)[0],
                                lanes=8)
-    assert plan.depthwise and plan.rows * plan.vectors * 81 <= cpu_conv.DEPTHWISE_UNROLL
+    assert plan.depthwise and plan.rows * plan.vectors * 81 <= planner.DEPTHWISE_UNROLL
 
 
 @pytest.mark.parametrize("parallel", [True, False])
@@ -204,7 +206,7 @@ def test_depthwise_slots_share_planes_unevenly(parallel, monkeypatch):
     monkeypatch.setattr(numba, "get_num_threads", lambda: 3)
     desc, inputs = conv_case((7, 1, 6, 19), (2, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)
     op = dml.compile_operator(desc, "cpu", algorithm="blocked", parallel=parallel)
-    assert "blocked-depthwise" in op.kernel.key.kernel
+    assert op.kernel.key.kernel == "blocked-depthwise" and op.kernel.plan.depthwise
     ref = brute_force(desc, *inputs)
     for _ in range(2):
         np.testing.assert_allclose(op(*inputs), ref, rtol=1e-4, atol=1e-4)
@@ -212,24 +214,24 @@ def test_depthwise_slots_share_planes_unevenly(parallel, monkeypatch):
 
 def test_transposed_stride2_tiles_hold_both_phases_where_they_match():
     """Stride 2 with an even output width: both last-axis phases in one tile, stored
-    interleaved (the key's sixth number); an odd width or another stride: a phase a tile."""
+    interleaved (the plan's phases); an odd width or another stride: a phase a tile."""
     phases = {name: cpu_conv.block_plan(conv_case(*args)[0], lanes=8).phases
               for name, args in TRANSPOSED.items()}
     assert phases == {"2d-stride2": 2, "2d-stride3-dil-outpad": 1, "2d-stride1": 1,
                       "2d-stride2-odd": 1, "2d-stride2-leaky": 2, "1d": 2, "3d": 2}
     kernel = blocked_kernel(conv_case(*TRANSPOSED["2d-stride2"])[0], 8, 12, parallel=False)
-    assert kernel.key.kernel.split()[5:] == ["2"] and "vinterleave(" in kernel.source
+    assert kernel.key.plan.phases == 2 and "vinterleave(" in kernel.source
     assert "vscatter(" not in kernel.source.split("def tile")[1]
 
 
 @pytest.mark.parametrize("name", [k for k in SHAPES if k not in ("1x1-unpadded", "no-padding-exact")])
-def test_staged_padding_per_image_and_group_agrees_with_brute_force(name, monkeypatch):
+def test_staged_padding_per_image_and_group_agrees_with_brute_force(name):
     """The forward kernel that pads each (image, group) into a per-thread buffer just before its
     tiles (forced on: the rule picks it for batches of groups, four for every thread)."""
-    monkeypatch.setattr(cpu_conv, "_stages", lambda desc, padded: True)
     desc, inputs = conv_case(*SHAPES[name])
-    kernel = blocked_kernel(desc, 8, 12, parallel=True)
-    assert kernel.key.kernel.startswith("blocked-staged") and "def pad(" in kernel.source
+    kernel = blocked_kernel(desc, 8, 12, parallel=True, staged=True)
+    assert kernel.plan.staged and kernel.key.kernel == "blocked-staged"
+    assert "def pad(" in kernel.source
     ref = brute_force(desc, *inputs)
     for _ in range(2):  # the buffers are reused
         y = np.full(desc.output_tensor.sizes, np.nan, F32)
@@ -252,14 +254,12 @@ FLAT = {
 @pytest.mark.parametrize("staged", [False, True], ids=["whole-input", "staged"])
 @pytest.mark.parametrize("lanes", [4, 8])
 @pytest.mark.parametrize("name", list(FLAT))
-def test_flattened_tiles_agree_with_brute_force(name, lanes, staged, monkeypatch):
+def test_flattened_tiles_agree_with_brute_force(name, lanes, staged):
     """Tiles over the padded plane flattened (forced wherever they apply): runs crossing rows,
     the padding columns computed and not stored (nor activated), the last run overlapping."""
-    monkeypatch.setattr(cpu_conv, "FLAT_GAIN", 100.0)
-    monkeypatch.setattr(cpu_conv, "_stages", lambda desc, padded: staged)
     desc, inputs = conv_case(*FLAT[name])
-    kernel = blocked_kernel(desc, lanes, 12, parallel=False)
-    assert kernel.plan.flat and kernel.key.kernel.endswith(" flat")
+    kernel = blocked_kernel(desc, lanes, 12, parallel=False, staged=staged, flat_gain=100.0)
+    assert kernel.plan.flat and kernel.key.plan.label.endswith(" flat")
     assert "vstore_rows(" in kernel.source
     y = np.full(desc.output_tensor.sizes, np.nan, F32)
     kernel(list(inputs), y)
@@ -279,16 +279,12 @@ def test_flattened_tiles_where_they_save_positions():
     assert not plan(12, lanes=16).flat and plan(12, lanes=16).lanes == 8
 
 
-def test_staged_padding_rule(monkeypatch):
+def test_staged_padding_rule():
     """Staged where every thread gets four (image, group) pairs and a group's padded planes fit
     in 1 MiB; the whole input padded first otherwise; never where nothing is padded."""
-    import numba
-
-    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 2)
-
     def plan(n, c, g, hw, pad=1):
         return cpu_conv.block_plan(conv_case((n, c, hw, hw), (c, c // g, 3, 3), (1, 1), (1, 1),
-                                             (pad, pad), (pad, pad), g)[0], lanes=16)
+                                             (pad, pad), (pad, pad), g)[0], Host(16, 2))
 
     assert plan(8, 256, 8, 28).staged            # 64 pairs, 115 KB a group
     assert plan(8, 64, 1, 56).staged             # 8 pairs, 861 KB a group
@@ -301,9 +297,10 @@ def test_transposed_phases_cover_every_tap_once():
     """Each tap reaches exactly one residue class per axis; a stride larger than the kernel
     leaves phases with no tap (those outputs are the bias alone)."""
     desc, _ = conv_case(*TRANSPOSED["2d-stride3-dil-outpad"])
-    for axis, k_n in zip(cpu_conv.transposed_phases(desc), desc.filter_tensor.sizes[2:]):
+    phases = geometry(desc).transposed_phases()
+    for axis, k_n in zip(phases, desc.filter_tensor.sizes[2:]):
         assert sorted(k for taps in axis for k, _ in taps) == list(range(k_n))
-    assert [] in cpu_conv.transposed_phases(desc)[0]
+    assert () in phases[0]
 
 
 def test_the_planner_covers_remainders_and_several_vectors():
@@ -320,7 +317,7 @@ def test_the_planner_covers_remainders_and_several_vectors():
     assert plans["1d"].rows == 1 and plans["1d"].vectors > 1
     assert cpu_conv.block_plan(conv_case(*SHAPES["1x1-unpadded"])[0], lanes=16).lanes == 16
     # one tap: 8 channels share a loaded vector (12 = 8 + a block of 4), never more than budget
-    pointwise = cpu_conv._pointwise_as_1d(conv_case(*SHAPES["1x1-unpadded"])[0])
+    pointwise = cpu_conv.pointwise_as_1d(conv_case(*SHAPES["1x1-unpadded"])[0])
     assert cpu_conv.block_plan(pointwise, lanes=8, budget=12).mb == 8
     assert cpu_conv.block_plan(pointwise, lanes=8, budget=4).mb == 4
     assert cpu_conv.block_plan(conv_case((1, 1, 3, 6), (4, 1, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1)[0],

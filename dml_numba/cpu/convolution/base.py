@@ -1,0 +1,44 @@
+"""What the convolution kernels share: the key's parallel choice from the work, the accumulator
+type, per-thread scratch buffers, and the call through the accumulator."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ...ops.convolution import geometry
+from .._emit import CpuKernel, make_key, run_in_accumulator
+
+
+def conv_key(desc, options):
+    """The key of a convolution's main kernel: serial or parallel from its multiply-adds
+    (outputs x input channels per group x taps), unless ``options`` says."""
+    geo = geometry(desc)
+    return make_key(desc, options, desc.output_tensor.element_count * geo.in_channels * geo.taps)
+
+
+class ConvolutionKernel(CpuKernel):
+    """A convolution kernel on the CPU: ``algorithm`` ("direct", "gemm" or "blocked"),
+    ``acc`` (the type it computes in), ``run(inputs, y)`` on inputs and output in that type."""
+
+    algorithm = ""
+    acc = np.dtype(np.float32)
+
+    def variant(self) -> str:
+        """The algorithm and, where the kernel has both, the variant the next call runs."""
+        return f"{self.algorithm}, {super().variant()}"
+
+    def buffer(self, shape) -> np.ndarray:
+        """A scratch array of ``shape`` in the accumulator type, one per calling thread, kept
+        between calls."""
+        local = self.__dict__.setdefault("_local", threading.local())
+        buf = getattr(local, "buf", None)
+        if buf is None or buf.shape != shape:
+            buf = local.buf = np.empty(shape, self.acc)
+        return buf
+
+    def __call__(self, inputs, out):
+        run_in_accumulator(self.acc, self.run, inputs, out)
+
+    def run(self, inputs, y):  # pragma: no cover - every kernel overrides it
+        raise NotImplementedError

@@ -1,0 +1,74 @@
+"""``algorithm="blocked"``: register-blocked SIMD tiles (float32 and float16).
+
+FORWARD (``forward.py``), a strided last axis stored by stride phase; BACKWARD per stride phase,
+both phases of a stride-2 row in one tile (``transposed.py``); one input channel per group plane
+by plane (``depthwise.py``). The input is zero-padded (``padding.py``: per image and group just
+before its tiles where the pairs are many and small, else the whole input first), the filter
+packed once per call, and for each tile of output channels x rows x vectors of pixels (or x
+vectors of the padded plane flattened, where rows would waste lanes) the accumulators are held in
+LLVM vector registers (``cpu/_simd.py``), every multiply-add a fused vector FMA (``tile.py``);
+all inside Numba's own thread pool. The plan (``plan.py``) is chosen for the host and goes into
+the kernel's key.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...._cache import KernelKey
+from ...._dims import prod
+from ...._errors import ValidationError
+from ..base import ConvolutionKernel, conv_key
+from . import depthwise, forward, transposed
+from .plan import BlockPlan, block_plan, needs_copy, pack_filter, pointwise_as_1d
+
+EMITTERS = {"blocked": forward.emit, "blocked-staged": forward.emit,
+            "blocked-transposed": transposed.emit, "blocked-depthwise": depthwise.emit}
+
+
+def emit(key) -> str:
+    """The source of the blocked kernel ``key`` (its kind and plan in the key)."""
+    return EMITTERS[key.kernel](key)
+
+
+class BlockedKernel(ConvolutionKernel):
+    """The blocked kernel of ``desc`` for this host (or for ``plan``, the tile to use)."""
+
+    algorithm = "blocked"
+
+    def __init__(self, desc, options, plan: BlockPlan | None = None):
+        self.desc = desc
+        self.kdesc = pointwise_as_1d(desc) or desc  # what the kernel is generated for
+        self.plan = plan or block_plan(self.kdesc)
+        if self.plan is None:
+            raise ValidationError(
+                "compile_operator.algorithm: 'blocked' is invalid; expected 'direct' or "
+                "'gemm' for this descriptor (the blocked kernel takes float32 or float16 "
+                "convolutions with at least 4 output pixels per row, per stride phase for "
+                "BACKWARD)")
+        p = self.plan
+        key = KernelKey("cpu", self.kdesc, p.kind(self.kdesc), conv_key(desc, options).parallel,
+                        plan=p)
+        n_args = 5 if desc.bias_tensor is not None else 4
+        slots = [(np.dtype(np.int64), 0)] if p.depthwise or p.staged else []
+        super().__init__(key, emit, [(self.acc, 1)] * n_args + slots, options)
+        # elements of the padded copy of the input (0: the kernel reads the input in place);
+        # per slot, the depthwise kernel pads one plane, the staged one a group's planes
+        sizes = self.kdesc.input_tensor.sizes
+        planes = (1 if p.depthwise else sizes[1] // desc.group_count if p.staged
+                  else prod(sizes[:2]))
+        self.copy_size = planes * prod(p.padded) if needs_copy(self.kdesc) else 0
+
+    def run(self, inputs, y):
+        x = np.ascontiguousarray(inputs[0]).reshape(-1)
+        wp = pack_filter(self.kdesc, inputs[1], self.plan)
+        bias = [inputs[2].reshape(-1)] if len(inputs) > 2 else []
+        if self.plan.depthwise or self.plan.staged:  # a padded plane / group per slot
+            import numba
+
+            slots = min(numba.get_num_threads(), self.kdesc.input_tensor.sizes[0]
+                        * self.kdesc.group_count)
+            xp = self.buffer((slots * self.copy_size,)) if self.copy_size else x
+            self.fn(x, wp, *bias, y.reshape(-1), xp, slots)
+            return
+        xp = self.buffer((self.copy_size,)) if self.copy_size else x
+        self.fn(x, wp, *bias, y.reshape(-1), xp)

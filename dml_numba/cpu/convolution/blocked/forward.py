@@ -1,0 +1,183 @@
+"""FORWARD convolution in register-blocked tiles (dense, grouped; 1-D to 3-D).
+
+``kernel(x, wp, [b,] y, xp)``, every argument a flat float32 array: phase 1 copies the input
+into ``xp`` with its zero padding (skipped when nothing is padded); phase 2 runs a (p)range over
+(n, group, channel block, outer spatial, row block). Each iteration walks the row in vectors;
+for one tile it keeps ``mb x rows x vectors`` accumulators in vector registers and, per input
+channel and tap, loads ``rows x vectors`` input vectors and broadcasts ``mb`` weights from
+``wp`` (the filter packed once per call as [g][channel block][c][tap][mb]): ``mb * rows *
+vectors`` fused multiply-adds per ``rows * vectors + mb`` loads. Taps are unrolled with constant
+offsets. The last row block and vector overlap the previous ones instead of running a remainder
+loop (the same values are stored twice). Bias is added in registers; a fused activation runs
+over the stored tile.
+
+Staged plans (``blocked-staged``): ``kernel(x, wp, [b,] y, xp, slots)`` instead; each of
+``slots`` (p)range iterations takes a share of the (n, group) pairs and, for each, pads the
+group's input planes into its own part of ``xp`` (``pad``) and runs every tile of the pair from
+there, so the padded copy stays in cache instead of going through memory.
+
+Flat plans (unit strides over the last two axes): a tile is a run of ``vectors`` consecutive
+vectors of the padded plane flattened (row by row, padding columns included) instead of rows x
+vectors; taps are constant offsets in the flat plane, the stores skip the padding columns
+(``vstore_rows``), the last run ends at the plane's last output, overlapping the one before.
+"""
+from __future__ import annotations
+
+import dataclasses
+from contextlib import ExitStack
+
+from ...._codegen import SourceWriter, affine, decompose
+from ...._dims import prod
+from ....ops.convolution import geometry
+from ..._emit import header, helper_header
+from .padding import emit_pad_phase
+from .plan import Layout, needs_copy
+from .tile import (
+    SIMD_IMPORT,
+    TileSpec,
+    Vec,
+    call_tiles,
+    emit_tile,
+    emit_tile_functions,
+    leading_tap_offsets,
+    row_block_terms,
+    slot_share,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Runs:
+    """How a plane is walked: ``row_tiles`` row blocks (flat: runs of the flattened padded
+    plane, ``flat_size`` positions up to its last output) and ``column_tiles`` runs of
+    ``lanes * vectors`` pixels along a row."""
+
+    row_tiles: int
+    column_tiles: int
+    flat_size: int
+
+    @classmethod
+    def of(cls, lay: Layout, flat: bool) -> "Runs":
+        out, step = lay.out, lay.lanes * lay.vectors
+        flat_size = (out[-2] - 1) * lay.padded[-1] + out[-1] if flat else 0
+        rows = (-(-flat_size // step) if flat else -(-out[-2] // lay.rows) if lay.rank >= 2
+                else 1)
+        return cls(rows, -(-out[-1] // step), flat_size)
+
+
+def emit(key) -> str:
+    """The forward blocked kernel of ``key`` (its plan: whole input or staged, rows or flat)."""
+    d, plan, lay = key.desc, key.plan, Layout.of(key)
+    split = d.strides[-1]  # > 1: rows stored by stride phase, a window's taps read consecutively
+    w = SourceWriter()
+    loop = header(w, key, imports=(SIMD_IMPORT + (", vload_stride, vstore_raw" if split > 1
+                                                  else "")
+                                   + (", vstore_rows" if plan.flat else ""),))
+    runs = Runs.of(lay, plan.flat)
+    outer = [f"o{i}" for i in range(lay.rank - 2)]
+    coords = ["n", "g", "mbi"] + outer + ["rt"] + (["xs"] if plan.staged else [])
+    if plan.staged:
+        _emit_staged_kernel(w, loop, d, lay, coords, outer, runs)
+    else:
+        _emit_whole_input_kernel(w, loop, d, lay, coords, runs)
+    emit_tile_functions(w, lambda mb, names: _tile(w, names, d, lay, plan, mb, runs, outer),
+                        lay, coords, d.bias_tensor is not None)
+    return w.text()
+
+
+def _args(d) -> str:
+    return f"wp, {'b, ' if d.bias_tensor is not None else ''}y"
+
+
+def _emit_whole_input_kernel(w, loop, d, lay: Layout, coords, runs: Runs) -> None:
+    """The input padded whole first (phase 1), then the tiles in one (p)range (phase 2)."""
+    with w.block(f"def kernel(x, {_args(d)}, xp):"):
+        if needs_copy(d):
+            emit_pad_phase(w, loop, lay.batch * lay.cin, lay.size_in, lay.front, lay.padded,
+                           d.strides[-1], geometry(d).padded_sizes()[-1], lanes=lay.lanes)
+        else:
+            w("xp = x  # nothing to pad")
+        w("# phase 2: register-blocked tiles")
+        count = lay.batch * lay.groups * lay.blocks * prod(lay.out[:-2]) * runs.row_tiles
+        with w.block(f"for f in {loop}({count}):"):
+            decompose(w, "f", coords, [lay.batch, lay.groups, lay.blocks] + list(lay.out[:-2])
+                      + [runs.row_tiles])
+            call_tiles(w, lay, coords, d.bias_tensor is not None)
+
+
+def _emit_staged_kernel(w, loop, d, lay: Layout, coords, outer, runs: Runs) -> None:
+    """Slots sharing the (image, group) pairs; each pads a pair's planes (``pad``, a function
+    of its own: a short parallel loop body compiles faster), then runs the pair's tiles."""
+    cg = lay.cin // lay.groups
+    items = lay.batch * lay.groups
+    with w.block(f"def kernel(x, {_args(d)}, xp, slots):"):
+        w(f"# each slot takes a share of the {items} (image, group) pairs, pads the group's "
+          f"{cg} input planes into xp[slot * {cg * lay.plane_in}:] and runs every tile of the "
+          "group")
+        with slot_share(w, loop, items):
+            decompose(w, "f", ["n", "g"], [lay.batch, lay.groups])
+            w(f"xs = s * {cg * lay.plane_in}")
+            w("pad(x, xp, n, g, xs)")
+            tiles = [lay.blocks] + list(lay.out[:-2]) + [runs.row_tiles]
+            with w.block(f"for t in range({prod(tiles)}):"):
+                decompose(w, "t", ["mbi"] + outer + ["rt"], tiles)
+                call_tiles(w, lay, coords, d.bias_tensor is not None)
+    helper_header(w)
+    with w.block("def pad(x, xp, n, g, xs):"):
+        with w.block(f"for c in range({cg}):"):
+            emit_pad_phase(w, "range", 1, lay.size_in, lay.front, lay.padded, d.strides[-1],
+                           geometry(d).padded_sizes()[-1], plane=f"n * {lay.cin} + g * {cg} + c",
+                           base=f"xs + c * {lay.plane_in}", lanes=lay.lanes)
+
+
+def _tile(w, names, d, lay: Layout, plan, mb: int, runs: Runs, outer) -> None:
+    """A tile function's body: its rows' offsets, the runs along the row, the tile."""
+    span, flat = lay.lanes * lay.vectors, plan.flat
+    names.let("m0", f"g * {lay.mg} + mbi * {lay.mb}")
+    two_d = lay.rank >= 2
+    terms_x, terms_y = row_block_terms(d, outer + (["r0"] if two_d and not flat else []),
+                                       lay.pstride, lay.ostride)
+    if flat:  # one run of lanes * vectors positions of the flattened padded plane, from j;
+        # the last run ends where the plane's last output does, overlapping the one before
+        names.let("xr0", affine(terms_x))
+        names.let("yr0", affine(terms_y))
+        names.let("j", f"min(rt * {span}, {runs.flat_size - span})")
+    else:
+        if two_d:
+            names.let("r0", f"min(rt * {lay.rows}, {lay.out[-2] - lay.rows})")
+        for r in range(lay.rows):
+            names.let(f"xr{r}", affine(terms_x, r * d.strides[-2] * lay.pstride[-2] if two_d
+                                       else 0))
+            names.let(f"yr{r}", affine(terms_y, r * lay.ostride[-2] if two_d else 0))
+    with ExitStack() as run_loop:
+        if not flat:
+            run_loop.enter_context(names.loop("jt", f"range({runs.column_tiles})"))
+            names.let("j", f"min(jt * {span}, {lay.out[-1] - span})")
+        emit_tile(w, names, d, _spec(w, names, d, lay, plan, mb))
+
+
+def _spec(w, names, d, lay: Layout, plan, mb: int) -> TileSpec:
+    """The forward tile: the last axis's taps at constant offsets (by stride phase where the
+    rows are split), the stores (skipping the padding columns of a flat run)."""
+    split, dil, flat = d.strides[-1], d.dilations[-1], plan.flat
+    vec, P = Vec(lay.lanes), lay.padded
+    last = [(t, (t * dil) % split * (P[-1] // split) + t * dil // split)
+            for t in range(lay.kernel[-1])]
+
+    def store(m, r, values):
+        y0 = f"(n * {lay.cout} + {names['m0']} + {m}) * {lay.plane_out} + {names[f'yr{r}']}"
+        for v, value in enumerate(values):
+            if flat:  # the padding columns the run covers are not written
+                w(f"vstore_rows(y, {y0}, j + {v * lay.lanes}, {value}, {lay.out[-1]}, {P[-1]})")
+            else:
+                w(vec.store("y", f"{y0} + {names['j']} + {v * lay.lanes}", value))
+
+    y0 = f"(n * {lay.cout} + m0 + m) * {lay.plane_out} + yr0"
+    row_step = lay.ostride[-2] if lay.rank >= 2 else 0
+    return TileSpec(
+        lay, mb, lay.rows, [[(t, off + v * lay.lanes) for t, off in last]
+                            for v in range(lay.vectors)],
+        lambda stack, names: leading_tap_offsets(w, names, lay, d, stack),
+        lambda r: f"xr{r}", store,
+        f"{y0} + (j + q) // {P[-1]} * {lay.out[-1]} + (j + q) % {P[-1]}" if flat
+        else f"{y0} + r * {row_step} + j + q", lay.lanes * lay.vectors,
+        staged=plan.staged, keep=f"(j + q) % {P[-1]} < {lay.out[-1]}" if flat else None)

@@ -1,0 +1,283 @@
+"""The blocked kernels' plan (the tile the planner chooses for a host) and the layout their
+emitters read off a key. Measured reasons for the planner's numbers are in
+``benchmarks/RESULTS.md`` ("Convolution: the blocked kernels' tile choices")."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ...._dims import prod
+from ...._dtypes import DataType
+from ....ops.convolution import ConvolutionDirection, ConvolutionMode, geometry
+from ....tensor import TensorDesc
+from ..._emit import Host
+
+#: most multiply-adds unrolled in one depthwise tile (taps x rows x vectors): a bound on the
+#: generated code, and on compile time
+DEPTHWISE_UNROLL = 256
+
+#: the flattened tiles are taken where they compute at most this fraction of the positions
+#: whole-row tiles do (:func:`flat_vectors`)
+FLAT_GAIN = 0.97
+
+#: a group's padded planes staged per thread must fit this (a second-level cache)
+STAGE_BYTES = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockPlan:
+    """The tile of a blocked kernel: ``mb`` output channels x ``rows`` output rows (the
+    second-to-last spatial axis) x ``vectors`` vectors of ``lanes`` pixels along the last axis,
+    all held in ``mb * rows * vectors`` vector accumulators."""
+
+    lanes: int
+    mb: int
+    rows: int
+    vectors: int
+    padded: tuple  # the spatial sizes of the zero-padded input the tiles read
+    depthwise: bool = False  # one channel at a time, plane by plane (blocked/depthwise.py)
+    staged: bool = False  # FORWARD: each (image, group) padded into a per-thread buffer first
+    phases: int = 1  # BACKWARD: last-axis stride phases in one tile (2: stored interleaved)
+    flat: bool = False  # FORWARD: tiles of ``vectors`` walk the padded plane flattened
+
+    @property
+    def accumulators(self) -> int:
+        return self.mb * self.rows * self.vectors * self.phases
+
+    def kind(self, desc) -> str:
+        """The kernel this plan is for: its emitter's name in the key."""
+        if self.depthwise:
+            return "blocked-depthwise"
+        if self.staged:
+            return "blocked-staged"
+        return ("blocked" if desc.direction == ConvolutionDirection.FORWARD
+                else "blocked-transposed")
+
+    @property
+    def label(self) -> str:
+        """The tile in the generated module's title: lanes, channels, rows, vectors[, phases]
+        [, flat]."""
+        return (f"{self.lanes} {self.mb} {self.rows} {self.vectors}"
+                + (f" {self.phases}" if self.phases > 1 else "") + (" flat" if self.flat else ""))
+
+
+def budget_for(host: Host, taps: int, spatial: int) -> int:
+    """Accumulator registers a tile may take: 12 leaves four of AVX2's 16 vector registers for
+    the input vectors and the broadcast weight; with AVX-512's 32, 16 for 2-D and more and 24
+    for one tap (pointwise)."""
+    if host.lanes < 16:
+        return 12
+    return 24 if taps == 1 else 16 if spatial >= 2 else 12
+
+
+def block_plan(desc, host: Host | None = None, *, lanes: int | None = None,
+               budget: int | None = None, channels: int | None = None,
+               staged: bool | None = None, flat_gain: float = FLAT_GAIN) -> BlockPlan | None:
+    """The tile for ``desc`` on ``host`` (this machine by default), or None where the blocked
+    kernel does not apply: float64, or fewer than 4 output pixels per row (per stride phase for
+    BACKWARD).
+
+    ``lanes`` defaults to the host's widest float32 vector, reduced to fit the row; ``budget``
+    (accumulator registers) to :func:`budget_for`; ``channels`` output channels (4; 8 for one
+    tap) share each loaded input vector. ``staged`` forces the per-thread padding on or off
+    where it applies (FORWARD with something to pad; default: :func:`stages`), ``flat_gain``
+    is the flattened tiles' threshold."""
+    host = host or Host.current()
+    d, geo = desc, geometry(desc)
+    if d.input_tensor.data_type not in (DataType.FLOAT32, DataType.FLOAT16):
+        return None
+    out = d.output_tensor.sizes[2:]
+    # BACKWARD runs per stride phase: output o = q * stride + r, the fewest q's a phase has
+    width = out[-1] if geo.forward else out[-1] // d.strides[-1]
+    height = (out[-2] if geo.forward else out[-2] // d.strides[-2]) if len(out) >= 2 else 1
+    lanes = lanes or host.lanes
+    while lanes > 4 and lanes > width:
+        lanes //= 2
+    if width < lanes or height < 1:
+        return None
+    budget = budget or budget_for(host, geo.taps, len(out))
+    channels = channels or (8 if geo.taps == 1 else 4)
+    padded = padded_geometry(d)[1]
+    if geo.depthwise and geo.out_channels < channels and geo.taps <= DEPTHWISE_UNROLL:
+        return _depthwise_plan(geo, lanes, budget, height, width, padded)
+    mb = min(geo.out_channels, channels, budget)
+    # BACKWARD at stride 2 with as many outputs in both phases: a tile holds both and stores
+    # them interleaved (whole vectors instead of a scatter per vector)
+    phases = 2 if not geo.forward and d.strides[-1] == 2 and out[-1] % 2 == 0 else 1
+    room = max(1, budget // (mb * phases))
+    rows = tile_rows(height, room) if len(out) >= 2 else 1
+    vectors = 1 if phases > 1 else max(1, min(room // rows, width // lanes))
+    staged = geo.forward and needs_copy(d) and (stages(d, padded, host) if staged is None
+                                                else staged)
+    flat = flat_vectors(d, padded, lanes, room, rows, vectors, flat_gain) if geo.forward else 0
+    if flat:
+        return BlockPlan(lanes, mb, 1, flat, padded, staged=bool(staged), flat=True)
+    return BlockPlan(lanes, mb, rows, vectors, padded, phases=phases, staged=bool(staged))
+
+
+def _depthwise_plan(geo, lanes, budget, height, width, padded) -> BlockPlan:
+    """One input channel per group: rows share the input vectors they load (channels share
+    them in the dense tile), within the unroll bound."""
+    two_d = len(geo.desc.output_tensor.sizes) >= 4
+    rows = min(4, height, budget) if two_d else 1
+    vectors = max(1, min(budget // (3 * rows) if two_d else 4, width // lanes))
+    while rows > 1 and geo.taps * rows * vectors > DEPTHWISE_UNROLL:
+        rows -= 1
+    vectors = max(1, min(vectors, DEPTHWISE_UNROLL // (geo.taps * rows)))
+    return BlockPlan(lanes, 1, rows, vectors, padded, depthwise=True)
+
+
+def flat_vectors(desc, padded, lanes, room, rows, vectors, gain: float = FLAT_GAIN) -> int:
+    """Vectors a tile takes when it walks the padded plane flattened (0: keep rows): for unit
+    strides over the last two axes (a padded row is never shorter than a vector: the planner's
+    lanes fit the output row, which the padded row holds, so a vector's lanes fall in at most
+    two rows, as ``vstore_rows`` needs), where runs of ``room`` vectors compute at most ``gain``
+    of the positions tiles of whole rows do. A run covers the padding columns of the rows it
+    crosses, but no row block or row is rounded up to the tile (56-pixel rows in 16-lane
+    vectors compute 64 a row; flattened over rows of 58, 51 runs of 64 compute 3,264 positions
+    for 3,136 outputs against 3,584)."""
+    out = desc.output_tensor.sizes[2:]
+    if len(out) < 2 or desc.strides[-1] != 1 or desc.strides[-2] != 1:
+        return 0
+    size = (out[-2] - 1) * padded[-1] + out[-1]
+    by_rows = -(-out[-2] // rows) * rows * -(-out[-1] // (lanes * vectors)) * lanes * vectors
+    run = lanes * room  # every accumulator: smaller runs lose more than the lanes they save
+    flat = -(-size // run) * run
+    return room if run <= size and flat <= gain * by_rows else 0
+
+
+def stages(desc, padded, host: Host) -> bool:
+    """Whether the forward kernel pads each (image, group) into a per-thread buffer just before
+    its tiles instead of padding the whole input first: where every thread gets four pairs and
+    a group's padded planes fit :data:`STAGE_BYTES` (the whole-input pass writes and re-reads a
+    padded copy of the input through memory)."""
+    cg = geometry(desc).in_channels
+    return (desc.input_tensor.sizes[0] * desc.group_count >= 4 * host.threads
+            and cg * prod(padded) * 4 <= STAGE_BYTES)
+
+
+def tile_rows(height: int, room: int) -> int:
+    """Rows of a tile, from half ``room`` to ``room`` (at most ``height``): the fewest rows
+    computed twice by the overlapping last row block, ties (within 3% a row) to the taller tile,
+    which loads fewer input vectors per multiply-add. 56 rows -> 4, 28 -> 4, 14 -> 2 of 4."""
+    top = min(room, height)
+    low = min(max(1, (room + 1) // 2), top)
+    return min(range(low, top + 1),
+               key=lambda r: -(-height // r) * r / height + 0.03 * (top - r))
+
+
+def padded_geometry(desc) -> tuple:
+    """``(front, sizes)`` of the zero-padded input the blocked kernels read: input element ``a``
+    sits at ``a + front``. FORWARD: ``front`` is the start padding and the sizes reach the last
+    tap of the last output (the last rounded up to a multiple of its stride, for the rows stored
+    by stride phase); BACKWARD: enough in front for the most negative phase offset and
+    behind for the last q plus the largest."""
+    d, geo = desc, geometry(desc)
+    if geo.forward:  # a strided last axis is stored by phases
+        sizes = geo.padded_sizes()
+        s = d.strides[-1]
+        return tuple(d.start_padding), sizes[:-1] + (s * -(-sizes[-1] // s),)
+    front, sizes = [], []
+    for n, o, s, axis in zip(d.input_tensor.sizes[2:], d.output_tensor.sizes[2:], d.strides,
+                             geo.transposed_phases()):
+        es = [e for taps in axis for _, e in taps]
+        f = max(0, -min(es)) if es else 0
+        front.append(f)
+        sizes.append(f + max(n, -(-o // s) + (max(es) if es else 0)))
+    return tuple(front), tuple(sizes)
+
+
+def needs_copy(desc) -> bool:
+    """Whether the blocked kernel copies the input (padding, or a strided last axis) or reads
+    it in place."""
+    front, sizes = padded_geometry(desc)
+    split = desc.strides[-1] if desc.direction == ConvolutionDirection.FORWARD else 1
+    return any(front) or tuple(desc.input_tensor.sizes[2:]) != tuple(sizes) or split != 1
+
+
+def pointwise_as_1d(desc):
+    """A FORWARD 1x1 convolution with unit strides and no padding is the same computation over
+    the flattened spatial axes: the equivalent 1-D descriptor (one long row, so the tile takes
+    several vectors and no row is cut into a remainder), or None."""
+    d = desc
+    if (d.direction != ConvolutionDirection.FORWARD or d.input_tensor.rank <= 3
+            or any(k != 1 for k in d.filter_tensor.sizes[2:]) or any(s != 1 for s in d.strides)
+            or any(d.start_padding) or any(d.end_padding)):
+        return None
+
+    def flat(t):
+        return TensorDesc(t.data_type, tuple(t.sizes[:2]) + (prod(t.sizes[2:]),))
+
+    return dataclasses.replace(
+        d, input_tensor=flat(d.input_tensor), filter_tensor=flat(d.filter_tensor),
+        bias_tensor=flat(d.bias_tensor) if d.bias_tensor is not None else None,
+        output_tensor=flat(d.output_tensor), strides=(1,), dilations=(1,), start_padding=(0,),
+        end_padding=(0,), output_padding=(0,))
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """What the blocked emitters read off a key: the tile, the sizes, the channel blocks
+    (``blocks`` of ``plan.mb`` channels, ``tail`` in the last), the padded input's ``front`` and
+    ``padded`` sizes with their strides, the output's strides, and the plane sizes.
+    (CONVOLUTION mode needs nothing here: the host packs the filter flipped.)"""
+
+    lanes: int
+    mb: int  # output channels a full tile takes
+    rows: int
+    vectors: int
+    batch: int
+    cin: int
+    cout: int
+    size_in: tuple
+    out: tuple
+    kernel: tuple
+    rank: int  # spatial axes
+    groups: int
+    mg: int  # output channels per group
+    blocks: int  # channel blocks per group
+    tail: int  # channels of the last block
+    front: tuple
+    padded: tuple
+    pstride: tuple  # element strides of the padded planes' axes
+    ostride: tuple  # element strides of the output planes' axes
+    plane_in: int  # elements of one padded input plane
+    plane_out: int  # elements of one output plane
+
+    @classmethod
+    def of(cls, key) -> "Layout":
+        d, p = key.desc, key.plan
+        out = tuple(d.output_tensor.sizes[2:])
+        nd = len(out)
+        mg = d.output_tensor.sizes[1] // d.group_count
+        blocks = -(-mg // p.mb)
+        front, padded = padded_geometry(d)
+        return cls(p.lanes, p.mb, p.rows, p.vectors, d.input_tensor.sizes[0],
+                   d.input_tensor.sizes[1], d.output_tensor.sizes[1],
+                   tuple(d.input_tensor.sizes[2:]), out, tuple(d.filter_tensor.sizes[2:]), nd,
+                   d.group_count, mg, blocks, mg - (blocks - 1) * p.mb, tuple(front),
+                   tuple(padded), tuple(prod(padded[i + 1:]) for i in range(nd)),
+                   tuple(prod(out[i + 1:]) for i in range(nd)), prod(padded), prod(out))
+
+
+def pack_filter(desc, w, plan: BlockPlan) -> np.ndarray:
+    """The filter as the blocked kernel reads it: [g][channel block][c][tap][mb], float32,
+    flipped for CONVOLUTION mode, zeros past the last block's channels."""
+    d = desc
+    g = d.group_count
+    if d.mode == ConvolutionMode.CONVOLUTION:
+        w = w[(Ellipsis,) + (slice(None, None, -1),) * (w.ndim - 2)]
+    if d.direction == ConvolutionDirection.FORWARD:  # (M, C/g, k...)
+        cout, cg = w.shape[0], w.shape[1]
+        wg = w.reshape(g, cout // g, cg, -1)
+    else:  # (C, M/g, k...): output channel m = g * M/g + col
+        cg, mg_ = w.shape[0] // g, w.shape[1]
+        cout = mg_ * g
+        wg = w.reshape(g, cg, mg_, -1).transpose(0, 2, 1, 3)
+    mg, mb = cout // g, plan.mb
+    nmb = -(-mg // mb)
+    if nmb * mb != mg:
+        wg = np.concatenate([wg, np.zeros((g, nmb * mb - mg) + wg.shape[2:], wg.dtype)], axis=1)
+    return np.ascontiguousarray(
+        wg.reshape(g, nmb, mb, cg, -1).transpose(0, 1, 3, 4, 2), dtype=np.float32).reshape(-1)

@@ -1,0 +1,223 @@
+"""The register tile every blocked kernel is made of, and the writers it is written with.
+
+Contracts between emitters are Python, not names agreed in the generated text:
+
+* :class:`Names` holds the variables the generated code has bound; an emitter asks it for a
+  name (``names["m0"]``) and gets a :class:`KeyError` while the source is being generated if
+  nothing bound it, instead of a Numba typing error later;
+* :class:`Vec` writes the SIMD helper calls of :mod:`dml_numba.cpu._simd` for one lane count;
+* :class:`TileSpec` is what a tile needs from its kernel: the taps' opener returns the names it
+  bound (input and weight offsets), the columns are data, the store is a callable.
+"""
+from __future__ import annotations
+
+import dataclasses
+from contextlib import ExitStack, contextmanager
+from typing import Callable
+
+from ...._codegen import affine, flat_index
+from ...._dims import prod
+from ..._emit import helper_header
+from .plan import Layout
+
+#: what the forward blocked kernels' modules import (the strided reads added where rows are split)
+SIMD_IMPORT = "from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, vstore, vzero"
+
+
+class Names:
+    """The variables bound so far in the generated function being written."""
+
+    def __init__(self, w, *bound: str):
+        self.w = w
+        self._bound = set(bound)
+
+    def let(self, name: str, expr: str) -> str:
+        """Write ``name = expr``; ``name`` is bound from here on."""
+        self.w(f"{name} = {expr}")
+        self._bound.add(name)
+        return name
+
+    def bind(self, *names: str) -> None:
+        """Names bound by the generated code itself (parameters, loop variables)."""
+        self._bound.update(names)
+
+    def __getitem__(self, name: str) -> str:
+        if name not in self._bound:
+            raise KeyError(f"generated code would read {name!r} before binding it")
+        return name
+
+    @contextmanager
+    def loop(self, name: str, over: str):
+        """``for name in over:``, ``name`` bound inside."""
+        with self.w.block(f"for {name} in {over}:"):
+            self._bound.add(name)
+            yield name
+
+
+@dataclasses.dataclass(frozen=True)
+class Vec:
+    """The SIMD helper calls for vectors of ``lanes`` float32 lanes."""
+
+    lanes: int
+
+    def zero(self) -> str:
+        return f"vzero({self.lanes})"
+
+    def load(self, array: str, offset) -> str:
+        return f"vload({array}, {offset}, {self.lanes})"
+
+    def splat(self, value: str) -> str:
+        return f"vsplat({value}, {self.lanes})"
+
+    @staticmethod
+    def fma(a: str, b: str, c: str) -> str:
+        return f"vfma({a}, {b}, {c})"
+
+    @staticmethod
+    def add(a: str, b: str) -> str:
+        return f"vadd({a}, {b})"
+
+    @staticmethod
+    def store(array: str, offset, value: str) -> str:
+        return f"vstore({array}, {offset}, {value})"
+
+
+@dataclasses.dataclass(frozen=True)
+class TileSpec:
+    """One register tile of a blocked kernel: ``mb x rows x len(columns)`` accumulators.
+
+    ``columns[v]`` lists the ``(tap, offset)`` pairs of the last axis that accumulator column
+    ``v`` takes (unrolled); ``open_taps(stack, names)`` opens the leading axes' tap loops and
+    returns the names it bound for the input and weight offsets; ``x_row(r)`` is tile row
+    ``r``'s offset in the padded input; ``store(m, r, values)`` writes one channel's row (one
+    value per column); the fused activation then runs over ``y[at]`` for ``m``, ``r``, ``q`` in
+    ``mb x rows x span``, where ``keep`` holds. ``staged``: the group's padded planes lie one
+    after another from ``xp[xs]`` on."""
+
+    lay: Layout
+    mb: int
+    rows: int
+    columns: list
+    open_taps: Callable
+    x_row: Callable
+    store: Callable
+    at: str
+    span: int
+    staged: bool = False
+    keep: str | None = None
+
+
+def emit_tile(w, names: Names, d, spec: TileSpec) -> None:
+    """The tile: accumulators zeroed, the loop over the group's input channels, the taps,
+    then bias, the stores and the fused activation. Needs ``n``, ``g``, ``mbi`` and ``m0``
+    bound (``xs`` too when staged)."""
+    lay, vec = spec.lay, Vec(spec.lay.lanes)
+    cg = lay.cin // lay.groups
+    J = len(spec.columns)
+    accs = [[[f"a{m}_{r}_{v}" for v in range(J)] for r in range(spec.rows)] for m in range(spec.mb)]
+    for row in accs:
+        for col in row:
+            for acc in col:
+                names.let(acc, vec.zero())
+    taps = list(dict.fromkeys(t for col in spec.columns for t, _ in col))
+    with names.loop("c", f"range({cg})"):
+        names.let("xc", f"{names['xs']} + c * {lay.plane_in}" if spec.staged
+                  else f"({names['n']} * {lay.cin} + {names['g']} * {cg} + c) * {lay.plane_in}")
+        names.let("wc", f"(({names['g']} * {lay.blocks} + {names['mbi']}) * {cg} + c) * "
+                        f"{prod(lay.kernel) * lay.mb}")
+        with ExitStack() as stack:
+            xo, wo = spec.open_taps(stack, names)
+            for t in taps:
+                _emit_tap(names, vec, spec, accs, t, xo, wo)
+    for m in range(spec.mb):
+        if d.bias_tensor is not None:
+            names.let("bs", vec.splat(f"b[{names['m0']} + {m}]"))
+        for r in range(spec.rows):
+            spec.store(m, r, [vec.add(a, "bs") if d.bias_tensor is not None else a
+                              for a in accs[m][r]])
+    emit_activation_pass(w, d, [("m", spec.mb), ("r", spec.rows), ("q", spec.span)], spec.at,
+                         spec.keep)
+
+
+def _emit_tap(names, vec, spec, accs, t, xo, wo) -> None:
+    """One tap: the input vectors it reads (one per row and column taking it), then one weight
+    broadcast per channel multiplied into each of them."""
+    cols = [(v, off) for v, col in enumerate(spec.columns) for tt, off in col if tt == t]
+    for r in range(spec.rows):
+        for v, off in cols:
+            names.let(f"x{r}_{v}", vec.load("xp", affine([(xo, 1), (spec.x_row(r), 1)], off)))
+    for m in range(spec.mb):
+        names.let("ws", vec.splat(f"wp[{wo} + {t * spec.lay.mb + m}]"))
+        for r in range(spec.rows):
+            for v, _ in cols:
+                names.let(accs[m][r][v], vec.fma("ws", f"x{r}_{v}", accs[m][r][v]))
+
+
+def emit_activation_pass(w, d, loops, at, keep=None) -> None:
+    """The fused activation over a stored tile, in place: ``y[at]`` for the loop variables
+    ``loops`` (``(name, count)`` pairs), where ``keep`` holds (every element without it)."""
+    if d.fused_activation is None:
+        return
+    with ExitStack() as stack:
+        for name, count in loops:
+            stack.enter_context(w.block(f"for {name} in range({count}):"))
+        if keep:
+            stack.enter_context(w.block(f"if {keep}:"))
+        w(f"v = y[{at}]")
+        w(f"v = {d.fused_activation.expression('v')}")
+        w(f"y[{at}] = v")
+
+
+@contextmanager
+def slot_share(w, loop, items):
+    """``for s in (p)range(slots)``, then the share of ``items`` that slot ``s`` takes (``f``
+    from ``s * items // slots`` on): the kernels whose iterations each own a part of ``xp``."""
+    with w.block(f"for s in {loop}(slots):"), \
+            w.block(f"for f in range(s * {items} // slots, (s + 1) * {items} // slots):"):
+        yield
+
+
+def row_block_terms(d, coords, pstride, ostride) -> tuple:
+    """``(terms_x, terms_y)``: the :func:`affine` terms of FORWARD output coordinates
+    ``coords`` (the leading spatial axes, in order; the first row of a tile as ``r0``) in the
+    padded input and in the output plane."""
+    return ([(o_, d.strides[i] * pstride[i]) for i, o_ in enumerate(coords)],
+            [(o_, ostride[i]) for i, o_ in enumerate(coords)])
+
+
+def call_tiles(w, lay: Layout, coords, has_bias) -> None:
+    """The (p)range body's call of the tile function (the remainder block's where it has one).
+    The tiles are functions of their own: Numba's parallel passes then see a short loop body,
+    which keeps compile times down."""
+    args = f"xp, wp, {'b, ' if has_bias else ''}y, {', '.join(coords)}"
+    if lay.tail == lay.mb:
+        w(f"tile{lay.mb}({args})")
+        return
+    with w.block(f"if mbi < {lay.blocks - 1}:"):
+        w(f"tile{lay.mb}({args})")
+    with w.block("else:"):
+        w(f"tile{lay.tail}({args})")
+
+
+def emit_tile_functions(w, tile, lay: Layout, coords, has_bias) -> None:
+    """``tile{mb}(...)`` for the full channel block and the remainder, after the kernel;
+    ``tile(mb, names)`` writes the body."""
+    params = ["xp", "wp"] + (["b"] if has_bias else []) + ["y"] + list(coords)
+    for mb in sorted({lay.mb, lay.tail}, reverse=True):
+        helper_header(w)
+        with w.block(f"def tile{mb}({', '.join(params)}):"):
+            tile(mb, Names(w, *params))
+
+
+def leading_tap_offsets(w, names: Names, lay: Layout, d, stack) -> tuple:
+    """The FORWARD taps of the leading axes as loops (the last axis's are unrolled by the
+    tile): binds and returns the input offset ``xo`` (from the channel's ``xc`` and the run's
+    ``j``) and the weight offset ``wo`` (from ``wc``)."""
+    ko = [f"k{i}" for i in range(lay.rank - 1)]
+    for i, k in enumerate(ko):
+        stack.enter_context(names.loop(k, f"range({lay.kernel[i]})"))
+    xo = names.let("xo", affine([(names["xc"], 1), (names["j"], 1)] + [
+        (k, d.dilations[i] * lay.pstride[i]) for i, k in enumerate(ko)]))
+    wo = names.let("wo", f"wc + ({flat_index(ko, list(lay.kernel[:-1]))}) * "
+                         f"{lay.kernel[-1] * lay.mb}" if ko else "wc")
+    return xo, wo

@@ -1,0 +1,168 @@
+"""Golden generated sources: every kernel the test catalogue and the blocked kernels' cases make
+(a SHA-256 a kernel, ``catalogue.sha256``) and a handful of representative kernels at realistic
+sizes in full (``*.py`` here), generated for one fixed host (16-lane vectors, two threads) so that
+they are the same on every machine. A refactor of an emitter proves it changed nothing by
+leaving these unchanged (``tests/test_golden.py``); a deliberate change regenerates them:
+
+    python3 -m tests.golden --write
+
+and the diff of the ``*.py`` files shows what the change does to generated code.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+HERE = Path(__file__).parent
+HOST = (16, 2)  # lanes of the widest float32 vector, threads
+
+
+@contextmanager
+def emit_only():
+    """Build kernels without compiling them (their ``source`` only), planned for :data:`HOST`."""
+    from dml_numba.cpu import _emit as cpu_emit
+    from dml_numba.cpu.convolution import gemm
+
+    saved = cpu_emit.build_variants, gemm.build_variants
+    cpu_emit.build_variants = gemm.build_variants = lambda *args, **kw: None
+    try:
+        with cpu_emit.planned_for(cpu_emit.Host(*HOST)):
+            yield
+    finally:
+        cpu_emit.build_variants, gemm.build_variants = saved
+
+
+def _cpu_catalogue(out: dict) -> None:
+    import dml_numba as dml
+    from dml_numba.cpu import _emit as cpu_emit
+    from dml_numba.cpu import convolution as cc
+    from dml_numba.cpu import lp_pooling as lp
+    from tests.cases import catalogue
+
+    for name, (desc, _) in catalogue().items():
+        canon = dml._api.packed(desc.canonical())
+        for par in (False, True):
+            if name.startswith("conv"):
+                for algo in (None, "direct", "gemm", "blocked"):
+                    try:
+                        k = cc.make_kernel(canon, {"algorithm": algo, "parallel": par})
+                    except dml.ValidationError:
+                        continue
+                    out[f"cpu/{name}/{algo}/{par}"] = k.source
+            elif name.startswith("pool"):
+                out[f"cpu/{name}/{par}"] = lp.LpPoolingKernel(canon, {"parallel": par}).source
+            else:
+                out[f"cpu/{name}/{par}"] = cpu_emit.GatherKernel(canon, {"parallel": par}).source
+
+
+def _blocked_cases(out: dict) -> None:
+    from tests.ops import test_convolution_blocked as tb
+
+    for table in ("SHAPES", "TRANSPOSED", "DEPTHWISE"):
+        for name, args in getattr(tb, table).items():
+            desc, _ = tb.conv_case(*args)
+            for lanes, budget in [(4, 4), (8, 12), (16, 24)]:
+                out[f"blocked/{table}/{name}/{lanes}x{budget}"] = tb.blocked_kernel(
+                    desc, lanes, budget, False).source
+    for name in tb.SHAPES:
+        desc, _ = tb.conv_case(*tb.SHAPES[name])
+        out[f"blocked/staged/{name}"] = tb.blocked_kernel(desc, 8, 12, True, staged=True).source
+    for name, args in tb.FLAT.items():
+        desc, _ = tb.conv_case(*args)
+        for lanes in (4, 8):
+            for staged in (False, True):
+                out[f"blocked/flat/{name}/{lanes}/{staged}"] = tb.blocked_kernel(
+                    desc, lanes, 12, False, staged=staged, flat_gain=100.0).source
+
+
+def _cuda_catalogue(out: dict) -> None:
+    import dml_numba as dml
+    import dml_numba.cuda as dc
+    from tests.cases import catalogue
+
+    for name, (desc, _) in catalogue().items():
+        canon = dml._api.packed(desc.canonical())
+        for opts in dc.kernel_variants(canon):
+            tag = json.dumps(opts, sort_keys=True, separators=(",", ":"))
+            out[f"cuda/{name}/{tag}"] = dc.kernel_for(
+                canon, **opts).source
+
+
+def _conv(xs, ws, s=(1, 1), p=(1, 1), g=1, direction=0, dtype="float32"):
+    """A convolution descriptor at a realistic size (no arrays)."""
+    import numpy as np
+
+    import dml_numba as dml
+
+    x, w = np.empty(xs, dtype), np.empty(ws, dtype)
+    b = np.empty((1, ws[0] if direction == 0 else ws[1] * g, 1, 1), dtype)
+    return dml.functional.convolution_desc(x, w, b, s, None, p, p, None, g, 1, direction,
+                                           dml.ActivationReluOperatorDesc())
+
+
+def representative() -> dict:
+    """name -> (descriptor, options, device): the kernels kept in full."""
+    return {
+        "cpu_dense_3x3_flat_staged": (_conv((8, 64, 56, 56), (64, 64, 3, 3)), {}, "cpu"),
+        "cpu_strided_3x3s2": (_conv((8, 64, 56, 56), (128, 64, 3, 3), s=(2, 2)), {}, "cpu"),
+        "cpu_grouped_3x3": (_conv((8, 256, 28, 28), (256, 32, 3, 3), g=8), {}, "cpu"),
+        "cpu_depthwise_3x3": (_conv((8, 64, 56, 56), (64, 1, 3, 3), g=64), {}, "cpu"),
+        "cpu_transposed_4x4s2": (_conv((8, 64, 28, 28), (64, 32, 4, 4), s=(2, 2), direction=1),
+                                 {}, "cpu"),
+        "cpu_pointwise_1x1": (_conv((8, 256, 28, 28), (128, 256, 1, 1), p=(0, 0)), {}, "cpu"),
+        "cpu_float16_3x3": (_conv((1, 16, 20, 20), (16, 16, 3, 3), dtype="float16"), {}, "cpu"),
+        "cpu_direct_3x3": (_conv((1, 8, 20, 20), (8, 8, 3, 3)), {"algorithm": "direct"}, "cpu"),
+        "cpu_gemm_3x3": (_conv((1, 8, 20, 20), (8, 8, 3, 3)), {"algorithm": "gemm"}, "cpu"),
+        "cuda_implicit_gemm_3x3": (_conv((8, 64, 56, 56), (64, 64, 3, 3)),
+                                   {"algorithm": "tiled"}, "cuda"),
+    }
+
+
+def representative_sources() -> dict:
+    from dml_numba.cpu import convolution as cc
+
+    out = {}
+    for name, (desc, opts, device) in representative().items():
+        if device == "cpu":
+            out[name] = cc.make_kernel(desc, {"parallel": None, **opts}).source
+        else:
+            import dml_numba.cuda as dc
+
+            out[name] = dc.kernel_for(desc, **opts).source
+    return out
+
+
+def catalogue_sources() -> dict:
+    out: dict = {}
+    _cpu_catalogue(out)
+    _blocked_cases(out)
+    _cuda_catalogue(out)
+    return out
+
+
+def digest(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def generate() -> tuple[dict, dict]:
+    """(catalogue digests by id, representative sources by name), for :data:`HOST`."""
+    with emit_only():
+        return ({k: digest(v) for k, v in sorted(catalogue_sources().items())},
+                representative_sources())
+
+
+def stored() -> tuple[dict, dict]:
+    digests = dict(line.split() for line in (HERE / "catalogue.sha256").read_text().splitlines())
+    return digests, {p.stem: p.read_text() for p in HERE.glob("*.py") if p.stem[0] != "_"}
+
+
+def write() -> None:
+    digests, sources = generate()
+    (HERE / "catalogue.sha256").write_text("".join(f"{k} {v}\n" for k, v in digests.items()))
+    for p in HERE.glob("*.py"):
+        if p.stem[0] != "_":
+            p.unlink()
+    for name, source in sources.items():
+        (HERE / f"{name}.py").write_text(source)
