@@ -79,7 +79,8 @@ def run(quick: bool = False) -> Table:
     t, ratio = timed(lambda: dml.tile(xs, (1, 1, 2, 2), device="cpu", out=out), out.nbytes)
     np.testing.assert_array_equal(out, np.tile(xs, (1, 1, 2, 2)))
     t_np = median_time(lambda: np.tile(xs, (1, 1, 2, 2)), repeat=repeat)
-    t_torch = median_time(lambda: torch.from_numpy(xs).repeat(1, 1, 2, 2), repeat=repeat) if torch else 0
+    t_torch = (median_time(lambda: torch.from_numpy(xs).repeat(1, 1, 2, 2), repeat=repeat)
+               if torch else 0)
     table.add("tile (1,1,2,2)", _fmt(t * 1e3), _fmt((xs.nbytes + out.nbytes) / t / 1e9),
               _fmt(ratio), "np.tile", _fmt(t_np * 1e3), _fmt(t_np / t),
               _fmt(t_torch * 1e3) if torch else "n/a", _fmt(t_torch / t) if torch else "n/a")
@@ -89,7 +90,8 @@ def run(quick: bool = False) -> Table:
                                         out=out), out.nbytes)
     np.testing.assert_array_equal(out, x[:, ::-1, :, ::-1])
     t_np = median_time(lambda: np.copyto(out, x[:, ::-1, :, ::-1]), repeat=repeat)
-    t_torch = median_time(lambda: torch.flip(torch.from_numpy(x), (1, 3)), repeat=repeat) if torch else 0
+    t_torch = (median_time(lambda: torch.flip(torch.from_numpy(x), (1, 3)), repeat=repeat)
+               if torch else 0)
     table.add("slice1 reversing C and W", _fmt(t * 1e3), _fmt(2 * x.nbytes / t / 1e9),
               _fmt(ratio), "NumPy strided copy", _fmt(t_np * 1e3),
               _fmt(t_np / t), _fmt(t_torch * 1e3) if torch else "n/a",
@@ -99,7 +101,8 @@ def run(quick: bool = False) -> Table:
     t, ratio = timed(lambda: dml.slice1(x, (0, 0, 0, 0), shape, (1, 1, 2, 1), device="cpu",
                                         out=out), out.nbytes)
     t_np = median_time(lambda: np.copyto(out, x[:, :, ::2, :]), repeat=repeat)
-    t_torch = median_time(lambda: torch.from_numpy(x)[:, :, ::2, :].contiguous(), repeat=repeat) if torch else 0
+    t_torch = (median_time(lambda: torch.from_numpy(x)[:, :, ::2, :].contiguous(), repeat=repeat)
+               if torch else 0)
     table.add("slice1 every 2nd row", _fmt(t * 1e3), _fmt(2 * out.nbytes / t / 1e9),
               _fmt(ratio), "NumPy strided copy", _fmt(t_np * 1e3),
               _fmt(t_np / t), _fmt(t_torch * 1e3) if torch else "n/a",

@@ -17,7 +17,8 @@ t0 = time.perf_counter()
 import numpy as np, dml_numba as dml
 t1 = time.perf_counter()
 F32 = dml.DataType.FLOAT32
-d = dml.PaddingOperatorDesc(dml.TensorDesc(F32, (2, 3, 40, 50)), dml.TensorDesc(F32, (2, 3, 44, 58)),
+d = dml.PaddingOperatorDesc(dml.TensorDesc(F32, (2, 3, 40, 50)),
+                            dml.TensorDesc(F32, (2, 3, 44, 58)),
                             dml.PaddingMode.REFLECTION, 0.0, (0, 0, 2, 4), (0, 0, 2, 4))
 y = dml.compile_operator(d, "cpu")(np.ones((2, 3, 40, 50), np.float32))
 z = dml.convolution(np.ones((1, 8, 32, 32), np.float32), np.ones((16, 8, 3, 3), np.float32),
@@ -33,8 +34,14 @@ def run(quick: bool = False) -> Table:
                                                          "ratio"])
     x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
     f32 = dml.DataType.FLOAT32
-    desc = dml.PaddingOperatorDesc(dml.TensorDesc(f32, (1, 1, 4, 4)), dml.TensorDesc(f32, (1, 1, 6, 6)),
-                                   dml.PaddingMode.REFLECTION, 0.0, (0, 0, 1, 1), (0, 0, 1, 1))
+    desc = dml.PaddingOperatorDesc(
+        dml.TensorDesc(f32, (1, 1, 4, 4)),
+        dml.TensorDesc(f32, (1, 1, 6, 6)),
+        dml.PaddingMode.REFLECTION,
+        0.0,
+        (0, 0, 1, 1),
+        (0, 0, 1, 1),
+    )
     op = dml.compile_operator(desc, "cpu")
     y = op(x)
     t_op = median_time(lambda: op(x, out=y), repeat=15, number=2000)
@@ -65,18 +72,40 @@ def run(quick: bool = False) -> Table:
         return time.perf_counter() - t0
 
     pads = []
-    for i, mode in enumerate(["edge", "reflection", "symmetric", "wrap", "constant"] * (1 if quick else 2)):
+    for i, mode in enumerate(
+        ["edge", "reflection", "symmetric", "wrap", "constant"] * (1 if quick else 2)
+    ):
         shape = (2, 3, 30 + i, 41 + i)
         out = (3, 4, 35 + i, 46 + i)
-        pads.append(compile_time(dml.PaddingOperatorDesc(
-            dml.TensorDesc(f32, shape), dml.TensorDesc(f32, out), dml.PaddingMode[mode.upper()],
-            0.0, (0, 1, 2, 3), (1, 0, 3, 2))))
+        pads.append(
+            compile_time(
+                dml.PaddingOperatorDesc(
+                    dml.TensorDesc(f32, shape),
+                    dml.TensorDesc(f32, out),
+                    dml.PaddingMode[mode.upper()],
+                    0.0,
+                    (0, 1, 2, 3),
+                    (1, 0, 3, 2),
+                )
+            )
+        )
     convs = {True: [], False: []}
     for i in range(2 if quick else 4):
         xs, ws = (2, 4, 20 + i, 21), (8, 4, 3, 3)
         desc = dml.ConvolutionOperatorDesc(
-            dml.TensorDesc(f32, xs), dml.TensorDesc(f32, ws), None, dml.TensorDesc(f32, (2, 8, 20 + i, 21)),
-            1, 0, (1, 1), (1, 1), (1, 1), (1, 1), (0, 0), 1)
+            dml.TensorDesc(f32, xs),
+            dml.TensorDesc(f32, ws),
+            None,
+            dml.TensorDesc(f32, (2, 8, 20 + i, 21)),
+            1,
+            0,
+            (1, 1),
+            (1, 1),
+            (1, 1),
+            (1, 1),
+            (0, 0),
+            1,
+        )
         for par in (False, True):
             convs[par].append(compile_time(desc, parallel=par))
     # every specialisation the profiler creates (its quick suite), cold
@@ -90,12 +119,17 @@ def run(quick: bool = False) -> Table:
 
     def med_max(ts):
         ts = sorted(ts)
-        return f"{ts[len(ts) // 2]:.3f} s / {ts[-1]:.3f} s", f"{2 / ts[-1]:.1f}x under" if ts[-1] < 2 else f"{ts[-1] / 2:.2f}x over"
+        verdict = f"{2 / ts[-1]:.1f}x under" if ts[-1] < 2 else f"{ts[-1] / 2:.2f}x over"
+        return f"{ts[len(ts) // 2]:.3f} s / {ts[-1]:.3f} s", verdict
 
-    for label, ts in (("padding, 4-D, every mode", pads), ("convolution 3x3, serial kernel", convs[False]),
-                      ("convolution 3x3, parallel kernel", convs[True])):
+    for label, ts in (
+        ("padding, 4-D, every mode", pads),
+        ("convolution 3x3, serial kernel", convs[False]),
+        ("convolution 3x3, parallel kernel", convs[True]),
+    ):
         value, ratio = med_max(ts)
-        table.add(f"compile a new specialisation: {label} (median / max)", value, "target 2 s", ratio)
+        table.add(f"compile a new specialisation: {label} (median / max)", value, "target 2 s",
+                  ratio)
     slowest = max(profiler)
     value, ratio = med_max([t for t, _ in profiler])
     table.add(f"compile every profiler workload (median / max; slowest: {slowest[1]})", value,

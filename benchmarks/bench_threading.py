@@ -37,7 +37,8 @@ CHILD = textwrap.dedent("""
         t = dml.TensorDesc(dml.DataType.FLOAT32, x.shape)
         o = dml.TensorDesc(dml.DataType.FLOAT32, (2, 16, 126, 126))
         d = dml.LpPooling1OperatorDesc(t, o, (1, 1), (3, 3), (0, 0), (0, 0), (1, 1), 3)
-    ops = {v: dml.compile_operator(d, "cpu", parallel=v == "parallel") for v in ("parallel", "serial")}
+    ops = {v: dml.compile_operator(d, "cpu", parallel=v == "parallel")
+           for v in ("parallel", "serial")}
     ops["auto"] = dml.compile_operator(d, "cpu")  # the default: measured choice
     outs = {v: op(x) for v, op in ops.items()}
     for op in ops.values():  # warm: compiled (or loaded) before timing
@@ -54,7 +55,8 @@ CHILD = textwrap.dedent("""
             def work(i):
                 ts = []
                 for _ in range(repeat // 2):
-                    t0 = time.perf_counter(); ops[v](x, out=ys[i]); ts.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter(); ops[v](x, out=ys[i])
+                    ts.append(time.perf_counter() - t0)
                 per.extend(ts)
             th = [threading.Thread(target=work, args=(i,)) for i in range(4)]
             [a.start() for a in th]; [a.join() for a in th]
@@ -64,7 +66,8 @@ CHILD = textwrap.dedent("""
         ts = {v: [] for v in variants}
         for _ in range(repeat):
             for v in variants:
-                t0 = time.perf_counter(); ops[v](x, out=outs[v]); ts[v].append(time.perf_counter() - t0)
+                t0 = time.perf_counter(); ops[v](x, out=outs[v])
+                ts[v].append(time.perf_counter() - t0)
                 time.sleep(0.001)  # a pipeline does other work between calls
         res = {v: statistics.median(t) for v, t in ts.items()}
     print(json.dumps({"layer": layer, **res}))
@@ -110,8 +113,13 @@ def _measure(env_extra: dict, scenario: str, repeat: int, workload: str) -> dict
     elif scenario == "busy loop":
         helpers.append(subprocess.Popen([sys.executable, "-c", BUSY, "120"]))
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, scenario, str(repeat), workload], env=env,
-                             capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, scenario, str(repeat), workload],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         for h in helpers:
             h.kill()

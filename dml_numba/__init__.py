@@ -21,8 +21,8 @@ from ._dtypes import DataType  # noqa: E402
 from ._errors import DeviceUnavailableError, ValidationError  # noqa: E402
 from ._registry import available_devices, device_status  # noqa: E402
 from ._version import __version__  # noqa: E402
-from .functional import *  # noqa: F401,F403,E402 - padding(), lp_pooling(), ...
-from .ops import *  # noqa: F401,F403,E402 - the descriptors, enums and activations
+from .functional import *  # noqa: F403, E402 - padding(), lp_pooling(), ...
+from .ops import *  # noqa: F403, E402 - the descriptors, enums and activations
 from .tensor import TensorDesc  # noqa: E402
 
 __all__ = ["DataType", "TensorDesc", "compile_operator", "CompiledOperator", "ValidationError",

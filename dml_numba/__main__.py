@@ -26,7 +26,8 @@ def _info(args) -> int:
 
     from . import _diskcache
 
-    print(f"dml_numba {dml.__version__}  python {platform.python_version()}  numpy {np.__version__}")
+    print(f"dml_numba {dml.__version__}  python {platform.python_version()}  "
+          f"numpy {np.__version__}")
     try:
         import numba
 
@@ -127,7 +128,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", metavar="FILE", help="write every row as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="write a chart of the speed-ups")
     p.set_defaults(fn=_profile)
-    sub.add_parser("demo", help="run every operator on every available device").set_defaults(fn=_demo)
+    sub.add_parser("demo", help="run every operator on every available device").set_defaults(
+        fn=_demo)
     i = sub.add_parser("info", help="versions, devices, cache folder and counters")
     i.add_argument("--cuda-kernels", action="store_true",
                    help="also compile the profiler's CUDA kernels with NVIDIA's compiler and "

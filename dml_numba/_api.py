@@ -7,18 +7,11 @@ from ._cache import cache, freeze
 from ._errors import ValidationError
 from ._registry import check_device_name, check_options, get_device, get_lowering
 from .ops._base import DESCRIPTOR_TYPES, OperatorDesc
-from .tensor import TensorDesc
 
 
 def packed(desc: OperatorDesc) -> OperatorDesc:
-    """The desc with every tensor's strides dropped: kernels see N-d views, so buffer strides
-    never change generated code and must not split the cache."""
-    tensors = {}
-    for name in desc.input_fields + (desc.output_field,):
-        t = getattr(desc, name)
-        if t is not None and t.strides is not None:
-            tensors[name] = TensorDesc(t.data_type, t.sizes)
-    return desc.replace_tensors(**tensors) if tensors else desc
+    """The desc with every tensor's strides dropped (:meth:`OperatorDesc.packed`)."""
+    return desc.packed()
 
 
 class CompiledOperator:
@@ -69,7 +62,7 @@ def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
                               lambda: _build(desc, device, dict(opts)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _physical_memory() -> int | None:
     try:
         import os

@@ -34,7 +34,8 @@ def view_host(array, tdesc: TensorDesc, owner: str, field: str, *, writable: boo
         if hasattr(array, "__cuda_array_interface__"):
             raise ValidationError(f"{where}: a CUDA device array is invalid on a host device; "
                                   "expected a numpy.ndarray (use device='cuda')")
-        raise ValidationError(f"{where}: {type(array).__name__} is invalid; expected a numpy.ndarray")
+        raise ValidationError(f"{where}: {type(array).__name__} is invalid; expected a "
+                              "numpy.ndarray")
     if array.dtype != tdesc.dtype:
         native = "" if array.dtype.isnative else (
             " (non-native byte order: convert with .astype(a.dtype.newbyteorder('=')))")
@@ -81,8 +82,10 @@ def as_array(value, owner: str, field: str):
         raise ValidationError(f"{where}: {type(value).__name__} is invalid; expected an array or "
                               f"something numpy.asarray accepts ({exc})") from None
     if array.dtype.kind in "OUSV":
-        raise ValidationError(f"{where}: dtype {array.dtype} is invalid; expected a numeric "
-                              "array (one of float32, float16, float64, int8..int64, uint8..uint64)")
+        raise ValidationError(
+            f"{where}: dtype {array.dtype} is invalid; expected a numeric "
+            "array (one of float32, float16, float64, int8..int64, uint8..uint64)"
+        )
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
     return array

@@ -58,7 +58,7 @@ def freeze(value):
         return (type(value).__name__,) + tuple(freeze(v) for v in value)
     if is_dataclass(value) and not isinstance(value, type):
         frozen = (type(value),) + tuple(freeze(getattr(value, f.name)) for f in fields(value))
-        if getattr(value, "__dataclass_params__").frozen:
+        if value.__dataclass_params__.frozen:
             object.__setattr__(value, "_dml_frozen", frozen)
         return frozen
     if hasattr(value, "dtype") and hasattr(value, "shape") and not hasattr(value, "__len__"):

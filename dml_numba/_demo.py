@@ -13,7 +13,8 @@ from .workloads import demos
 def run_demo() -> int:
     devices = dml.available_devices()
     print(f"dml_numba {dml.__version__}: devices {', '.join(devices)}")
-    print(f"{'operator':26s} {'device':7s} {'first call':>12s} {'warm call':>12s}  agrees with numpy")
+    print(f"{'operator':26s} {'device':7s} {'first call':>12s} {'warm call':>12s}  "
+          "agrees with numpy")
     failures = 0
     for name, desc, inputs in demos(np.random.default_rng(0)):
         ref = dml.compile_operator(desc, "numpy")(*inputs)
@@ -28,5 +29,6 @@ def run_demo() -> int:
             y = y.copy_to_host() if hasattr(y, "copy_to_host") else np.asarray(y)
             ok = np.allclose(y, ref, rtol=1e-4, atol=1e-4)
             failures += not ok
-            print(f"{name:26s} {dev:7s} {first * 1e3:10.1f}ms {warm * 1e3:10.2f}ms  {'yes' if ok else 'NO'}")
+            print(f"{name:26s} {dev:7s} {first * 1e3:10.1f}ms {warm * 1e3:10.2f}ms  "
+                  f"{'yes' if ok else 'NO'}")
     return 1 if failures else 0

@@ -10,7 +10,8 @@ def dilated_extent(k: int, dilation: int) -> int:
 def pooled_size(n: int, start: int, end: int, k: int, stride: int, dilation: int = 1) -> int:
     """Sliding-window output size: ``(n + start + end - dilated_extent(k, d)) // stride + 1``.
 
-    Used by forward convolution and LP pooling (docs/SEMANTICS.md §2, 3). Returns a value <= 0 when the
+    Used by forward convolution and LP pooling (docs/SEMANTICS.md §2, 3). Returns a value <= 0
+    when the
     window does not fit the padded input.
     """
     span = n + start + end - dilated_extent(k, dilation)
@@ -29,7 +30,8 @@ def transposed_size(n: int, start: int, end: int, k: int, stride: int, dilation:
 
 
 def strided_count(window: int, stride: int) -> int:
-    """Elements reachable in a window of ``window`` with step ``|stride|``: ``1 + (window-1)//|s|``."""
+    """Elements reachable in a window of ``window`` with step ``|stride|``:
+    ``1 + (window-1)//|s|``."""
     return 1 + (window - 1) // abs(stride)
 
 

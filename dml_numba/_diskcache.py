@@ -134,8 +134,10 @@ def _untrusted(path: Path, what: str) -> str | None:
     if st.st_uid != os.getuid():
         return f"{what} {path} is owned by uid {st.st_uid}, not by the current user ({os.getuid()})"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return (f"{what} {path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}; "
-                "expected 0700 or 0755)")
+        return (
+            f"{what} {path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}; "
+            "expected 0700 or 0755)"
+        )
     return None
 
 
@@ -508,7 +510,8 @@ def _locator_for(base, mixin):
 
 def _install_locators() -> None:
     """Put our locator first in Numba's (and, once imported, numba-cuda's) locator lists."""
-    targets = [("numba.core.caching", "CacheImpl", "_CacheLocator", "_SourceFileBackedLocatorMixin")]
+    targets = [("numba.core.caching", "CacheImpl", "_CacheLocator",
+                "_SourceFileBackedLocatorMixin")]
     if "numba.cuda" in sys.modules:
         targets.append(("numba.cuda.core.caching", "CacheImpl", "_CacheLocator",
                         "_SourceFileBackedLocatorMixin"))

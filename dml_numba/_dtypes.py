@@ -34,7 +34,7 @@ class DataType(enum.IntEnum):
         return self in FLOAT_TYPES
 
     @classmethod
-    def from_numpy(cls, dtype) -> "DataType":
+    def from_numpy(cls, dtype) -> DataType:
         dtype = np.dtype(dtype)
         try:
             return _FROM_NUMPY[dtype]

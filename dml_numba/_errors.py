@@ -62,7 +62,8 @@ class Checker:
             self.fail(field, value, "expected a sequence of integers")
         value = tuple(value)
         if length is not None and len(value) != length:
-            self.fail(field, value, f"expected {length} entries (one per dimension), got {len(value)}")
+            self.fail(field, value,
+                      f"expected {length} entries (one per dimension), got {len(value)}")
         return tuple(self.integer(f"{field}[{i}]", v, lo=lo, hi=hi, nonzero=nonzero)
                      for i, v in enumerate(value))
 

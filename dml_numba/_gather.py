@@ -39,40 +39,6 @@ def emit_map(w: SourceWriter, m: AxisMap, o: str, i: str) -> None:
         raise AssertionError(f"unknown AxisMap kind {k!r}")
 
 
-def sources(m: AxisMap, lo: int, hi: int):
-    """The same maps evaluated with NumPy, for host-side users (the Dask layer): the input
-    coordinates read by output coordinates ``[lo, hi)`` of one axis, and a mask of those that
-    read the input (False: the padding constant). Tested against :func:`emit_map`'s source."""
-    o = np.arange(lo, hi, dtype=np.int64)
-    n, a = m.n, m.a
-    inside = np.ones(o.shape, bool)
-    if m.kind == "shift":
-        i = o - a
-        inside = (i >= 0) & (i < n)
-    elif m.kind == "clamp":
-        i = np.clip(o - a, 0, n - 1)
-    elif m.kind == "reflect":
-        if n == 1:
-            i = np.zeros_like(o)
-        else:
-            p = 2 * (n - 1)
-            j = np.mod(o - a, p)
-            i = np.where(j < n, j, p - j)
-    elif m.kind == "symmetric":
-        p = 2 * n
-        j = np.mod(o - a, p)
-        i = np.where(j < n, j, p - 1 - j)
-    elif m.kind == "wrap":
-        i = np.mod(o - a, n)
-    elif m.kind == "modulo":
-        i = np.mod(o, n)
-    elif m.kind == "affine":
-        i = a + m.s * o
-    else:
-        raise AssertionError(f"unknown AxisMap kind {m.kind!r}")
-    return np.where(inside, i, 0), inside
-
-
 def _mod(expr: str, n: int) -> str:
     return f"({expr}) % {n}" if " " in expr else f"{expr} % {n}"
 

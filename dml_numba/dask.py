@@ -49,7 +49,6 @@ import numpy as np
 
 from . import functional as F
 from ._errors import ValidationError
-from ._gather import sources
 from .ops.convolution import ConvolutionDirection
 from .ops.padding import PaddingMode
 
@@ -139,7 +138,7 @@ def _data_movement(x, desc, out_chunks):
     for index in itertools.product(*(range(len(c)) for c in out_chunks)):
         local, masks, region = [], [], []
         for d, b in enumerate(index):
-            src, inside = sources(plan.maps[d], bounds[d][b], bounds[d][b + 1])
+            src, inside = plan.maps[d].sources(bounds[d][b], bounds[d][b + 1])
             used = src[inside]
             lo, hi = (int(used.min()), int(used.max()) + 1) if used.size else (0, 0)
             region.append(slice(lo, hi))

@@ -25,7 +25,7 @@ import numpy as np
 
 import dml_numba as dml
 
-from .workloads import (  # noqa: F401 - Workload re-exported
+from .workloads import (
     PeerUnavailable,
     Workload,
     gpu_peers,
@@ -212,7 +212,7 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
                 steady = _steady(fn, budget, max_runs)
             except PeerUnavailable:
                 continue
-            except Exception:  # a peer that cannot do this dtype or shape
+            except Exception:  # noqa: BLE001 - a peer that cannot do this dtype or shape
                 continue
             peer_rows.setdefault(w.name, []).append(
                 Row(w.op, w.name, name, "peer", list(desc.output.sizes), dtype.name, first,
@@ -308,8 +308,10 @@ def main(args) -> int:
         status = dml.device_status()
         for d in args.devices:
             if status.get(d) != "available":
-                print(f"profile: device {d!r} is not usable here: {status.get(d, 'unknown device')}",
-                      file=sys.stderr)
+                print(
+                    f"profile: device {d!r} is not usable here: {status.get(d, 'unknown device')}",
+                    file=sys.stderr,
+                )
                 return 2
         if "cuda" in args.devices and _simulated():
             print("profile: device 'cuda' is Numba's simulator here (NUMBA_ENABLE_CUDASIM=1): it "

@@ -67,7 +67,8 @@ class TensorDesc:
 
     @property
     def total_tensor_size_in_bytes(self) -> int:
-        """DMLCalcBufferTensorSize (docs/SEMANTICS.md §1): bytes up to the last element, rounded up to 4."""
+        """DMLCalcBufferTensorSize (docs/SEMANTICS.md §1): bytes up to the last element, rounded
+        up to 4."""
         bits = self.data_type.itemsize * 8
         if self.strides is None:
             total_bits = self.element_count * bits
@@ -103,6 +104,6 @@ class TensorDesc:
         return False
 
     @classmethod
-    def like(cls, array) -> "TensorDesc":
+    def like(cls, array) -> TensorDesc:
         """The packed desc of an array's shape and dtype."""
         return cls(DataType.from_numpy(array.dtype), tuple(array.shape))

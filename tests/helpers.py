@@ -5,7 +5,6 @@ import itertools
 
 import numpy as np
 
-
 DTYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
           np.uint16, np.uint32, np.uint64]
 
@@ -16,7 +15,8 @@ def random_array(shape, dtype, rng=None, lo=-50, hi=50):
     if dtype.kind == "f":
         return rng.uniform(-2, 2, size=shape).astype(dtype)
     info = np.iinfo(dtype)
-    return rng.integers(max(lo, info.min), min(hi, info.max), size=shape, endpoint=True).astype(dtype)
+    return rng.integers(max(lo, info.min), min(hi, info.max), size=shape,
+                        endpoint=True).astype(dtype)
 
 
 #: (rtol, atol) for comparing convolution and pooling results with a float64 reference
@@ -85,7 +85,8 @@ def brute_conv_backward(x, w, b, strides, dilations, start, out_spatial, flip=Fa
                               zip(xi, strides, t, dilations, start))
                     if all(0 <= v < S for v, S in zip(o, out_spatial)):
                         ft = tuple(kk - 1 - tt for kk, tt in zip(k, t)) if flip else t
-                        y[(n, g * cog + col) + o] += float(x[(n, ci) + xi]) * float(w[(ci, col) + ft])
+                        contribution = float(x[(n, ci) + xi]) * float(w[(ci, col) + ft])
+                        y[(n, g * cog + col) + o] += contribution
     if b is not None:
         y += b.reshape((1, -1) + (1,) * len(out_spatial)).astype(np.float64)
     return y

@@ -96,7 +96,7 @@ def test_four_threads_calling_parallel_kernels_at_once():
             for _ in range(5):
                 for k in (name, *jobs):
                     np.testing.assert_array_equal(jobs[k](), expected[k])
-        except Exception as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # pragma: no cover  # noqa: BLE001 - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in jobs]

@@ -49,7 +49,7 @@ def test_sixteen_threads_one_compile():
         try:
             barrier.wait()
             results.append(dml.compile_operator(d, "cpu")(x))
-        except Exception as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # pragma: no cover  # noqa: BLE001 - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work) for _ in range(16)]
@@ -95,7 +95,8 @@ SCRIPT = textwrap.dedent("""
     op = dml.compile_operator(d, "cpu")
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     assert np.array_equal(op(x), np.pad(x, [(1, 0), (2, 3)], mode="symmetric"))
-    print("hits", len(op.kernel.fn.stats.cache_hits), "misses", len(op.kernel.fn.stats.cache_misses))
+    stats = op.kernel.fn.stats
+    print("hits", len(stats.cache_hits), "misses", len(stats.cache_misses))
 """)
 
 

@@ -54,7 +54,8 @@ def test_a_cache_root_inside_a_shared_folder_is_not_used_in_a_new_process(tmp_pa
     root.mkdir(mode=0o700)
     out = run({"DML_NUMBA_CACHE_DIR": str(root)})
     assert "usable False" in out.stdout, out.stdout
-    assert f"the folder {shared} on the way to the cache is writable by group or others" in out.stdout
+    assert (f"the folder {shared} on the way to the cache is writable by group or others"
+            in out.stdout)
     assert out.stderr.count("CacheWarning") == 1
     assert list(root.iterdir()) == []
 
@@ -350,7 +351,7 @@ def test_housekeeping_beside_real_writers_and_pruners(tmp_path, monkeypatch):
                 _diskcache.usage()
                 _diskcache.prune(150)
                 _diskcache.clear()
-        except Exception as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # pragma: no cover  # noqa: BLE001 - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=churn, args=(t,)) for t in "cd"] + [

@@ -165,7 +165,8 @@ def test_a_planted_pyc_is_never_imported(tmp_path):
     import importlib.util
     import marshal
 
-    pyc = root / SUB / "__pycache__" / f"{name}.cpython-{sys.version_info[0]}{sys.version_info[1]}.pyc"
+    tag = f"cpython-{sys.version_info[0]}{sys.version_info[1]}"
+    pyc = root / SUB / "__pycache__" / f"{name}.{tag}.pyc"
     src = root / SUB / f"{name}.py"
     code = compile(f"open({str(tmp_path / 'pwned')!r}, 'w').write('x')\n", str(src), "exec")
     st = src.stat()  # a .pyc whose header matches the source exactly, as an importer checks

@@ -92,7 +92,7 @@ def test_distributed_local_cluster():
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=40) as cluster, Client(cluster) as client:
-        for name, lazy, eager, exact in CASES:  # chunk corners: the threaded tests above
+        for _, lazy, eager, exact in CASES:  # chunk corners: the threaded tests above
             _check(lazy, eager, exact, CHUNKINGS["ragged"])
         assert len(client.scheduler_info()["workers"]) == 2
 

@@ -177,7 +177,8 @@ def _conv_call(mod, **kw):
     a = dict(CONV, **kw)
     g = int(np.asarray(a["group_count"]))
     flip = _member(a["mode"], dml.ConvolutionMode) == dml.ConvolutionMode.CONVOLUTION
-    backward = _member(a["direction"], dml.ConvolutionDirection) == dml.ConvolutionDirection.BACKWARD
+    direction = _member(a["direction"], dml.ConvolutionDirection)
+    backward = direction == dml.ConvolutionDirection.BACKWARD
     s, d, start, end = (_ints(a[k], 2) for k in CONV_AXES)
     op = _ints(a["output_padding"], 2)
     b = a["bias"]
@@ -213,11 +214,21 @@ case("convolution", "mode", enum_forms(dml.ConvolutionMode.CROSS_CORRELATION,
 case("convolution", "direction", enum_forms(dml.ConvolutionDirection.FORWARD,
                                             dml.ConvolutionDirection.BACKWARD),
      lambda mod, v: _conv_call(mod, direction=v))
-case("convolution", "fused_activation",
-     {"python": (dml.ActivationLeakyReluOperatorDesc(0.5), dml.ActivationLeakyReluOperatorDesc(0.25)),
-      "numpy": (dml.ActivationLeakyReluOperatorDesc(np.float32(0.5)),
-                dml.ActivationLeakyReluOperatorDesc(np.float32(0.25)))},
-     lambda mod, v: _conv_call(mod, fused_activation=v))
+case(
+    "convolution",
+    "fused_activation",
+    {
+        "python": (
+            dml.ActivationLeakyReluOperatorDesc(0.5),
+            dml.ActivationLeakyReluOperatorDesc(0.25),
+        ),
+        "numpy": (
+            dml.ActivationLeakyReluOperatorDesc(np.float32(0.5)),
+            dml.ActivationLeakyReluOperatorDesc(np.float32(0.25)),
+        ),
+    },
+    lambda mod, v: _conv_call(mod, fused_activation=v),
+)
 
 
 def _check(y, oracle):

@@ -33,4 +33,5 @@ def test_representative_kernels_are_generated_as_before(generated, name):
 def test_the_golden_host_is_not_this_one_by_accident():
     """Generated for a fixed host whatever this machine is: the blocked tiles in the golden
     dense kernel are 16 lanes wide."""
-    assert "convolution_blocked-staged 16 " in (golden.HERE / "cpu_dense_3x3_flat_staged.py").read_text()
+    dense = (golden.HERE / "cpu_dense_3x3_flat_staged.py").read_text()
+    assert "convolution_blocked-staged 16 " in dense

@@ -128,5 +128,6 @@ def test_cli_refuses_bad_options(args, message, capsys):
 
 
 def test_console_entry_point_runs():
-    out = subprocess.run([sys.executable, "-m", "dml_numba", "info"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "dml_numba", "info"], capture_output=True,
+                         text=True)
     assert out.returncode == 0 and "device cpu" in out.stdout and "disk cache" in out.stdout

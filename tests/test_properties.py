@@ -107,7 +107,8 @@ def test_convolution_matches_brute_force(p, device):
     y = dml.convolution(x, w, bias, s, d, a, b, group_count=g, mode=mode, direction=direction,
                         device=device)
     if direction == 0:
-        ref = brute_conv_forward(x, w, bias, s, d, a, flip=mode == 0, groups=g, out_spatial=y.shape[2:])
+        ref = brute_conv_forward(x, w, bias, s, d, a, flip=mode == 0, groups=g,
+                                 out_spatial=y.shape[2:])
     else:
         ref = brute_conv_backward(x, w, bias, s, d, a, y.shape[2:], flip=mode == 0, groups=g)
     assert_close(y, ref, np.float64)
@@ -136,8 +137,13 @@ GARBAGE = st.one_of(st.none(), st.integers(-3, 3), st.floats(allow_nan=True), st
                               "output_tensor", "input_tensor"]), value=GARBAGE)
 def test_any_garbage_field_raises_only_validation_error(field, value):
     t = dml.TensorDesc(dml.DataType.FLOAT32, (4, 4))
-    args = dict(input_tensor=t, output_tensor=dml.TensorDesc(dml.DataType.FLOAT32, (2, 2)),
-                input_window_offsets=(0, 1), input_window_sizes=(4, 3), input_window_strides=(-2, 2))
+    args = dict(
+        input_tensor=t,
+        output_tensor=dml.TensorDesc(dml.DataType.FLOAT32, (2, 2)),
+        input_window_offsets=(0, 1),
+        input_window_sizes=(4, 3),
+        input_window_strides=(-2, 2),
+    )
     args[field] = value
     try:
         dml.Slice1OperatorDesc(**args)
@@ -150,10 +156,20 @@ def test_any_garbage_field_raises_only_validation_error(field, value):
                               "output_padding", "group_count", "mode", "direction"]), value=GARBAGE)
 def test_any_garbage_conv_field_raises_only_validation_error(field, value):
     f32 = dml.DataType.FLOAT32
-    args = dict(input_tensor=dml.TensorDesc(f32, (1, 2, 5, 5)), filter_tensor=dml.TensorDesc(f32, (2, 2, 3, 3)),
-                bias_tensor=None, output_tensor=dml.TensorDesc(f32, (1, 2, 3, 3)), mode=1, direction=0,
-                strides=(1, 1), dilations=(1, 1), start_padding=(0, 0), end_padding=(0, 0),
-                output_padding=(0, 0), group_count=1)
+    args = dict(
+        input_tensor=dml.TensorDesc(f32, (1, 2, 5, 5)),
+        filter_tensor=dml.TensorDesc(f32, (2, 2, 3, 3)),
+        bias_tensor=None,
+        output_tensor=dml.TensorDesc(f32, (1, 2, 3, 3)),
+        mode=1,
+        direction=0,
+        strides=(1, 1),
+        dilations=(1, 1),
+        start_padding=(0, 0),
+        end_padding=(0, 0),
+        output_padding=(0, 0),
+        group_count=1,
+    )
     args[field] = value
     try:
         dml.ConvolutionOperatorDesc(**args)

@@ -267,7 +267,7 @@ def test_an_evicted_kernel_comes_back_without_loading_again():
         xs = [np.ones((1, 1, 4 + i, 5), np.float32) for i in range(6)]
         first = {}
         kept_before = dml.cache.stats()["kept"]
-        for rnd in range(3):
+        for _ in range(3):
             for i, x in enumerate(xs):
                 y = dml.padding(x, (0, 0, 1, 1), (0, 0, 1, 1), "reflection")
                 assert y.shape == (1, 1, 6 + i, 7)

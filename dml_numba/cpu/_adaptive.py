@@ -5,9 +5,9 @@ another process's threads hold the cores, when a Python loop spins on one of the
 several Python threads call kernels at once (each serial kernel then already keeps a core busy).
 No cheap signal from the operating system tells these apart from our own threads' load, so the
 choice is made the way an autotuner makes it. While another Python thread is inside one of our
-kernels (or was, within the last 50 ms), the serial variant runs (the cores are already taken). Otherwise the parallel variant
-runs while it behaves; when three calls in a row take more than 1.5x the best time seen, the
-serial variant is wanted. On an idle machine it is never built.
+kernels (or was, within the last 50 ms), the serial variant runs (the cores are already taken).
+Otherwise the parallel variant runs while it behaves; when three calls in a row take more than
+1.5x the best time seen, the serial variant is wanted. On an idle machine it is never built.
 
 No call waits for a compile it did not ask for: the serial variant is built (compiled, or loaded
 from the disk cache) in a background thread the first time it is wanted, and the parallel

@@ -28,6 +28,7 @@ from .._gather import (
 from ._adaptive import AdaptiveKernel, ForkSafeKernel
 from ._warmstart import load_cached
 
+
 @dataclasses.dataclass(frozen=True)
 class Host:
     """What generated CPU code is planned for: the float32 lanes of the widest vector registers
@@ -39,7 +40,7 @@ class Host:
     threads: int
 
     @classmethod
-    def current(cls) -> "Host":
+    def current(cls) -> Host:
         """This machine (or the host pinned by :func:`planned_for`)."""
         pinned = _PINNED.get()
         if pinned is not None:

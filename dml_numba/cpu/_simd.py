@@ -307,7 +307,7 @@ def vstore_raw(typingctx, arr, index, vec):
     return types.none(arr, index, vec), _store_codegen(align=1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def vector_lanes() -> int:
     """float32 lanes of the host's widest vector registers: 16 with AVX-512, 8 with AVX/AVX2,
     4 otherwise (SSE, NEON, and any CPU LLVM does not describe)."""
@@ -315,7 +315,7 @@ def vector_lanes() -> int:
         from llvmlite import binding as ll
 
         features = ll.get_host_cpu_features()
-    except Exception:  # pragma: no cover - a platform without feature detection
+    except Exception:  # pragma: no cover  # noqa: BLE001 - no feature detection here
         return 4
     if features.get("avx512f"):
         return 16

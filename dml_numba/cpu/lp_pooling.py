@@ -1,5 +1,6 @@
 """LP pooling on the CPU: a parallel loop over (n, c, outer spatial), one fused pass per output
-element over the window (|x|**p summed, then the p-th root; see elements.lp_pooling.pool_element)."""
+element over the window (|x|**p summed, then the p-th root; see
+elements.lp_pooling.pool_element)."""
 from __future__ import annotations
 
 from .._codegen import SourceWriter, decompose

@@ -1,4 +1,5 @@
-"""Padding on the CPU: the shared data-movement loop nest over the descriptor's per-axis index maps."""
+"""Padding on the CPU: the shared data-movement loop nest over the descriptor's per-axis index
+maps."""
 from .._registry import register
 from ..ops.padding import Padding1OperatorDesc
 from ._emit import GatherKernel

@@ -38,10 +38,9 @@ def resource_usage(desc, cc=(9, 0), **options) -> list[dict]:
 
 def kernel_for(desc, **options):
     """The CUDA kernel object for ``desc`` without needing a GPU (for PTX checks)."""
-    from .._api import packed
     from .._registry import check_options
 
-    canon = packed(desc.canonical())
+    canon = desc.canonical().packed()
     check_options(type(canon), "cuda", options)
     return lowering_for(type(canon), "cuda")(canon, options)
 
@@ -49,8 +48,7 @@ def kernel_for(desc, **options):
 def kernel_variants(desc) -> list[dict]:
     """Option sets that together give every CUDA kernel ``desc`` can run: the default, and each
     value of the lowering's own options (convolution: ``algorithm="direct"``, ``"tiled"``)."""
-    from .._api import packed
     from .._registry import lowering_options
 
-    opts = lowering_options(type(packed(desc.canonical())), "cuda")
+    opts = lowering_options(type(desc.canonical().packed()), "cuda")
     return [{}] + [{name: v} for name, values in opts.items() for v in values if v is not None]

@@ -108,7 +108,8 @@ class CudaKernel:
             out = out.view(np.uint16)
         fixed = self.block or (32 if self.warps and simulator() else None)
         blocks, threads = geometry(self.total, simulator(), self._threads(), fixed=fixed)
-        launch = self.fn[blocks, threads, stream] if stream is not None else self.fn[blocks, threads]
+        launch = (self.fn[blocks, threads, stream] if stream is not None
+                  else self.fn[blocks, threads])
         launch(*inputs, out)
 
     def _threads(self) -> int:
@@ -126,7 +127,7 @@ class CudaKernel:
                     cc = cuda.get_current_device().compute_capability
                     threads = block_size(self.fn.get_regs_per_thread(sig),
                                          self.fn.get_shared_mem_per_block(sig), cc)
-                except Exception:  # pragma: no cover - a driver without these queries
+                except Exception:  # pragma: no cover  # noqa: BLE001 - no such queries
                     threads = THREADS_PER_BLOCK
             self._block = threads
         return threads

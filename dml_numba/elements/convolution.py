@@ -49,7 +49,8 @@ def conv_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e,
             xin = "xv"
         for j, name in enumerate(accs):
             chan = f"m + {j}" if j else "m"
-            widx = index(chan, "c", *fidx) if forward else index("ci", f"col + {j}" if j else "col", *fidx)
+            widx = (index(chan, "c", *fidx) if forward
+                    else index("ci", f"col + {j}" if j else "col", *fidx))
             w(f"{name} += {xin} * {load('w[' + widx + ']')}")
     for j, name in enumerate(accs):
         chan = f"m + {j}" if j else "m"

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
+import numpy as np
+
 from .._dtypes import DataType
 from .._errors import Checker
 from ..tensor import TensorDesc
@@ -59,17 +61,28 @@ class OperatorDesc:
     # -- what binding and dispatch need ---------------------------------------------------
     def bound_inputs(self) -> tuple[tuple[str, TensorDesc], ...]:
         """(field, desc) of every input present, in binding order (an absent bias is skipped)."""
-        return tuple((f, getattr(self, f)) for f in self.input_fields if getattr(self, f) is not None)
+        return tuple((f, getattr(self, f)) for f in self.input_fields
+                     if getattr(self, f) is not None)
 
     @property
     def output(self) -> TensorDesc:
         return getattr(self, self.output_field)
 
-    def canonical(self) -> "OperatorDesc":
+    def canonical(self) -> OperatorDesc:
         """The newest descriptor version this one is equivalent to (itself by default)."""
         return self
 
-    def replace_tensors(self, **tensors) -> "OperatorDesc":
+    def packed(self) -> OperatorDesc:
+        """The desc with every tensor's strides dropped: kernels see N-d views, so buffer
+        strides never change generated code and must not split the cache."""
+        tensors = {}
+        for name in self.input_fields + (self.output_field,):
+            t = getattr(self, name)
+            if t is not None and t.strides is not None:
+                tensors[name] = TensorDesc(t.data_type, t.sizes)
+        return self.replace_tensors(**tensors) if tensors else self
+
+    def replace_tensors(self, **tensors) -> OperatorDesc:
         """A copy whose tensors are packed (strides dropped): what a kernel on bound views sees."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update(tensors)
@@ -145,6 +158,40 @@ class AxisMap:
     size: int
     a: int = 0
     s: int = 1
+
+    def sources(self, lo: int, hi: int):
+        """The same maps evaluated with NumPy, for host-side users (the Dask layer): the input
+        coordinates read by output coordinates ``[lo, hi)`` of one axis, and a mask of those that
+        read the input (False: the padding constant). Tested against the generated source's
+        (``_gather.emit_map``)."""
+        o = np.arange(lo, hi, dtype=np.int64)
+        n, a = self.n, self.a
+        inside = np.ones(o.shape, bool)
+        if self.kind == "shift":
+            i = o - a
+            inside = (i >= 0) & (i < n)
+        elif self.kind == "clamp":
+            i = np.clip(o - a, 0, n - 1)
+        elif self.kind == "reflect":
+            if n == 1:
+                i = np.zeros_like(o)
+            else:
+                p = 2 * (n - 1)
+                j = np.mod(o - a, p)
+                i = np.where(j < n, j, p - j)
+        elif self.kind == "symmetric":
+            p = 2 * n
+            j = np.mod(o - a, p)
+            i = np.where(j < n, j, p - 1 - j)
+        elif self.kind == "wrap":
+            i = np.mod(o - a, n)
+        elif self.kind == "modulo":
+            i = np.mod(o, n)
+        elif self.kind == "affine":
+            i = a + self.s * o
+        else:
+            raise AssertionError(f"unknown AxisMap kind {self.kind!r}")
+        return np.where(inside, i, 0), inside
 
 
 @dataclass(frozen=True)

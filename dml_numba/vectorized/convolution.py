@@ -33,7 +33,7 @@ if set(_FUNCTIONS) != set(FUNCTIONS):  # pragma: no cover - caught by the test s
                       f"is {sorted(FUNCTIONS)}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled(expression: str):
     return compile(expression, "<activation>", "eval")
 
@@ -71,8 +71,13 @@ def convolution(desc, x, w, b=None):
         wg = w64.reshape((g, m // g, c // g) + k)
         acc = np.zeros((n, g, m // g) + tuple(out_spatial))
         for t in taps:
-            patch = xg[(Ellipsis,) + tuple(slice(kk * d, kk * d + (o - 1) * s + 1, s) for kk, d, o, s
-                                           in zip(t, desc.dilations, out_spatial, desc.strides))]
+            patch = xg[
+                (Ellipsis,)
+                + tuple(
+                    slice(kk * d, kk * d + (o - 1) * s + 1, s)
+                    for kk, d, o, s in zip(t, desc.dilations, out_spatial, desc.strides)
+                )
+            ]
             acc += np.einsum("ngc...,gmc->ngm...", patch, wg[(Ellipsis,) + t])
         y = acc.reshape((n, m) + tuple(out_spatial))
     else:

@@ -167,8 +167,10 @@ def ort_call(op_type, inputs, extra_inputs=(), **attrs):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
     model.ir_version = 9
     try:
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    except Exception as exc:  # an op/dtype ORT does not implement
-        raise PeerUnavailable(f"onnxruntime cannot run it ({str(exc).splitlines()[0][:80]})") from None
+        session = ort.InferenceSession(model.SerializeToString(),
+                                       providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - an op/dtype ORT does not implement
+        first = str(exc).splitlines()[0][:80]
+        raise PeerUnavailable(f"onnxruntime cannot run it ({first})") from None
     feed = dict(zip(names, arrays))
     return lambda: session.run(None, feed)

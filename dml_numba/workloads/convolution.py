@@ -39,12 +39,27 @@ def spec(xs, ws, s, p, g, direction=0, act=None):
 def workloads(quick: bool):
     n = sizes(quick)["batch"]
     return [
-        workload("convolution", f"3x3 64->64 on ({n}, 64, 56, 56)",
-                 spec((n, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), 1), "flops", True),
-        workload("convolution", f"depthwise 3x3 on ({n}, 128, 56, 56)",
-                 spec((n, 128, 56, 56), (128, 1, 3, 3), (1, 1), (1, 1), 128), "flops", True),
-        workload("convolution", f"transposed 3x3/2 64->32 on ({n}, 64, 28, 28)",
-                 spec((n, 64, 28, 28), (64, 32, 3, 3), (2, 2), (1, 1), 1, direction=1), "flops", True),
+        workload(
+            "convolution",
+            f"3x3 64->64 on ({n}, 64, 56, 56)",
+            spec((n, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), 1),
+            "flops",
+            True,
+        ),
+        workload(
+            "convolution",
+            f"depthwise 3x3 on ({n}, 128, 56, 56)",
+            spec((n, 128, 56, 56), (128, 1, 3, 3), (1, 1), (1, 1), 128),
+            "flops",
+            True,
+        ),
+        workload(
+            "convolution",
+            f"transposed 3x3/2 64->32 on ({n}, 64, 28, 28)",
+            spec((n, 64, 28, 28), (64, 32, 3, 3), (2, 2), (1, 1), 1, direction=1),
+            "flops",
+            True,
+        ),
     ]
 
 
@@ -58,6 +73,11 @@ def demo(rng):
                                        tensor(np.float32, out), ConvolutionMode.CROSS_CORRELATION,
                                        direction, s, (1, 1), p, p, (0, 0), g)
 
-    return [("convolution 3x3", conv(x.shape, w.shape, (2, 16, 64, 64), (1, 1), (1, 1), 1, 0), [x, w]),
-            ("convolution transposed", conv(x.shape, wt.shape, (2, 8, 129, 129), (2, 2), (0, 0), 2, 1),
-             [x, wt])]
+    return [
+        ("convolution 3x3", conv(x.shape, w.shape, (2, 16, 64, 64), (1, 1), (1, 1), 1, 0), [x, w]),
+        (
+            "convolution transposed",
+            conv(x.shape, wt.shape, (2, 8, 129, 129), (2, 2), (0, 0), 2, 1),
+            [x, wt],
+        ),
+    ]

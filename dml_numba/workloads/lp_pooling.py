@@ -9,7 +9,8 @@ from . import data, ort_call, sizes, tensor, torch_call, workload
 
 
 def spec(xs, w, s, p):
-    """(make, peers) for 2-D LP pooling of ``xs`` with window ``w``, stride ``s``, exponent ``p``."""
+    """(make, peers) for 2-D LP pooling of ``xs`` with window ``w``, stride ``s``, exponent
+    ``p``."""
     def make(dtype, rng):
         ranges = output_ranges(Checker("workload"), xs, s, w, (0, 0), (0, 0), (1, 1))
         spatial = tuple(lo for lo, _ in ranges)

@@ -33,7 +33,8 @@ def spec(shape, start, end, mode):
                                                       **({"value": 1.0}
                                                          if torch_mode == "constant" else {})),
             xs)
-    ort_mode = {"constant": "constant", "edge": "edge", "reflect": "reflect", "wrap": "wrap"}.get(np_mode)
+    ort_mode = {"constant": "constant", "edge": "edge", "reflect": "reflect",
+                "wrap": "wrap"}.get(np_mode)
     if ort_mode:
         peers["onnxruntime"] = lambda d, xs: ort_call(
             "Pad", xs, extra_inputs=[np.array(list(start) + list(end), np.int64)], mode=ort_mode)

@@ -29,8 +29,15 @@ def spec(xs, offs, extents, strides):
 def workloads(quick: bool):
     act = sizes(quick)["activation"]
     return [
-        workload("slice1", f"reverse C and W of {act}", spec(act, (0, 0, 0, 0), act, (1, -1, 1, -1)), "bytes"),
-        workload("slice1", f"every 2nd row of {act}", spec(act, (0, 0, 0, 0), act, (1, 1, 2, 1)), "bytes"),
+        workload(
+            "slice1",
+            f"reverse C and W of {act}",
+            spec(act, (0, 0, 0, 0), act, (1, -1, 1, -1)),
+            "bytes",
+        ),
+        workload(
+            "slice1", f"every 2nd row of {act}", spec(act, (0, 0, 0, 0), act, (1, 1, 2, 1)), "bytes"
+        ),
     ]
 
 

@@ -13,9 +13,11 @@ def spec(xs, reps):
         out = tuple(n * r for n, r in zip(xs, reps))
         return TileOperatorDesc(tensor(dtype, xs), tensor(dtype, out), reps), [data(xs, dtype, rng)]
 
-    return make, {"numpy.tile": lambda d, x: (lambda: np.tile(x[0], reps)),
-                  "torch": lambda d, x: torch_call(lambda torch, t: t.repeat(*reps), x),
-                  "onnxruntime": lambda d, x: ort_call("Tile", x, extra_inputs=[np.array(reps, np.int64)])}
+    return make, {
+        "numpy.tile": lambda d, x: lambda: np.tile(x[0], reps),
+        "torch": lambda d, x: torch_call(lambda torch, t: t.repeat(*reps), x),
+        "onnxruntime": lambda d, x: ort_call("Tile", x, extra_inputs=[np.array(reps, np.int64)]),
+    }
 
 
 def workloads(quick: bool):

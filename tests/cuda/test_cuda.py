@@ -50,7 +50,8 @@ def test_device_out_and_stream(cuda):
 
 def test_host_out_and_strided_host_buffer(cuda):
     t = dml.DataType.INT32
-    desc = dml.TileOperatorDesc(dml.TensorDesc(t, (2, 3), (5, 1)), dml.TensorDesc(t, (4, 3)), (2, 1))
+    desc = dml.TileOperatorDesc(dml.TensorDesc(t, (2, 3), (5, 1)), dml.TensorDesc(t, (4, 3)),
+                                (2, 1))
     buf = np.arange(10, dtype=np.int32)
     out = np.zeros((4, 3), np.int32)
     assert dml.compile_operator(desc, "cuda")(buf, out=out) is out
@@ -69,13 +70,16 @@ def test_same_errors_as_host_devices(cuda):
 
 def test_bad_device_input_refused(cuda):
     desc, inputs = CASES["tile-u16-3d"]
-    with pytest.raises(dml.ValidationError, match=r"TileOperatorDesc.input_tensor: device array shape"):
+    with pytest.raises(
+        dml.ValidationError, match=r"TileOperatorDesc.input_tensor: device array shape"
+    ):
         dml.compile_operator(desc, "cuda")(cuda.to_device(inputs[0].reshape(-1)))
 
 
 def test_overlapping_device_out_refused_nothing_written(cuda):
     t = dml.DataType.FLOAT32
-    desc = dml.Slice1OperatorDesc(dml.TensorDesc(t, (6,)), dml.TensorDesc(t, (6,)), (0,), (6,), (-1,))
+    desc = dml.Slice1OperatorDesc(dml.TensorDesc(t, (6,)), dml.TensorDesc(t, (6,)), (0,), (6,),
+                                  (-1,))
     d = cuda.to_device(np.arange(6, dtype=np.float32))
     with pytest.raises(dml.ValidationError, match="overlapping input 0"):
         dml.compile_operator(desc, "cuda")(d, out=d)

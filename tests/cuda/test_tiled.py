@@ -65,7 +65,7 @@ def _oracle(desc, inputs):
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_tiled_convolution_agrees_with_brute_force(name):
-    from dml_numba.cuda.convolution import tile_plan
+    from dml_numba.cuda.convolution.implicit_gemm import tile_plan
 
     (desc, inputs), shape = CASES[name]
     plan = tile_plan(desc)
@@ -94,7 +94,7 @@ def test_catalogue_on_the_tiled_kernel(name):
 def test_phases_list_exactly_the_taps_that_reach_each_output():
     """Against the definition: output o receives tap k iff (o + start - k*dilation) is a
     non-negative multiple of the stride, from input (o + start - k*dilation) / stride."""
-    from dml_numba.cuda.convolution import phases_for
+    from dml_numba.cuda.convolution.implicit_gemm import phases_for
 
     for name in ("bwd-stride2-groups", "bwd-1x1-s3x2-phases-without-taps", "bwd-s2-dilation2"):
         desc = CASES[name][0][0]

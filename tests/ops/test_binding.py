@@ -65,7 +65,8 @@ def test_out_array_is_returned(device):
 @pytest.mark.parametrize("bad,match", [
     (lambda x: x.astype(np.float64), "input_tensor: dtype float64 is invalid; expected float32"),
     (lambda x: x[:1], r"input_tensor: shape \(1, 3\) is invalid"),
-    (lambda x: np.zeros(3, np.float32), "input_tensor: a buffer of 12 bytes is invalid; expected at least 24"),
+    (lambda x: np.zeros(3, np.float32),
+     "input_tensor: a buffer of 12 bytes is invalid; expected at least 24"),
     (lambda x: x.tolist(), "input_tensor: list is invalid; expected a numpy.ndarray"),
 ])
 def test_bad_inputs_refused(device, bad, match):
@@ -98,7 +99,9 @@ def test_out_overlapping_input_refused_nothing_written(device):
     buf = np.arange(20, dtype=np.float32)
     x, out = buf[:6].reshape(2, 3), buf[4:16].reshape(4, 3)
     before = buf.copy()
-    with pytest.raises(dml.ValidationError, match="TileOperatorDesc.out: an array overlapping input 0"):
+    with pytest.raises(
+        dml.ValidationError, match="TileOperatorDesc.out: an array overlapping input 0"
+    ):
         dml.compile_operator(_tile_desc(), device)(x, out=out)
     np.testing.assert_array_equal(buf, before)
 
@@ -122,7 +125,11 @@ def test_wrong_input_count(device):
     d = dml.ConvolutionOperatorDesc(dml.TensorDesc(F32, (1, 1, 3)), dml.TensorDesc(F32, (1, 1, 2)),
                                     None, dml.TensorDesc(F32, (1, 1, 2)), 1, 0, (1,), (1,), (0,),
                                     (0,), (0,), 1)
-    with pytest.raises(dml.ValidationError, match=r"ConvolutionOperatorDesc: 1 inputs are invalid; expected 2 \(input_tensor, filter_tensor\)"):
+    with pytest.raises(
+        dml.ValidationError,
+        match=r"ConvolutionOperatorDesc: 1 inputs are invalid; expected 2 "
+              r"\(input_tensor, filter_tensor\)",
+    ):
         dml.compile_operator(d, device)(np.zeros((1, 1, 3), np.float32))
 
 
@@ -237,16 +244,22 @@ def test_descriptor_path_messages_in_full():
     x = np.zeros((2, 3), np.float32)
     with pytest.raises(dml.ValidationError) as e:
         op(np.ma.array(x, mask=x > 0))
-    assert str(e.value) == ("TileOperatorDesc.input_tensor: a masked array is invalid; expected a plain "
-                            "numpy.ndarray (the mask would be ignored: use .filled() or .data)")
+    assert str(e.value) == (
+        "TileOperatorDesc.input_tensor: a masked array is invalid; expected a plain "
+        "numpy.ndarray (the mask would be ignored: use .filled() or .data)"
+    )
     with pytest.raises(dml.ValidationError) as e:
         op(DeviceArray())
-    assert str(e.value) == ("TileOperatorDesc.input_tensor: a CUDA device array is invalid on a host device; "
-                            "expected a numpy.ndarray (use device='cuda')")
+    assert str(e.value) == (
+        "TileOperatorDesc.input_tensor: a CUDA device array is invalid on a host device; "
+        "expected a numpy.ndarray (use device='cuda')"
+    )
     with pytest.raises(dml.ValidationError) as e:
         op(x.astype(">f4"))
-    assert str(e.value) == ("TileOperatorDesc.input_tensor: dtype >f4 is invalid (non-native byte order: convert "
-                            "with .astype(a.dtype.newbyteorder('='))); expected float32 (FLOAT32)")
+    assert str(e.value) == (
+        "TileOperatorDesc.input_tensor: dtype >f4 is invalid (non-native byte order: convert "
+        "with .astype(a.dtype.newbyteorder('='))); expected float32 (FLOAT32)"
+    )
 
 
 def test_overlap_with_a_later_input_after_a_separate_one_is_refused():

@@ -89,7 +89,8 @@ def test_backward_grouped_brute_force_scatter(device, case):
     assert_close(y, brute_conv_backward(x, w, bias, s, d, a, y.shape[2:], groups=g), np.float32)
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64],
+                         ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("direction", [FWD, BWD], ids=["fwd", "bwd"])
 def test_every_float_type(device, dtype, direction):
     x = random_array((2, 4, 5, 6), dtype)
@@ -98,14 +99,16 @@ def test_every_float_type(device, dtype, direction):
     y = dml.convolution(x, w, bias, (2, 1), (1, 2), (1, 0), (0, 1), group_count=2,
                         direction=direction, device=device)
     if direction == FWD:
-        ref = brute_conv_forward(x, w, bias, (2, 1), (1, 2), (1, 0), groups=2, out_spatial=y.shape[2:])
+        ref = brute_conv_forward(x, w, bias, (2, 1), (1, 2), (1, 0), groups=2,
+                                 out_spatial=y.shape[2:])
     else:
         ref = brute_conv_backward(x, w, bias, (2, 1), (1, 2), (1, 0), y.shape[2:], groups=2)
     assert_close(y, ref, dtype)
 
 
 def test_inferred_output_padding_computes_every_element(device):
-    """INFERRED (docs/SEMANTICS.md §2): OutputPadding only enlarges the output; the extra positions are
+    """INFERRED (docs/SEMANTICS.md §2): OutputPadding only enlarges the output; the extra positions
+    are
     computed by the transposed formula (ONNX/PyTorch), not literal zeros. They differ from the
     literal-zeros reading exactly when EndPadding > 0, as here."""
     x = random_array((1, 2, 4), np.float32)

@@ -10,8 +10,10 @@ from dml_numba.cpu import convolution as cpu_conv
 from tests.cases import catalogue, compare, conv_case
 
 CASES = {k: v for k, v in catalogue().items() if k.startswith("conv")}
-CASES["conv-fwd-1x1-groups"] = conv_case((2, 4, 3, 5), (6, 2, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 2)
-CASES["conv-fwd-1x1-stride2"] = conv_case((2, 4, 5, 5), (6, 4, 1, 1), (2, 2), (1, 1), (0, 0), (0, 0), 1)
+CASES["conv-fwd-1x1-groups"] = conv_case((2, 4, 3, 5), (6, 2, 1, 1), (1, 1), (1, 1), (0, 0),
+                                         (0, 0), 2)
+CASES["conv-fwd-1x1-stride2"] = conv_case((2, 4, 5, 5), (6, 4, 1, 1), (2, 2), (1, 1), (0, 0),
+                                          (0, 0), 1)
 
 
 @pytest.mark.parametrize("parallel", [None, True, False], ids=["auto", "parallel", "serial"])
@@ -53,8 +55,19 @@ def test_automatic_choice():
     def desc(cin, cout, g, k=3, hw=8, s=1):
         o = (hw - k) // s + 1
         return dml.ConvolutionOperatorDesc(
-            dml.TensorDesc(f32, (1, cin, hw, hw)), dml.TensorDesc(f32, (cout, cin // g, k, k)), None,
-            dml.TensorDesc(f32, (1, cout, o, o)), 1, 0, (s, s), (1, 1), (0, 0), (0, 0), (0, 0), g)
+            dml.TensorDesc(f32, (1, cin, hw, hw)),
+            dml.TensorDesc(f32, (cout, cin // g, k, k)),
+            None,
+            dml.TensorDesc(f32, (1, cout, o, o)),
+            1,
+            0,
+            (s, s),
+            (1, 1),
+            (0, 0),
+            (0, 0),
+            (0, 0),
+            g,
+        )
 
     def choose(d):
         return cpu_conv.choose_algorithm(d, Host(16, 2))

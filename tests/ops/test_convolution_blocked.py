@@ -4,7 +4,6 @@ a scatter, the kernels gather), for every tile shape the planner can choose (4, 
 16 lanes; one to several rows and vectors; channel blocks with a remainder), 1-D to 3-D, groups,
 dilations, row strides, asymmetric padding, CONVOLUTION mode, bias and fused activation,
 float16 and both parallel variants."""
-import functools
 
 import numpy as np
 import pytest

@@ -48,7 +48,8 @@ def brute(x, window, strides, start, dil, p, out_spatial):
     return y
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64],
+                         ids=lambda d: np.dtype(d).name)
 def test_brute_force_every_float_type(device, dtype):
     x = random_array((2, 3, 6, 7), dtype)
     d = _desc(x, (3, 2), (2, 1), (1, 1), (0, 1), (1, 2), 2)
@@ -65,7 +66,8 @@ def test_one_spatial_dimension_extension(device):
 
 
 def test_inferred_ceil_mode_output_reads_past_end_as_padding(device):
-    """INFERRED (docs/SEMANTICS.md §3): an output up to the ceil-mode size is accepted; taps past the
+    """INFERRED (docs/SEMANTICS.md §3): an output up to the ceil-mode size is accepted; taps past
+    the
     padded end count as padding (zero)."""
     x = random_array((1, 2, 5, 5), np.float32)
     d = _desc(x, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), 2, out_spatial=(3, 3))  # floor: 2

@@ -71,7 +71,8 @@ def test_inferred_reflection_of_a_single_element_repeats_it(device):
     (np.uint8, float("-inf"), 0),
 ])
 def test_inferred_padding_value_truncates_and_saturates(device, dtype, value, expected):
-    """INFERRED (docs/SEMANTICS.md §4): PADDING's FLOAT value truncates toward zero, saturates, NaN -> 0."""
+    """INFERRED (docs/SEMANTICS.md §4): PADDING's FLOAT value truncates toward zero, saturates,
+    NaN -> 0."""
     t = dml.DataType.from_numpy(dtype)
     desc = dml.PaddingOperatorDesc(dml.TensorDesc(t, (2,)), dml.TensorDesc(t, (4,)),
                                    dml.PaddingMode.CONSTANT, value, (1,), (1,))

@@ -69,7 +69,8 @@ def test_slice_canonicalises_to_slice1(device):
 
 
 def test_inferred_slice_rejects_stride_zero():
-    """INFERRED (docs/SEMANTICS.md §5): SLICE's page does not exclude stride 0; dml_numba rejects it,
+    """INFERRED (docs/SEMANTICS.md §5): SLICE's page does not exclude stride 0; dml_numba rejects
+    it,
     as SLICE1 does, rather than silently repeating one element."""
     t = dml.DataType.FLOAT32
     with pytest.raises(dml.ValidationError, match=r"SliceOperatorDesc\.strides\[1\]: 0 is invalid"):

@@ -5,8 +5,19 @@ import numba
 import numpy as np
 import pytest
 
-from dml_numba.cpu._simd import (vadd, vfma, vinterleave, vload, vload_stride, vscatter, vsplat,
-                                 vstore, vstore_raw, vstore_rows, vzero)
+from dml_numba.cpu._simd import (
+    vadd,
+    vfma,
+    vinterleave,
+    vload,
+    vload_stride,
+    vscatter,
+    vsplat,
+    vstore,
+    vstore_raw,
+    vstore_rows,
+    vzero,
+)
 
 
 def _kernels(lanes):

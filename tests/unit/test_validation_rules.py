@@ -5,7 +5,6 @@ traceback, and the test fails naming any rule that no case reaches (so a new rul
 and a removed check is noticed by the case that expected it)."""
 import ast
 import os
-import sys
 import traceback
 from pathlib import Path
 
@@ -120,5 +119,3 @@ def test_extra_cases_name_their_field(make, where):
         make()
 
 
-if sys.version_info < (3, 9):  # pragma: no cover
-    pytest.skip("Path.is_relative_to needs Python 3.9", allow_module_level=True)

@@ -5,7 +5,7 @@ cores, AVX-512), where each rule's measurements are given."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 from ..._dims import prod
 from ...ops.convolution import geometry
@@ -44,7 +44,7 @@ class Facts:
     gemm_fits: bool  # each group's matrix product big enough for BLAS
 
     @classmethod
-    def of(cls, desc, host: Host) -> "Facts":
+    def of(cls, desc, host: Host) -> Facts:
         geo, t = geometry(desc), THRESHOLDS
         if geo.forward:
             inner, rows = geo.in_channels * geo.taps, geo.out_channels

@@ -19,7 +19,7 @@ from ...elements import open_window_loops
 from ...elements.convolution import conv_epilogue
 from ...ops.convolution import ConvolutionDirection, ConvolutionMode, geometry
 from .._emit import build_variants, header
-from .base import ConvolutionKernel, conv_key
+from .base import ConvolutionKernel
 
 #: bound on the im2col / columns buffer of one call; larger batches are processed in chunks
 #: (one 3x3 64-channel 56x56 image: cache-friendly)
@@ -28,7 +28,8 @@ COLUMNS_BUDGET_BYTES = 8 << 20
 
 def emit(key) -> str:
     """A GEMM helper kernel: ``im2col``, ``col2im`` or ``epilogue``."""
-    return {"im2col": emit_im2col, "col2im": emit_col2im, "epilogue": emit_epilogue}[key.kernel](key)
+    emitters = {"im2col": emit_im2col, "col2im": emit_col2im, "epilogue": emit_epilogue}
+    return emitters[key.kernel](key)
 
 
 def emit_im2col(key) -> str:

@@ -112,7 +112,8 @@ def _emit_tile(w, d, lay: Layout) -> None:
                 off = (lead_off + (ir * lay.pstride[-2] if nd >= 2 else 0)
                        + t_c % split * (P[-1] // split) + t_c // split)
                 for v in range(J):
-                    w(f"x{v} = {vec.load('xp', affine([('xb', 1), ('j', 1)], off + v * lay.lanes))}")
+                    at = affine([("xb", 1), ("j", 1)], off + v * lay.lanes)
+                    w(f"x{v} = {vec.load('xp', at)}")
                 for r, kr in feeds[ir]:
                     t = ((sum(k * prod(ksz[i + 1:]) for i, k in enumerate(lead))
                           + kr * ksz[-1] + kc) if nd >= 2 else kc)

@@ -56,7 +56,7 @@ class Runs:
     flat_size: int
 
     @classmethod
-    def of(cls, lay: Layout, flat: bool) -> "Runs":
+    def of(cls, lay: Layout, flat: bool) -> Runs:
         out, step = lay.out, lay.lanes * lay.vectors
         flat_size = (out[-2] - 1) * lay.padded[-1] + out[-1] if flat else 0
         rows = (-(-flat_size // step) if flat else -(-out[-2] // lay.rows) if lay.rank >= 2

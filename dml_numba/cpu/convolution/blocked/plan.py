@@ -246,7 +246,7 @@ class Layout:
     plane_out: int  # elements of one output plane
 
     @classmethod
-    def of(cls, key) -> "Layout":
+    def of(cls, key) -> Layout:
         d, p = key.desc, key.plan
         out = tuple(d.output_tensor.sizes[2:])
         nd = len(out)

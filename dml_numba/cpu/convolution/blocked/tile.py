@@ -12,8 +12,8 @@ Contracts between emitters are Python, not names agreed in the generated text:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
-from typing import Callable
 
 from ...._codegen import affine, flat_index
 from ...._dims import prod

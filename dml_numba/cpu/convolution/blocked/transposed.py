@@ -32,7 +32,8 @@ def emit(key) -> str:
     w = SourceWriter()
     loop = header(w, key, imports=(IMPORT,))
     outer = [f"o{i}" for i in range(nd - 2)]
-    lead = [] if nd == 1 else [st[-2], -(-(-(-out[-2] // st[-2])) // lay.rows)]
+    rows_per_phase = -(-out[-2] // st[-2]) if nd >= 2 else 1  # the most rows a row phase has
+    lead = [] if nd == 1 else [st[-2], -(-rows_per_phase // lay.rows)]
     coords = ["n", "g", "mbi"] + outer + (["rr", "rt"] if nd >= 2 else [])
     with w.block(f"def kernel(x, wp, {'b, ' if d.bias_tensor is not None else ''}y, xp):"):
         if needs_copy(d):

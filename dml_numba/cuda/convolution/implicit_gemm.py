@@ -1,54 +1,17 @@
-"""Convolution on CUDA: two kernels over the same semantics.
-
-``direct``: each thread computes one output position for a block of up to four output channels
-of one group (each input tap read once for all of them, from registers); BACKWARD in gather form
-(no atomics).
-
-``tiled``, in shared memory:
-
-* implicit GEMM for dense and grouped convolution: per group, the output is a (pixels x
-  channels) matrix, the product of the gathered input (pixels x C/g*taps, zero outside the
-  input) and the filter (C/g*taps x channels). A block of 256 threads computes a BM x BN tile of
-  it: each step of the reduction, the threads load a BK-deep slab of both factors into shared
-  memory once (consecutive threads read consecutive pixels and consecutive filter taps:
-  coalesced), synchronise, and each thread accumulates a register block of RM pixels x RN
-  channels from shared memory, so every value loaded from global memory is used BN (input) or
-  BM (filter) times. BACKWARD is the adjoint in gather form; with strides, one GEMM per output
-  phase (:func:`phases_for`), so that only the taps that reach a phase are multiplied;
-* plane patches for depthwise convolution (``_planes``): 256 outputs of one channel a block,
-  their input region loaded into shared memory once.
-
-Bias and the fused activation are applied as outputs are stored; float16 is loaded as half,
-computed in float32. Blocks take tiles in a grid-stride loop, so any grid is correct.
-
-``compile_operator(desc, "cuda", algorithm="direct"|"tiled")`` forces one; by default the tiled
-kernels run where their reuse pays (:func:`choose_algorithm`).
-"""
+"""The tiled CUDA convolution's implicit GEMM (dense, grouped and transposed): the tile plan,
+the grid of tiles, one GEMM per output phase for strided BACKWARD, and the shared-memory slabs
+(see :mod:`dml_numba.cuda.convolution` for the whole picture)."""
 from __future__ import annotations
 
 import math
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 
-from .._codegen import SourceWriter, affine, decompose, index
-from .._dtypes import accumulator
-from .._registry import register
-from ..elements.convolution import channel_block, conv_element, conv_epilogue
-from ..ops.convolution import (
-    ConvolutionDirection,
-    ConvolutionMode,
-    ConvolutionOperatorDesc,
-)
-from ._emit import (
-    CudaKernel,
-    emit_reduction,
-    half_load,
-    header,
-    make_key,
-    shared_memory_decorator,
-)
-from ._planes import LAUNCH_BOUNDS as PLANE_BOUNDS
-from ._planes import plane_kernel, plane_plan, shared_taps
+from ..._codegen import SourceWriter, affine, decompose, index
+from ..._dtypes import accumulator
+from ...elements.convolution import channel_block, conv_epilogue
+from ...ops.convolution import ConvolutionDirection, ConvolutionMode, geometry
+from .._emit import half_load, header, shared_memory_decorator
 
 THREADS = 256  # a tiled block
 #: launch bounds of the implicit GEMMs: 2 blocks of 256 an SM, at most 128 registers (the phased
@@ -82,124 +45,12 @@ def tile_plan(desc) -> TilePlan:
     """RN from the group's channels (4, 2 or 1 dividing them), TY threads across channels up to
     16 (a power of two covering the group's channels), the rest across pixels, RM so that a tile
     spans at most 256 pixels."""
-    mg = desc.output_tensor.sizes[1] // desc.group_count
+    mg = geometry(desc).out_channels
     rn = channel_block(desc)
     ty = min(16, 1 << max(0, math.ceil(math.log2(-(-mg // rn)))))
     tx = THREADS // ty
     rm = max(1, min(4, 256 // tx))
     return TilePlan(rm, rn, tx, ty)
-
-
-def plane_plan_for(desc):
-    """Spatial plane tiles (``_planes``) for a forward convolution with one input channel a
-    group (depthwise), or None."""
-    if desc.direction != ConvolutionDirection.FORWARD or desc.input_tensor.sizes[1] != \
-            desc.group_count:
-        return None
-    return plane_plan(desc.output_tensor.sizes[2:], desc.input_tensor.sizes[2:],
-                      desc.filter_tensor.sizes[2:], desc.strides, desc.dilations,
-                      accumulator(desc.input_tensor.data_type).itemsize)
-
-
-def choose_algorithm(desc) -> str:
-    """``tiled`` where a tile's reuse pays: a group with at least 4 output channels and a
-    reduction of at least 16 terms (implicit GEMM), or depthwise with overlapping windows
-    (plane tiles); else ``direct`` (tiny filters, non-overlapping depthwise windows)."""
-    cg = desc.input_tensor.sizes[1] // desc.group_count
-    mg = desc.output_tensor.sizes[1] // desc.group_count
-    taps = math.prod(desc.filter_tensor.sizes[2:])
-    if plane_plan_for(desc) is not None:
-        return "tiled"
-    return "tiled" if mg >= 4 and cg * taps >= 16 else "direct"
-
-
-def emit_direct(key) -> str:
-    args = "x, w, b, y" if key.desc.bias_tensor is not None else "x, w, y"
-    return emit_reduction(key, args, "m", conv_element, channels=channel_block(key.desc))
-
-
-def emit_planes(key) -> str:
-    """Depthwise: the plane of input channel ``c // (C_out/g)`` in shared memory, each thread
-    one output of channel ``c``."""
-    d = key.desc
-    plan = plane_plan_for(d)
-    mg = d.output_tensor.sizes[1] // d.group_count
-    ksz = d.filter_tensor.sizes[2:]
-    load = half_load(d.input_tensor.data_type)
-    acc = accumulator(d.input_tensor.data_type).name
-    args = "x, w, b, y" if d.bias_tensor is not None else "x, w, y"
-    flip = d.mode == ConvolutionMode.CONVOLUTION
-    with plane_kernel(key, args, plan, channels=d.output_tensor.sizes[1],
-                      in_channel=f"c // {mg}" if mg > 1 else "c", pads=d.start_padding,
-                      strides=d.strides, acc=acc, load=load) as (w, o):
-        w(f"acc = numba.{acc}(0.0)")
-        with ExitStack() as stack:
-            tap = shared_taps(w, stack, plan, ksz, d.strides, d.dilations)
-            taps = [f"{k - 1} - k{i}" if flip else f"k{i}" for i, k in enumerate(ksz)]
-            w(f"acc += {tap} * {load('w[' + index('c', 0, *taps) + ']')}")
-        conv_epilogue(w, d, "acc", f"y[{index('n', 'c', *o)}]", load=load, channel="c")
-    return w.text()
-
-
-def emit_tiled(key) -> str:
-    d = key.desc
-    if plane_plan_for(d) is not None:
-        return emit_planes(key)
-    if phases_for(d) is not None:
-        return emit_tiled_phases(key)
-    plan = tile_plan(d)
-    grid = gemm_grid(d, plan)
-    nd = d.input_tensor.rank - 2
-    forward = d.direction == ConvolutionDirection.FORWARD
-    g = d.group_count
-    cg = d.input_tensor.sizes[1] // g
-    isz, osz, ksz = d.input_tensor.sizes[2:], d.output_tensor.sizes[2:], d.filter_tensor.sizes[2:]
-    pixels, reduction, tiles_m, tiles_p = grid.pixels, grid.reduction, grid.tiles_m, grid.tiles_p
-    acc = accumulator(d.input_tensor.data_type).name
-    load = half_load(d.input_tensor.data_type)
-    o = [f"o{i}" for i in range(nd)]
-    k = [f"k{i}" for i in range(nd)]
-
-    w = SourceWriter()
-    header(w, key)
-    w(f"# implicit GEMM: tiles of {plan.bm} pixels x {plan.bn} channels, {plan.rm} x {plan.rn} a "
-      f"thread, {THREADS} threads, reduction {reduction} in slabs of {BK}")
-    with _kernel_head(w, d, plan, acc), \
-            w.block(f"for tile in range(cuda.blockIdx.x, {grid.tiles}, cuda.gridDim.x):"):
-        decompose(w, "tile", ["g", "tm", "tp"], [g, tiles_m, tiles_p])
-        _emit_load_pixel(w, plan, str(pixels))
-        decompose(w, "p", ["n"] + o, [d.output_tensor.sizes[0], *osz])
-        for i in range(nd):  # the pixel's window origin
-            if forward:
-                w(f"b{i} = {affine([(o[i], d.strides[i])], -d.start_padding[i])}")
-            else:
-                w(f"b{i} = {affine([(o[i], 1)], d.start_padding[i])}")
-
-        def load_a():
-            decompose(w, "r", ["c"] + k, [cg, *ksz])
-            conds, coords = [], []
-            for i in range(nd):
-                s = 1 if forward else d.strides[i]
-                w(f"a{i} = " + affine([(f"b{i}", 1), (k[i], d.dilations[i] if forward
-                                                     else -d.dilations[i])]))
-                # BACKWARD: the tap is real where o + pad - k*dilation = a*stride, 0 <= a < size
-                conds.append(f"a{i} >= 0" + (f" and a{i} % {s} == 0" if s != 1 else "")
-                             + f" and a{i} < {isz[i] * s}")
-                coords.append(f"a{i} // {s}" if s != 1 else f"a{i}")
-            return " and ".join(conds), coords
-
-        def load_b():
-            decompose(w, "r", ["c"] + k, [cg, *ksz])
-            return _filter_taps(d, k), ""
-
-        _emit_slabs(w, d, plan, str(reduction), acc, load, load_a, load_b)
-
-        def output(q):
-            decompose(w, q, ["n"] + o, [d.output_tensor.sizes[0], *osz])
-            return o, ""
-
-        _emit_store(w, d, plan, str(pixels), output, load)
-    return w.text()
 
 
 @dataclass(frozen=True)
@@ -220,19 +71,21 @@ class AxisPhases:
 def phases_for(desc):
     """Per-axis phases of a BACKWARD convolution with a stride above 1, or None: in gather form
     every output would test every tap and (for stride 2) reject three of four; per phase the
-    implicit GEMM runs only the taps that reach it."""
-    d = desc
-    if d.direction != ConvolutionDirection.BACKWARD or all(s == 1 for s in d.strides):
+    implicit GEMM runs only the taps that reach it. Phase ``f = (o + start) % stride`` is the
+    geometry's residue ``r = (f - start) % stride`` of the output (its taps, in order, are every
+    ``step``-th one from the first)."""
+    d, geo = desc, geometry(desc)
+    if geo.forward or all(s == 1 for s in d.strides):
         return None
     axes = []
-    for s, dil, kk, pad, n_out in zip(d.strides, d.dilations, d.filter_tensor.sizes[2:],
-                                       d.start_padding, d.output_tensor.sizes[2:]):
+    for s, dil, pad, n_out, residues in zip(d.strides, d.dilations, d.start_padding,
+                                            d.output_tensor.sizes[2:], geo.transposed_phases()):
         step = s // math.gcd(s, dil)
         k0, count, o0, outputs, base = [], [], [], [], []
         for f in range(s):
-            taps = [k for k in range(kk) if (k * dil - f) % s == 0]
             first = (f - pad) % s
-            k0.append(taps[0] if taps else 0)
+            taps = residues[first]
+            k0.append(taps[0][0] if taps else 0)
             count.append(len(taps))
             o0.append(first)
             outputs.append(-(-(n_out - first) // s) if first < n_out else 0)
@@ -284,7 +137,66 @@ def gemm_grid(desc, plan) -> GemmGrid:
                     -(-(d.output_tensor.sizes[1] // g) // plan.bn), -(-pixels // plan.bm))
 
 
-def emit_tiled_phases(key) -> str:
+def emit(key) -> str:
+    """The implicit GEMM of ``key`` (one per output phase for strided BACKWARD)."""
+    d = key.desc
+    if phases_for(d) is not None:
+        return emit_phases(key)
+    plan = tile_plan(d)
+    grid = gemm_grid(d, plan)
+    nd = d.input_tensor.rank - 2
+    forward = d.direction == ConvolutionDirection.FORWARD
+    g, cg = d.group_count, geometry(d).in_channels
+    isz, osz, ksz = d.input_tensor.sizes[2:], d.output_tensor.sizes[2:], d.filter_tensor.sizes[2:]
+    pixels, reduction, tiles_m, tiles_p = grid.pixels, grid.reduction, grid.tiles_m, grid.tiles_p
+    acc = accumulator(d.input_tensor.data_type).name
+    load = half_load(d.input_tensor.data_type)
+    o = [f"o{i}" for i in range(nd)]
+    k = [f"k{i}" for i in range(nd)]
+
+    w = SourceWriter()
+    header(w, key)
+    w(f"# implicit GEMM: tiles of {plan.bm} pixels x {plan.bn} channels, {plan.rm} x {plan.rn} a "
+      f"thread, {THREADS} threads, reduction {reduction} in slabs of {BK}")
+    with _kernel_head(w, d, plan, acc), \
+            w.block(f"for tile in range(cuda.blockIdx.x, {grid.tiles}, cuda.gridDim.x):"):
+        decompose(w, "tile", ["g", "tm", "tp"], [g, tiles_m, tiles_p])
+        _emit_load_pixel(w, plan, str(pixels))
+        decompose(w, "p", ["n"] + o, [d.output_tensor.sizes[0], *osz])
+        for i in range(nd):  # the pixel's window origin
+            if forward:
+                w(f"b{i} = {affine([(o[i], d.strides[i])], -d.start_padding[i])}")
+            else:
+                w(f"b{i} = {affine([(o[i], 1)], d.start_padding[i])}")
+
+        def load_a():
+            decompose(w, "r", ["c"] + k, [cg, *ksz])
+            conds, coords = [], []
+            for i in range(nd):
+                s = 1 if forward else d.strides[i]
+                w(f"a{i} = " + affine([(f"b{i}", 1), (k[i], d.dilations[i] if forward
+                                                     else -d.dilations[i])]))
+                # BACKWARD: the tap is real where o + pad - k*dilation = a*stride, 0 <= a < size
+                conds.append(f"a{i} >= 0" + (f" and a{i} % {s} == 0" if s != 1 else "")
+                             + f" and a{i} < {isz[i] * s}")
+                coords.append(f"a{i} // {s}" if s != 1 else f"a{i}")
+            return " and ".join(conds), coords
+
+        def load_b():
+            decompose(w, "r", ["c"] + k, [cg, *ksz])
+            return _filter_taps(d, k), ""
+
+        _emit_slabs(w, d, plan, str(reduction), acc, load, load_a, load_b)
+
+        def output(q):
+            decompose(w, q, ["n"] + o, [d.output_tensor.sizes[0], *osz])
+            return o, ""
+
+        _emit_store(w, d, plan, str(pixels), output, load)
+    return w.text()
+
+
+def emit_phases(key) -> str:
     """Strided BACKWARD as one implicit GEMM per phase (:class:`AxisPhases`): a tile belongs to
     one phase; its pixels are that phase's outputs, its reduction that phase's taps, so a
     multiply-add is spent on a tap that cannot reach the output only where phases have
@@ -295,8 +207,7 @@ def emit_tiled_phases(key) -> str:
     plan = tile_plan(d)
     axes = phases_for(d)
     nd = len(axes)
-    g = d.group_count
-    cg = d.input_tensor.sizes[1] // g
+    g, cg = d.group_count, geometry(d).in_channels
     isz = d.input_tensor.sizes[2:]
     grid = gemm_grid(d, plan)
     outputs, taps, pixels, reduction = grid.outputs, grid.taps, grid.pixels, grid.reduction
@@ -388,8 +299,7 @@ def _emit_load_pixel(w, plan, pixels: str) -> None:
 def _filter_taps(d, k) -> str:
     """The filter element of reduction term (c, k...) for channel ``mm`` of the group."""
     ksz = d.filter_tensor.sizes[2:]
-    cg, mg = (d.input_tensor.sizes[1] // d.group_count,
-              d.output_tensor.sizes[1] // d.group_count)
+    cg, mg = geometry(d).in_channels, geometry(d).out_channels
     taps = [f"{ksz[i] - 1} - {k[i]}" if d.mode == ConvolutionMode.CONVOLUTION else k[i]
             for i in range(len(k))]
     if d.direction == ConvolutionDirection.FORWARD:
@@ -402,8 +312,7 @@ def _emit_slabs(w, d, plan, reduction: str, acc, load, load_a, load_b) -> None:
     factors into shared memory (``load_a()`` decomposes ``r`` and returns the input's validity
     and coordinates, ``load_b()`` the filter element and its validity, "" for always), and the
     register block's products."""
-    cg = d.input_tensor.sizes[1] // d.group_count
-    mg = d.output_tensor.sizes[1] // d.group_count
+    cg, mg = geometry(d).in_channels, geometry(d).out_channels
     for i in range(plan.rm):
         for jj in range(plan.rn):
             w(f"acc_{i}_{jj} = numba.{acc}(0.0)")
@@ -446,7 +355,7 @@ def _emit_store(w, d, plan, pixels: str, output, load) -> None:
     """The register block: pixels tx + i*TX, channels ty + j*TY of the tile, with bias and the
     fused activation; ``output(q)`` decomposes pixel ``q`` and returns its output coordinates
     and the condition that it exists ("" for always)."""
-    mg = d.output_tensor.sizes[1] // d.group_count
+    mg = geometry(d).out_channels
     for i in range(plan.rm):
         w(f"q = tp * {plan.bm} + tx + {i * plan.tx}")
         with ExitStack() as stack:
@@ -460,22 +369,3 @@ def _emit_store(w, d, plan, pixels: str, output, load) -> None:
                     w(f"m = g * {mg} + mm")
                     conv_epilogue(w, d, f"acc_{i}_{jj}", f"y[{index('n', 'm', *o)}]",
                                   load=load)
-
-
-@register(ConvolutionOperatorDesc, "cuda", options={"algorithm": (None, "direct", "tiled")})
-def lower(desc, options):
-    algorithm = options.get("algorithm") or choose_algorithm(desc)
-    key = make_key(desc, options, "tiled" if algorithm == "tiled" else "main")
-    dt, rank = desc.input_tensor.dtype, desc.input_tensor.rank
-    n_args = 4 if desc.bias_tensor is not None else 3
-    planes = plane_plan_for(desc)
-    if algorithm == "tiled" and planes is not None:
-        tiles = desc.output_tensor.sizes[0] * desc.output_tensor.sizes[1] * planes.jobs
-        return CudaKernel(key, emit_planes(key), [(dt, rank)] * n_args, tiles, block=THREADS,
-                          launch_bounds=PLANE_BOUNDS)
-    if algorithm == "tiled":
-        tiles = gemm_grid(desc, tile_plan(desc)).tiles
-        return CudaKernel(key, emit_tiled(key), [(dt, rank)] * n_args, tiles, block=THREADS,
-                          launch_bounds=GEMM_BOUNDS)
-    return CudaKernel(key, emit_direct(key), [(dt, rank)] * n_args,
-                      desc.output_tensor.element_count // channel_block(desc))
