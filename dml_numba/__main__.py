@@ -24,7 +24,7 @@ def _info(args) -> int:
 
     import dml_numba as dml
 
-    from . import _diskcache
+    from . import _housekeeping
 
     print(f"dml_numba {dml.__version__}  python {platform.python_version()}  "
           f"numpy {np.__version__}")
@@ -36,7 +36,7 @@ def _info(args) -> int:
         print(f"numba: not importable ({exc})")
     for name, status in dml.device_status().items():
         print(f"device {name:6s} {status}")
-    usage = _diskcache.usage()
+    usage = _housekeeping.usage()
     if usage["on"]:
         print(f"disk cache on: {usage['library_dir']}: {usage['modules']} modules, "
               f"{usage['bytes'] / 1e6:.1f} MB")
@@ -82,12 +82,12 @@ def _cuda_kernels() -> None:
 
 
 def _cache(args) -> int:
-    from . import _diskcache
+    from . import _diskcache, _housekeeping
 
     if args.action == "clear":
-        done = _diskcache.clear()
+        done = _housekeeping.clear()
     else:
-        done = _diskcache.prune(args.max_bytes)
+        done = _housekeeping.prune(args.max_bytes)
     if done["reason"]:
         print(f"disk cache off, nothing deleted: {done['reason']}")
         return 1

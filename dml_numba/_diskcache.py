@@ -32,15 +32,14 @@ import re
 import stat
 import sys
 import threading
-import time
 import types
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from . import _env
 from ._cache import cache
+from ._trust import makedirs_private, private_dir, unsafe_path, untrusted
 from ._version import __version__ as VERSION
 
 SUBDIR = "dml-numba-cache-v1"
@@ -110,153 +109,23 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, CacheWarning, stacklevel=4)
 
 
-# -- trust -----------------------------------------------------------------------------------
-
-def _untrusted(path: Path, what: str) -> str | None:
-    """Why ``path`` (a folder) must not be trusted, or None. POSIX: a real folder, owned by the
-    current user, not writable by group or others. Windows has no uid/mode: the folder is under
-    the user's profile by default and only its existence is checked."""
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        return f"{what} {path} cannot be inspected ({exc.strerror or exc})"
-    if stat.S_ISLNK(st.st_mode) and what != "cache folder":
-        return f"{what} {path} is a symbolic link"
-    if stat.S_ISLNK(st.st_mode):  # the configured root may be a link: judge what it points to
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            return f"{what} {path} cannot be inspected ({exc.strerror or exc})"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{what} {path} is not a folder"
-    if os.name == "nt":  # pragma: no cover - no POSIX ownership on Windows
-        return None
-    if st.st_uid != os.getuid():
-        return f"{what} {path} is owned by uid {st.st_uid}, not by the current user ({os.getuid()})"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return (
-            f"{what} {path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}; "
-            "expected 0700 or 0755)"
-        )
-    return None
-
-
-_TRUSTED_OWNERS = (0,)  # root, besides the current user
-_MAX_LINKS = 40  # symbolic links followed on one path (Linux's own limit)
-
-
-def _unsafe_path(path: Path) -> str | None:
-    """Why another user could swap ``path`` or a folder on the way to it, or None.
-
-    Every folder in which a name is looked up to reach ``path`` (each ancestor, and those on
-    the way to a symbolic link's target) must be owned by root or the current user and not
-    writable by group or others, as OpenSSH's ``safe_path`` requires; a sticky folder (such as
-    ``/tmp``) writable by others is allowed where the entry looked up in it is owned by root or
-    the current user (only they can rename or remove it there). Otherwise a user who can write
-    that folder could replace what follows it by a link to files of theirs between our checks
-    and Numba's opening of its index, and their pickle would run as the current user.
-    """
-    if os.name == "nt":  # pragma: no cover - no POSIX ownership on Windows
-        return None
-    owners = (os.getuid(),) + _TRUSTED_OWNERS
-    links = 0
-    # not os.path.abspath: ".." is resolved physically below, after the links before it
-    pending = list(Path(os.getcwd(), path).parts[1:])
-    current = Path("/")
-    while pending:
-        part = pending.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            current = current.parent
-            continue
-        entry = current / part
-        try:
-            folder = os.stat(current)
-            st = os.lstat(entry)
-        except FileNotFoundError:
-            st = None  # to be created by us (so ours), in a folder that must still pass
-        except NotADirectoryError:
-            return None  # no folder to create it in: creating it fails, and says so
-        except OSError as exc:
-            return f"the folder {current} cannot be inspected ({exc.strerror or exc})"
-        if folder.st_uid not in owners:
-            return (f"the folder {current} on the way to the cache is owned by uid "
-                    f"{folder.st_uid}, not by root or the current user ({os.getuid()})")
-        if folder.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (
-                folder.st_mode & stat.S_ISVTX and (st is None or st.st_uid in owners)):
-            sticky = " (sticky, but the entry in it is another user's)" if (
-                folder.st_mode & stat.S_ISVTX) else ""
-            return (f"the folder {current} on the way to the cache is writable by group or "
-                    f"others (mode {stat.S_IMODE(folder.st_mode):04o}){sticky}, so another user "
-                    f"could replace {entry}")
-        if st is None:
-            return None
-        if stat.S_ISLNK(st.st_mode):
-            links += 1
-            if links > _MAX_LINKS:
-                return f"too many symbolic links on the way to {path}"
-            target = Path(os.readlink(entry))
-            pending = list(target.parts[1:] if target.is_absolute() else target.parts) + pending
-            if target.is_absolute():
-                current = Path("/")
-        else:
-            current = entry
-    return None
-
-
-def _private_dir(path: Path, what: str) -> str | None:
-    """Create ``path`` 0700 if missing (folders of ours are tightened to 0700); why not, or None."""
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        return f"{what} {path} cannot be created ({exc.strerror or exc})"
-    why = _untrusted(path, what)
-    if why is None and os.name != "nt":
-        mode = stat.S_IMODE(os.lstat(path).st_mode)
-        if mode & 0o077:
-            try:
-                os.chmod(path, 0o700)
-            except OSError as exc:  # pragma: no cover - we own it
-                return f"{what} {path} cannot be made private ({exc.strerror or exc})"
-    return why
-
-
-def _makedirs_private(path: Path) -> None:
-    """Create ``path`` and its missing parents 0700, whatever the umask (a parent created
-    writable by others would make the path one that others could swap)."""
-    missing = []
-    while not os.path.lexists(path):
-        missing.append(path)
-        path = path.parent
-    for folder in reversed(missing):
-        try:
-            os.mkdir(folder, 0o700)
-        except FileExistsError:
-            continue
-        if os.name != "nt":
-            os.chmod(folder, 0o700)
-
-
 def _check_tree(root: Path) -> tuple[Path | None, str]:
     """Create and check root -> subfolder -> __pycache__; (library folder, '') or (None, why)."""
-    why = _unsafe_path(root)  # before creating anything under a folder others can swap
+    why = unsafe_path(root)  # before creating anything under a folder others can swap
     if why:
         return None, why
     if not root.exists():
         try:
-            _makedirs_private(root)
+            makedirs_private(root)
         except OSError as exc:
             return None, f"the cache folder {root} cannot be created ({exc.strerror or exc})"
-    why = _untrusted(root, "cache folder") or _unsafe_path(root)
+    why = untrusted(root, "cache folder") or unsafe_path(root)
     if why:
         return None, why
     sub = root / SUBDIR
     for path, what in ((sub, "the library's cache subfolder"), (sub / "__pycache__",
                                                                   "the cache's __pycache__")):
-        why = _private_dir(path, what)
+        why = private_dir(path, what)
         if why:
             return None, why
     marker = sub / MARKER
@@ -288,7 +157,9 @@ def state() -> State:
             st = State(root, sub, sub is not None, why)
             if sub is not None:
                 _verified.add(str(sub))
-                _remove_stale_tmp(sub)
+                from ._housekeeping import remove_stale_tmp
+
+                remove_stale_tmp(sub)
             else:
                 _warn_once(f"dml_numba: not using the disk cache: {why}; operators are compiled "
                            "in memory (set DML_NUMBA_CACHE_DIR to a private folder, or "
@@ -490,7 +361,7 @@ def _locator_for(base, mixin):
             return self._cache_path
 
         def ensure_cache_path(self):
-            if _untrusted(Path(self._cache_path), "the cache's __pycache__"):
+            if untrusted(Path(self._cache_path), "the cache's __pycache__"):
                 raise OSError(f"untrusted cache folder {self._cache_path}")
 
         @classmethod
@@ -527,99 +398,3 @@ def _install_locators() -> None:
         except (ImportError, AttributeError):  # pragma: no cover - another Numba layout
             continue
         _installed.add(modname)
-
-
-# -- housekeeping ----------------------------------------------------------------------------
-
-def _remove_stale_tmp(sub: Path) -> None:
-    now = time.time()
-    for e in _scan(sub, sub / "__pycache__"):
-        if e.name.startswith(PREFIX) and ".tmp" in e.name:
-            try:
-                if now - e.stat(follow_symlinks=False).st_mtime > TMP_MAX_AGE_S:
-                    os.unlink(e.path)
-            except OSError:
-                pass
-
-
-class _File(NamedTuple):
-    """A recognised file of the library folder as it was when listed."""
-
-    path: str
-    size: int
-    last_use: float  # the later of its modification and access times
-
-
-def _entries(sub: Path) -> dict[str, list[_File]]:
-    """Recognised files of the library folder, grouped by module name, each stat'ed once when
-    listed; a file that vanishes meanwhile (another process pruning or replacing it) is left
-    out."""
-    groups: dict[str, list] = {}
-    for e in _scan(sub, sub / "__pycache__"):
-        m = _ENTRY.match(e.name)
-        if not m:
-            continue
-        try:
-            st = e.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if stat.S_ISREG(st.st_mode):
-            groups.setdefault(m.group(1), []).append(
-                _File(e.path, st.st_size, max(st.st_mtime, st.st_atime)))
-    return groups
-
-
-def usage() -> dict:
-    """Root, library folder, state, number of generated modules and their bytes on disk."""
-    st = state()
-    groups = _entries(st.dir) if st.usable else {}
-    return {"dir": str(st.root), "library_dir": str(st.dir) if st.dir else None,
-            "on": st.usable, "reason": st.reason, "modules": len(groups),
-            "bytes": sum(f.size for g in groups.values() for f in g)}
-
-
-def _delete(files) -> int:
-    """Delete ``files``; the bytes this call freed (a file another process deleted first
-    counts for nothing)."""
-    freed = 0
-    for f in files:
-        try:
-            os.unlink(f.path)
-            freed += f.size
-        except OSError:
-            pass
-    return freed
-
-
-def clear() -> dict:
-    """Delete every recognised entry of the library folder (nothing else); returns counts."""
-    st = state()
-    if not st.usable:
-        return {"modules": 0, "bytes": 0, "reason": st.reason}
-    groups = _entries(st.dir)
-    freed = sum(_delete(files) for files in groups.values())
-    for name in groups:
-        sys.modules.pop(name, None)
-    return {"modules": len(groups), "bytes": freed, "reason": ""}
-
-
-def prune(max_bytes: int) -> dict:
-    """Delete least recently used entries until the folder holds at most ``max_bytes``."""
-    st = state()
-    if not st.usable:
-        return {"modules": 0, "bytes": 0, "remaining": 0, "reason": st.reason}
-    groups = _entries(st.dir)
-
-    sized = sorted(((max(f.last_use for f in files), n, files, sum(f.size for f in files))
-                    for n, files in groups.items()), key=lambda t: t[0])
-    total = sum(t[3] for t in sized)
-    removed = freed = 0
-    for _, name, files, size in sized:
-        if total <= max_bytes:
-            break
-        got = _delete(files)
-        freed += got
-        total -= size
-        removed += 1
-        sys.modules.pop(name, None)
-    return {"modules": removed, "bytes": freed, "remaining": total, "reason": ""}

@@ -178,7 +178,23 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
     # Every device first, then every peer: a peer's thread pool (ONNX Runtime, PyTorch, BLAS)
     # keeps spinning for a while after it returns and would steal cores from the next
     # measurement (seen: a 0.05 ms kernel timed at 8 ms right after ONNX Runtime).
-    device_rows: dict = {}
+    timing = (budget, max_runs)
+    device_rows = _device_rows(prepared, devices, dtype, bar, timing)
+    peer_rows = _peer_rows(prepared, peers_of if peers else None, dtype, bar, timing)
+    rows: list[Row] = []
+    for w, *_ in prepared:
+        group = device_rows.get(w.name, []) + peer_rows.get(w.name, [])
+        ref = next((r.steady_s for r in group if r.impl == "numpy"), None)
+        for r in group:
+            r.speedup_vs_numpy = ref / r.steady_s if ref else None
+        rows += group
+    return rows
+
+
+def _device_rows(prepared, devices, dtype, bar, timing) -> dict:
+    """Workload name -> a row per device (and the device copy limit on CUDA)."""
+    budget, max_runs = timing
+    rows: dict = {}
     for w, desc, inputs, work in prepared:
         unit = "GB/s" if w.kind == "bytes" else "GFLOP/s"
         for device in devices:
@@ -190,18 +206,24 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
             row = Row(w.op, w.name, device, "device", list(desc.output.sizes), dtype.name, first,
                       steady, work / steady / 1e9, unit,
                       variant=variant() if callable(variant) else None)
-            device_rows.setdefault(w.name, []).append(row)
+            rows.setdefault(w.name, []).append(row)
             if device == "cuda" and w.kind == "bytes":
                 nbytes = desc.output.element_count * desc.output.dtype.itemsize
                 copy = _steady(_cuda_copy(nbytes), budget, max_runs)
                 row.of_limit = copy / steady
-                device_rows[w.name].append(
+                rows[w.name].append(
                     Row(w.op, w.name, "cuda copy (limit)", "limit", list(desc.output.sizes),
                         dtype.name, None, copy, 2 * nbytes / copy / 1e9, unit))
-    peer_rows: dict = {}
+    return rows
+
+
+def _peer_rows(prepared, peers_of, dtype, bar, timing) -> dict:
+    """Workload name -> a row per peer that can run it (none when ``peers_of`` is None)."""
+    budget, max_runs = timing
+    rows: dict = {}
     for w, desc, inputs, work in prepared:
         unit = "GB/s" if w.kind == "bytes" else "GFLOP/s"
-        for name, factory in (peers_of(w).items() if peers else ()):
+        for name, factory in (peers_of(w).items() if peers_of else ()):
             bar.step(f"{w.name} with {name}")
             try:
                 fn = factory(desc, inputs)
@@ -214,16 +236,9 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
                 continue
             except Exception:  # noqa: BLE001 - a peer that cannot do this dtype or shape
                 continue
-            peer_rows.setdefault(w.name, []).append(
+            rows.setdefault(w.name, []).append(
                 Row(w.op, w.name, name, "peer", list(desc.output.sizes), dtype.name, first,
                     steady, work / steady / 1e9, unit))
-    rows: list[Row] = []
-    for w, *_ in prepared:
-        group = device_rows.get(w.name, []) + peer_rows.get(w.name, [])
-        ref = next((r.steady_s for r in group if r.impl == "numpy"), None)
-        for r in group:
-            r.speedup_vs_numpy = ref / r.steady_s if ref else None
-        rows += group
     return rows
 
 

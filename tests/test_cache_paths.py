@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dml_numba import _diskcache
+from dml_numba import _diskcache, _housekeeping, _trust
 from tests.test_cache_trust import IS_ROOT, OTHER_UID, SUB, _plant, entry_name, private_root, run
 
 # -- every folder on the way --------------------------------------------------------------------
@@ -114,7 +114,7 @@ def test_a_sticky_shared_folder_is_fine_when_the_entry_in_it_is_ours(tmp_path, c
     sticky.mkdir()
     os.chmod(sticky, 0o1777)
     assert checked(sticky / "cache").usable
-    assert _diskcache._unsafe_path(sticky / "cache") is None
+    assert _trust.unsafe_path(sticky / "cache") is None
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="needs a second user id (run as root)")
@@ -125,7 +125,7 @@ def test_a_sticky_folder_entry_owned_by_another_user_is_refused(tmp_path):
     theirs = sticky / "theirs"
     theirs.mkdir(mode=0o755)
     os.chown(theirs, OTHER_UID, OTHER_UID)
-    why = _diskcache._unsafe_path(theirs / "cache")
+    why = _trust.unsafe_path(theirs / "cache")
     assert why and "sticky, but the entry in it is another user's" in why
 
 
@@ -134,7 +134,7 @@ def test_an_ancestor_owned_by_another_user_is_refused(tmp_path):
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o755)
     os.chown(theirs, OTHER_UID, OTHER_UID)
-    why = _diskcache._unsafe_path(theirs / "cache")
+    why = _trust.unsafe_path(theirs / "cache")
     assert why == (f"the folder {theirs} on the way to the cache is owned by uid {OTHER_UID}, "
                    f"not by root or the current user ({os.getuid()})")
 
@@ -318,12 +318,12 @@ def test_housekeeping_tolerates_entries_vanishing_underneath(tmp_path, monkeypat
 
         monkeypatch.setattr(_diskcache.os, "unlink", unlink_raced)
     try:
-        usage = _diskcache.usage()
+        usage = _housekeeping.usage()
         assert usage["modules"] <= 6 and usage["bytes"] >= 0
-        pruned = _diskcache.prune(0)
+        pruned = _housekeeping.prune(0)
         assert pruned["remaining"] == 0 and pruned["reason"] == ""
         _fake_entries(sub, 3, "b")
-        cleared = _diskcache.clear()
+        cleared = _housekeeping.clear()
         assert cleared["reason"] == "" and cleared["modules"] <= 3
     finally:
         monkeypatch.undo()
@@ -348,9 +348,9 @@ def test_housekeeping_beside_real_writers_and_pruners(tmp_path, monkeypatch):
     def housekeeping():
         try:
             while not stop.is_set():
-                _diskcache.usage()
-                _diskcache.prune(150)
-                _diskcache.clear()
+                _housekeeping.usage()
+                _housekeeping.prune(150)
+                _housekeeping.clear()
         except Exception as exc:  # pragma: no cover  # noqa: BLE001 - reported below
             errors.append(exc)
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import dml_numba as dml
-from dml_numba import _diskcache
+from dml_numba import _diskcache, _housekeeping
 from dml_numba._cache import KernelCache, freeze
 
 F16, F32, I32 = dml.DataType.FLOAT16, dml.DataType.FLOAT32, dml.DataType.INT32
@@ -325,7 +325,7 @@ def test_prune_keeps_the_most_recently_used(tmp_path, monkeypatch):
         old_py = root / SUB / f"{old.__name__}.py"
         os.utime(old_py, (time.time() - 7200, time.time() - 7200))
         size_new = (root / SUB / f"{new.__name__}.py").stat().st_size
-        done = _diskcache.prune(size_new)
+        done = _housekeeping.prune(size_new)
         assert done["modules"] == 1 and not old_py.exists()
         assert (root / SUB / f"{new.__name__}.py").exists()
     finally:

@@ -88,53 +88,66 @@ def output_sizes(c: Checker, input_sizes, filter_sizes, direction, strides, dila
         c.fail("filter_tensor.sizes", tuple(filter_sizes),
                f"expected {len(input_sizes)} dimensions, the dimension count of input_tensor")
     n_, cin = input_sizes[:2]
-    fb, fc = filter_sizes[:2]
-    k = filter_sizes[2:]
     if cin % g:
         c.fail("group_count", g, f"expected a divisor of the input channel count {cin}")
-    ranges = []
     if direction == ConvolutionDirection.FORWARD:
-        if fc * g != cin:
-            c.fail("filter_tensor.sizes", tuple(filter_sizes),
-                   f"expected FilterChannelCount * group_count = {fc} * {g} to equal the "
-                   f"input channel count {cin} (FORWARD filter: {{C_out, C_in/G, k...}})")
-        cout = fb
-        if cout % g:
-            c.fail("filter_tensor.sizes", tuple(filter_sizes),
-                   f"expected FilterBatchCount ({fb}) divisible by group_count {g}")
-        if any(op):
-            c.fail("output_padding", op, "expected zeros for FORWARD (output padding only "
-                                         "applies to BACKWARD convolution)")
-        for i in range(nd):
-            if dilated_extent(k[i], d[i]) > input_sizes[i + 2] + a[i] + b[i]:
-                c.fail(f"filter_tensor.sizes[{i + 2}]", k[i],
-                       f"the dilated kernel ({dilated_extent(k[i], d[i])}) must fit the padded"
-                       f" input ({input_sizes[i + 2]} + {a[i]} + {b[i]})")
-            o = pooled_size(input_sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
-            ranges.append((o, o, "(in + start + end - ((k-1)*dilation+1)) // stride + 1"))
+        cout, ranges = _forward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g)
     else:
-        if fb != cin:
-            c.fail("filter_tensor.sizes", tuple(filter_sizes),
-                   f"expected FilterBatchCount to equal the input channel count {cin} "
-                   "(BACKWARD filter: {C_in, C_out/G, k...})")
-        cout = fc * g
-        for i in range(nd):
-            o_min = transposed_size(input_sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
-            if op[i] >= max(s[i], d[i]):
-                c.fail(f"output_padding[{i}]", op[i],
-                       f"expected less than max(stride, dilation) = {max(s[i], d[i])}")
-            if o_min < 1:
-                c.fail(f"start_padding[{i}]", a[i],
-                       f"the natural transposed size (in-1)*stride + (k-1)*dilation + 1 - "
-                       f"start - end = {o_min} must be >= 1")
-            if op[i]:
-                ranges.append((o_min + op[i], o_min + op[i],
-                               f"natural size {o_min} + output_padding"))
-            else:
-                ranges.append((o_min, o_min + s[i] - 1,
-                               "natural size (in-1)*stride + (k-1)*dilation + 1 - start - end, "
-                               "up to stride-1 more"))
+        cout, ranges = _backward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g)
     return (n_, cout) + tuple(r[0] for r in ranges), ranges
+
+
+def _forward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g):
+    """FORWARD's output channels and, per spatial axis, the one size it may declare."""
+    cin, (fb, fc), k = input_sizes[1], filter_sizes[:2], filter_sizes[2:]
+    ranges = []
+    if fc * g != cin:
+        c.fail("filter_tensor.sizes", tuple(filter_sizes),
+               f"expected FilterChannelCount * group_count = {fc} * {g} to equal the "
+               f"input channel count {cin} (FORWARD filter: {{C_out, C_in/G, k...}})")
+    cout = fb
+    if cout % g:
+        c.fail("filter_tensor.sizes", tuple(filter_sizes),
+               f"expected FilterBatchCount ({fb}) divisible by group_count {g}")
+    if any(op):
+        c.fail("output_padding", op, "expected zeros for FORWARD (output padding only "
+                                     "applies to BACKWARD convolution)")
+    for i in range(len(k)):
+        if dilated_extent(k[i], d[i]) > input_sizes[i + 2] + a[i] + b[i]:
+            c.fail(f"filter_tensor.sizes[{i + 2}]", k[i],
+                   f"the dilated kernel ({dilated_extent(k[i], d[i])}) must fit the padded"
+                   f" input ({input_sizes[i + 2]} + {a[i]} + {b[i]})")
+        o = pooled_size(input_sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
+        ranges.append((o, o, "(in + start + end - ((k-1)*dilation+1)) // stride + 1"))
+    return cout, ranges
+
+
+def _backward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g):
+    """BACKWARD's output channels and, per spatial axis, the sizes it may declare."""
+    cin, (fb, fc), k = input_sizes[1], filter_sizes[:2], filter_sizes[2:]
+    ranges = []
+    if fb != cin:
+        c.fail("filter_tensor.sizes", tuple(filter_sizes),
+               f"expected FilterBatchCount to equal the input channel count {cin} "
+               "(BACKWARD filter: {C_in, C_out/G, k...})")
+    cout = fc * g
+    for i in range(len(k)):
+        o_min = transposed_size(input_sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
+        if op[i] >= max(s[i], d[i]):
+            c.fail(f"output_padding[{i}]", op[i],
+                   f"expected less than max(stride, dilation) = {max(s[i], d[i])}")
+        if o_min < 1:
+            c.fail(f"start_padding[{i}]", a[i],
+                   f"the natural transposed size (in-1)*stride + (k-1)*dilation + 1 - "
+                   f"start - end = {o_min} must be >= 1")
+        if op[i]:
+            ranges.append((o_min + op[i], o_min + op[i],
+                           f"natural size {o_min} + output_padding"))
+        else:
+            ranges.append((o_min, o_min + s[i] - 1,
+                           "natural size (in-1)*stride + (k-1)*dilation + 1 - start - end, "
+                           "up to stride-1 more"))
+    return cout, ranges
 
 
 @dataclass(frozen=True)

@@ -83,9 +83,10 @@ class Rule:
 
 RULES = (
     Rule("direct", lambda f: f.depthwise_plan and f.small_window and f.few_planes,
-         "depthwise, 2-9 taps over fewer planes than threads: the plane kernel shares out planes"),
+         "depthwise, small windows over fewer planes than threads: the plane kernel shares out "
+         "planes, so threads would idle"),
     Rule("blocked", lambda f: f.depthwise_plan,
-         "depthwise: the plane-by-plane kernel (3x3 at 56x56 0.13 vs 0.14 ms direct, 7x7 8x)"),
+         "depthwise: the plane-by-plane kernel keeps each padded plane in cache"),
     Rule("direct", lambda f: f.plan is not None and f.out_channels == 1 and f.small_window
          and (f.strided or not f.narrow),
          "one output channel a group, small windows on strided or wide rows"),
@@ -93,16 +94,16 @@ RULES = (
          "one output channel a group otherwise"),
     Rule("gemm", lambda f: f.plan is not None and f.gemm_fits and f.groups == 1
          and f.plan.lanes * 2 < f.host.lanes,
-         "dense, rows too short for half the host's vector (7x7 outputs: 19 vs 36 ms)"),
+         "dense, rows too short for half the host's vector: the tile's lanes would idle"),
     Rule("gemm", lambda f: f.plan is not None and f.gemm_fits and f.groups == 1 and f.taps == 1
          and f.forward and f.pixels < THRESHOLDS["dense_1x1_gemm_pixels"],
-         "dense 1x1 over fewer than 512 pixels (14x14: 1.2 vs 1.7 ms)"),
+         "dense 1x1 over few pixels: a plain matrix product"),
     Rule("gemm", lambda f: f.plan is not None and f.gemm_fits and f.groups > 1 and f.forward
          and f.pixels < f.grouped_pixels,
-         "grouped over tiny planes (4x4 outputs, 8 groups: 0.19 vs 0.59 ms)"),
+         "grouped over tiny planes: too little work a tile"),
     Rule("blocked", lambda f: f.plan is not None
          and f.out_channels >= THRESHOLDS["blocked_channels"],
-         "every other convolution the blocked tile takes (3x3 64->64: 185 GFLOP/s vs 74 gemm)"),
+         "every other convolution the blocked tile takes"),
     Rule("gemm", lambda f: f.gemm_fits, "no blocked tile, matrix products big enough for BLAS"),
     Rule("direct", lambda f: True, "everything else (float64 and short rows, small products)"),
 )

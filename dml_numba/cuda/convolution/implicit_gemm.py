@@ -208,9 +208,8 @@ def emit_phases(key) -> str:
     axes = phases_for(d)
     nd = len(axes)
     g, cg = d.group_count, geometry(d).in_channels
-    isz = d.input_tensor.sizes[2:]
     grid = gemm_grid(d, plan)
-    outputs, taps, pixels, reduction = grid.outputs, grid.taps, grid.pixels, grid.reduction
+    outputs, pixels, reduction = grid.outputs, grid.pixels, grid.reduction
     tiles_m, tiles_p = grid.tiles_m, grid.tiles_p
     acc = accumulator(d.input_tensor.data_type).name
     load = half_load(d.input_tensor.data_type)
@@ -220,17 +219,8 @@ def emit_phases(key) -> str:
 
     w = SourceWriter()
     header(w, key)
-    w("# per output phase along each axis: first tap, taps, first output, outputs, input origin")
-    for i, ax in enumerate(axes):
-        for name, values in (("K0", ax.k0), ("NK", ax.count), ("O0", ax.o0),
-                             ("NO", ax.outputs), ("B0", ax.base)):
-            w(f"{name}_{i} = {values!r}")
-    w()
-    w()
-    w(f"# implicit GEMM per phase of the strides {d.strides}: tiles of {plan.bm} pixels x "
-      f"{plan.bn} channels, {plan.rm} x {plan.rn} a thread, {THREADS} threads, a phase's "
-      f"{' x '.join(map(str, outputs))} outputs and {cg} x {' x '.join(map(str, taps))} "
-      f"reduction terms at most, in slabs of {BK}")
+    _emit_phase_tables(w, d, axes, plan, grid, cg)
+    access = _PhaseAccess(w, d, axes, grid, cg, f, j, tp_)
     with _kernel_head(w, d, plan, acc), \
             w.block(f"for tile in range(cuda.blockIdx.x, {grid.tiles}, cuda.gridDim.x):"):
         decompose(w, "tile", ["ph", "g", "tm", "tp"],
@@ -242,35 +232,61 @@ def emit_phases(key) -> str:
         w("pin = pin and " + " and ".join(f"{j[i]} < NO_{i}[{f[i]}]" for i in range(nd)))
         for i in range(nd):
             w(f"b{i} = B0_{i}[{f[i]}] + {j[i]}")
-
-        def terms():
-            decompose(w, "r", ["c"] + tp_, [cg, *taps])
-            return [f"{tp_[i]} < NK_{i}[{f[i]}]" for i in range(nd)]
-
-        def load_a():
-            conds = terms()
-            for i in range(nd):
-                w(f"a{i} = " + affine([(f"b{i}", 1), (tp_[i], -axes[i].dt)]))
-                conds.append(f"a{i} >= 0 and a{i} < {isz[i]}")
-            return " and ".join(conds), [f"a{i}" for i in range(nd)]
-
-        def load_b():
-            conds = terms()
-            for i in range(nd):
-                w(f"k{i} = " + affine([(f"K0_{i}[{f[i]}]", 1), (tp_[i], axes[i].step)]))
-            return _filter_taps(d, [f"k{i}" for i in range(nd)]), " and ".join(conds)
-
-        _emit_slabs(w, d, plan, str(reduction), acc, load, load_a, load_b)
-
-        def output(q):
-            decompose(w, q, ["n"] + j, [d.output_tensor.sizes[0], *outputs])
-            for i in range(nd):
-                w(f"o{i} = " + affine([(f"O0_{i}[{f[i]}]", 1), (j[i], d.strides[i])]))
-            return [f"o{i}" for i in range(nd)], " and ".join(
-                f"{j[i]} < NO_{i}[{f[i]}]" for i in range(nd))
-
-        _emit_store(w, d, plan, str(pixels), output, load)
+        _emit_slabs(w, d, plan, str(reduction), acc, load, access.load_a, access.load_b)
+        _emit_store(w, d, plan, str(pixels), access.output, load)
     return w.text()
+
+
+def _emit_phase_tables(w, d, axes, plan, grid, cg) -> None:
+    """The per-axis tables the phased kernel indexes by its tile's phase, and what it does."""
+    w("# per output phase along each axis: first tap, taps, first output, outputs, input origin")
+    for i, ax in enumerate(axes):
+        for name, values in (("K0", ax.k0), ("NK", ax.count), ("O0", ax.o0),
+                             ("NO", ax.outputs), ("B0", ax.base)):
+            w(f"{name}_{i} = {values!r}")
+    w()
+    w()
+    w(f"# implicit GEMM per phase of the strides {d.strides}: tiles of {plan.bm} pixels x "
+      f"{plan.bn} channels, {plan.rm} x {plan.rn} a thread, {THREADS} threads, a phase's "
+      f"{' x '.join(map(str, grid.outputs))} outputs and {cg} x "
+      f"{' x '.join(map(str, grid.taps))} reduction terms at most, in slabs of {BK}")
+
+
+class _PhaseAccess:
+    """How the phased kernel reads its factors and finds its outputs (the callbacks of
+    :func:`_emit_slabs` and :func:`_emit_store`): through the phase tables, by the tile's
+    phase ``f`` and a pixel's coordinates ``j`` in its phase."""
+
+    def __init__(self, w, d, axes, grid, cg, f, j, tp_):
+        self.w, self.d, self.axes, self.grid, self.cg = w, d, axes, grid, cg
+        self.f, self.j, self.tp_ = f, j, tp_
+
+    def _terms(self):
+        nd = len(self.axes)
+        decompose(self.w, "r", ["c"] + self.tp_, [self.cg, *self.grid.taps])
+        return [f"{self.tp_[i]} < NK_{i}[{self.f[i]}]" for i in range(nd)]
+
+    def load_a(self):
+        conds, isz = self._terms(), self.d.input_tensor.sizes[2:]
+        for i in range(len(self.axes)):
+            self.w(f"a{i} = " + affine([(f"b{i}", 1), (self.tp_[i], -self.axes[i].dt)]))
+            conds.append(f"a{i} >= 0 and a{i} < {isz[i]}")
+        return " and ".join(conds), [f"a{i}" for i in range(len(self.axes))]
+
+    def load_b(self):
+        conds, nd = self._terms(), len(self.axes)
+        for i in range(nd):
+            self.w(f"k{i} = " + affine([(f"K0_{i}[{self.f[i]}]", 1),
+                                        (self.tp_[i], self.axes[i].step)]))
+        return _filter_taps(self.d, [f"k{i}" for i in range(nd)]), " and ".join(conds)
+
+    def output(self, q):
+        nd, f, j = len(self.axes), self.f, self.j
+        decompose(self.w, q, ["n"] + j, [self.d.output_tensor.sizes[0], *self.grid.outputs])
+        for i in range(nd):
+            self.w(f"o{i} = " + affine([(f"O0_{i}[{f[i]}]", 1), (j[i], self.d.strides[i])]))
+        return [f"o{i}" for i in range(nd)], " and ".join(
+            f"{j[i]} < NO_{i}[{f[i]}]" for i in range(nd))
 
 
 @contextmanager

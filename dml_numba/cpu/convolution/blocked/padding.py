@@ -10,8 +10,7 @@ def emit_run(w, lanes, dst, n, src=None, stride: int = 1) -> None:
     """``xp[dst + k] = x[src + k * stride]`` for ``k < n`` (zeros without ``src``): whole
     vectors of ``lanes`` and an overlapping last one where the run holds a vector (strided:
     one load spanning the lanes and a shuffle), else element by element. (Numba's scalar
-    indexing wraps negative indices, which keeps LLVM from vectorising such a copy: measured 3x
-    slower for 56-element rows.)"""
+    indexing wraps negative indices, which keeps LLVM from vectorising such a copy.)"""
     if n <= 0:
         return
 
