@@ -81,10 +81,20 @@ def test_threaded_scheduler(name, lazy, eager, exact, chunking):
     _check(lazy, eager, exact, CHUNKINGS[chunking], scheduler="threads")
 
 
+@pytest.fixture(scope="module")
+def process_pool():
+    """Two worker processes for every case (started once: each imports the library and loads
+    its kernels, as a real pool's workers do, but not once per case)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
 @pytest.mark.parametrize("name,lazy,eager,exact", CASES, ids=[c[0] for c in CASES])
-def test_process_scheduler(name, lazy, eager, exact):
-    with dask.config.set(num_workers=2):
-        _check(lazy, eager, exact, CHUNKINGS["ragged"], scheduler="processes")
+def test_process_scheduler(name, lazy, eager, exact, process_pool):
+    _check(lazy, eager, exact, CHUNKINGS["ragged"], scheduler="processes", pool=process_pool)
 
 
 def test_distributed_local_cluster():

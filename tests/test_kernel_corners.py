@@ -1,0 +1,242 @@
+"""The kernels' own corners: classes of cases that only some paths of the generated kernels take,
+each across the algorithms, variants, devices and ranks where it applies, against brute force.
+
+* strided convolutions whose windows tile the input exactly, unpadded (kernel = stride): the
+  blocked kernel then reads the input in place;
+* depthwise convolutions with a last-axis stride and a last-axis dilation at once, on the plane
+  kernel;
+* 1x1 unit-stride convolutions of rank 4 and 5 with end padding but no start padding (and the
+  mirror case);
+* ``out=`` arrays of the right type that are not C-contiguous (row- and column-strided views,
+  negative strides, Fortran order), for every operator and for the paths that compute into an
+  accumulator and copy back;
+* lazy data-movement results of one Dask input differing only in the descriptor, computed
+  together.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from dml_numba.cpu import convolution as cpu_conv
+from tests.cases import CV, conv_case, pad_case, pool_case, slice_case, tile_case
+from tests.helpers import assert_close, assert_exact, brute_conv_forward
+
+ALGORITHMS = [None, "direct", "gemm", "blocked"]
+#: each forced algorithm serially, and the default (automatic algorithm, automatic variant)
+#: with the parallel variant forced: both loop variants of every path, without every product
+PATHS = [("direct", False), ("gemm", False), ("blocked", False), (None, True)]
+PATH_IDS = ["direct", "gemm", "blocked", "automatic-parallel"]
+
+
+def _brute(desc, inputs):
+    x, w = inputs[:2]
+    b = inputs[2] if len(inputs) > 2 else None
+    return brute_conv_forward(x, w, b, desc.strides, desc.dilations, desc.start_padding,
+                              flip=desc.mode == CV, groups=desc.group_count,
+                              out_spatial=desc.output_tensor.sizes[2:])
+
+
+def _run_everywhere(desc, inputs, algorithm, parallel, device="cpu"):
+    """The convolution on ``device`` (cpu: the algorithm and variant asked for); None where the
+    blocked kernel does not take it."""
+    if device == "cuda":
+        return dml.compile_operator(desc, "cuda")(*inputs)
+    if algorithm == "blocked" and cpu_conv.block_plan(
+            cpu_conv.pointwise_as_1d(desc) or desc) is None:
+        return None
+    op = dml.compile_operator(desc, "cpu", algorithm=algorithm, parallel=parallel)
+    return op(*inputs)
+
+
+EXACT_TILING = {
+    # (input, filter, strides): windows that tile every strided axis exactly, no padding
+    "2d-2x2s2": ((2, 3, 8, 16), (5, 3, 2, 2), (2, 2)),
+    "2d-3x3s3": ((1, 4, 9, 27), (4, 4, 3, 3), (3, 3)),
+    "2d-rows-only": ((1, 3, 8, 13), (4, 3, 2, 3), (2, 1)),  # strided along the rows only
+    "2d-columns-only": ((1, 3, 7, 24), (4, 3, 3, 4), (1, 4)),  # ... along the last axis only
+    "2d-grouped": ((2, 8, 6, 20), (8, 4, 2, 2), (2, 2)),
+    "1d-k2s2": ((2, 4, 40), (6, 4, 2), (2,)),
+    "3d-2x2x2s2": ((1, 2, 4, 4, 16), (3, 2, 2, 2, 2), (2, 2, 2)),
+}
+
+
+@pytest.mark.parametrize("algorithm,parallel", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("name", list(EXACT_TILING))
+def test_strided_windows_that_tile_the_input_exactly(name, algorithm, parallel):
+    xs, ws, s = EXACT_TILING[name]
+    nd = len(s)
+    groups = 2 if name == "2d-grouped" else 1
+    desc, inputs = conv_case(xs, ws, s, (1,) * nd, (0,) * nd, (0,) * nd, groups)
+    # the windows cover every input element exactly once along each strided axis
+    assert all((n - k) % st == 0 for n, k, st in zip(xs[2:], ws[2:], s))
+    y = _run_everywhere(desc, inputs, algorithm, parallel)
+    if y is not None:
+        assert_close(y, _brute(desc, inputs), np.float32)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", ["2d-2x2s2", "1d-k2s2"])
+def test_strided_windows_that_tile_the_input_exactly_on_cuda(name):
+    xs, ws, s = EXACT_TILING[name]
+    xs = (1, 2) + xs[2:]
+    ws = (2, 2) + ws[2:]
+    nd = len(s)
+    desc, inputs = conv_case(xs, ws, s, (1,) * nd, (0,) * nd, (0,) * nd, 1)
+    assert_close(np.asarray(_run_everywhere(desc, inputs, None, None, "cuda")),
+                 _brute(desc, inputs), np.float32)
+
+
+DEPTHWISE_STRIDED_DILATED = {
+    # (input, filter, strides, dilations, start, end, groups)
+    "s2-d2": ((1, 4, 9, 40), (4, 1, 3, 3), (1, 2), (1, 2), (1, 1), (1, 1), 4),
+    "s2-d3-unpadded": ((2, 3, 7, 44), (3, 1, 2, 3), (1, 2), (1, 3), (0, 0), (0, 0), 3),
+    "s3-d2-rows-too": ((1, 4, 12, 50), (8, 1, 3, 3), (2, 3), (2, 2), (2, 2), (0, 1), 4),
+    "1d-s2-d2": ((2, 5, 61), (5, 1, 3), (2,), (2,), (2,), (1,), 5),
+}
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel"])
+@pytest.mark.parametrize("name", list(DEPTHWISE_STRIDED_DILATED))
+def test_depthwise_with_a_strided_and_dilated_last_axis_on_the_plane_kernel(name, parallel):
+    desc, inputs = conv_case(*DEPTHWISE_STRIDED_DILATED[name])
+    assert desc.strides[-1] > 1 and desc.dilations[-1] > 1
+    op = dml.compile_operator(desc, "cpu", algorithm="blocked", parallel=parallel)
+    assert op.kernel.plan.depthwise
+    assert_close(op(*inputs), _brute(desc, inputs), np.float32)
+
+
+POINTWISE_ONE_SIDED = {
+    # (input, start, end): 1x1 unit-stride convolutions padded at one end only
+    "2d-end": ((2, 8, 6, 9), (0, 0), (1, 2)),
+    "2d-start": ((2, 8, 6, 9), (2, 1), (0, 0)),
+    "2d-end-rows": ((1, 8, 5, 16), (0, 0), (3, 0)),
+    "3d-end": ((1, 6, 3, 4, 10), (0, 0, 0), (1, 0, 2)),
+    "3d-start": ((1, 6, 3, 4, 10), (0, 2, 1), (0, 0, 0)),
+}
+
+
+@pytest.mark.parametrize("algorithm,parallel", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("name", list(POINTWISE_ONE_SIDED))
+def test_pointwise_padded_at_one_end(name, algorithm, parallel):
+    xs, start, end = POINTWISE_ONE_SIDED[name]
+    nd = len(start)
+    desc, inputs = conv_case(xs, (12, xs[1]) + (1,) * nd, (1,) * nd, (1,) * nd, start, end, 1)
+    assert cpu_conv.pointwise_as_1d(desc) is None  # padded: not the flattened 1-D form
+    y = _run_everywhere(desc, inputs, algorithm, parallel)
+    if y is not None:
+        assert_close(y, _brute(desc, inputs), np.float32)
+
+
+# -- out= views that are not C-contiguous --------------------------------------------------------
+
+def _views(shape, dtype):
+    """(name, base array, view of ``shape`` into it): row-strided, column-strided, reversed,
+    Fortran-ordered."""
+    nd = len(shape)
+    rows = np.full(shape[:-1] + (shape[-1] * 2 + 3,), 7, dtype)
+    cols = np.full(shape[:-2] + (shape[-2] * 2,) + shape[-1:], 7, dtype) if nd >= 2 else None
+    rev = np.full(shape, 7, dtype)
+    fort = np.asfortranarray(np.full(shape, 7, dtype))
+    views = [("row-strided", rows, rows[..., 1:1 + 2 * shape[-1]:2]),
+             ("reversed", rev, rev[..., ::-1]), ("fortran", fort, fort)]
+    if cols is not None:
+        views.append(("column-strided", cols, cols[..., ::2, :]))
+    return views
+
+
+OUT_CASES = {
+    "conv-f32": (lambda: conv_case((2, 4, 6, 9), (6, 2, 3, 3), (1, 2), (1, 1), (1, 1), (1, 0), 2),
+                 ALGORITHMS),
+    "conv-f16": (lambda: conv_case((1, 4, 5, 12), (4, 4, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1,
+                                   dtype=np.float16), ALGORITHMS),
+    "conv-f64": (lambda: conv_case((1, 3, 5, 7), (4, 3, 2, 2), (1, 1), (1, 1), (0, 1), (1, 0), 1,
+                                   dtype=np.float64), [None, "direct", "gemm"]),
+    "conv-transposed": (lambda: conv_case((1, 4, 4, 5), (4, 3, 3, 3), (2, 2), (1, 1), (1, 1),
+                                          (1, 1), 1, direction=dml.ConvolutionDirection.BACKWARD),
+                        ALGORITHMS),
+    "pool-f16": (lambda: pool_case((1, 2, 7, 9), (2, 3), (2, 1), (1, 0), (0, 1), (1, 1), 2,
+                                   np.float16), [None]),
+    "pool-f32": (lambda: pool_case((2, 3, 6, 8), (3, 2), (1, 2), (1, 1), (1, 0), (1, 1), 3),
+                 [None]),
+    "pad": (lambda: pad_case(dml.PaddingMode.SYMMETRIC, np.float32, (2, 3, 5), (0, 1, 2),
+                             (1, 0, 3)), [None]),
+    "tile": (lambda: tile_case(np.float16, (2, 3, 4), (1, 2, 2)), [None]),
+    "slice": (lambda: slice_case(np.int32, (4, 6, 9), (1, 0, 1), (3, 6, 8), (1, -1, 2)), [None]),
+}
+
+
+@pytest.mark.parametrize("name", list(OUT_CASES))
+def test_out_views_that_are_not_c_contiguous_receive_the_result(name):
+    """The result lands in the view, and nothing else of the base array is written."""
+    make, algorithms = OUT_CASES[name]
+    desc, inputs = make()
+    ref = dml.compile_operator(desc, "numpy")(*inputs)
+    shape, dtype = desc.output_tensor.sizes, desc.output_tensor.dtype
+    for algorithm in algorithms:
+        opts = {"algorithm": algorithm} if name.startswith("conv") else {}
+        try:
+            op = dml.compile_operator(desc, "cpu", **opts)
+        except dml.ValidationError:  # the blocked kernel does not take this one
+            continue
+        for view_name, base, view in _views(shape, dtype):
+            assert not view.flags.c_contiguous or view_name == "fortran" and len(shape) == 1
+            outside = base.copy()
+            result = op(*inputs, out=view)
+            assert result is view, (algorithm, view_name)
+            if desc.exact:
+                assert_exact(np.ascontiguousarray(view), ref)
+            else:
+                assert_close(np.ascontiguousarray(view), ref.astype(np.float64), dtype)
+            untouched = np.ones_like(base, dtype=bool)  # base's memory order
+            _same_view(untouched, base, view)[...] = False  # where the result may be written
+            assert (base[untouched] == outside[untouched]).all(), (algorithm, view_name)
+
+
+def _same_view(mask, base, view):
+    """The view of ``mask`` (laid out like ``base``) that ``view`` is of ``base``."""
+    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0])
+    item = base.itemsize
+    return np.lib.stride_tricks.as_strided(
+        mask.ravel(order="K")[offset // item:], shape=view.shape,
+        strides=tuple(s // item * mask.itemsize for s in view.strides))
+
+
+# -- Dask: data movement differing only in the descriptor ------------------------------------
+
+def test_dask_data_movement_differing_only_in_the_descriptor_stays_apart():
+    """One input, results that differ only in mode, constant, offsets, strides or repeats,
+    computed in one ``dask.compute``: each graph has its own name and its own answer."""
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    import dml_numba.dask as dmd
+
+    x = np.random.default_rng(1).standard_normal((2, 3, 7, 9)).astype(np.float32)
+    lazy_x = da.from_array(x, chunks=(1, 2, 3, 4))
+    pads = ((0, 0, 2, 1), (0, 0, 1, 2))
+    cases = {
+        "reflection": (dmd.padding(lazy_x, *pads, "reflection"),
+                       np.pad(x, list(zip(*pads)), "reflect")),
+        "symmetric": (dmd.padding(lazy_x, *pads, "symmetric"),
+                      np.pad(x, list(zip(*pads)), "symmetric")),
+        "constant 1": (dmd.padding(lazy_x, *pads, "constant", 1.0),
+                       np.pad(x, list(zip(*pads)), constant_values=1.0)),
+        "constant 2": (dmd.padding(lazy_x, *pads, "constant", 2.0),
+                       np.pad(x, list(zip(*pads)), constant_values=2.0)),
+        "offset 0": (dmd.slice1(lazy_x, (0, 0, 0, 0), (2, 3, 5, 9), (1, 1, 1, 2)),
+                     x[:, :, 0:5, 0:9:2]),
+        "offset 1": (dmd.slice1(lazy_x, (0, 0, 1, 0), (2, 3, 5, 9), (1, 1, 1, 2)),
+                     x[:, :, 1:6, 0:9:2]),
+        "stride 2": (dmd.slice1(lazy_x, (0, 0, 0, 0), (2, 3, 7, 9), (1, 1, 2, 1)),
+                     x[:, :, ::2, :]),
+        "stride -2": (dmd.slice1(lazy_x, (0, 0, 0, 0), (2, 3, 7, 9), (1, 1, -2, 1)),
+                      x[:, :, ::-2, :]),
+        "repeats 1x2": (dmd.tile(lazy_x, (1, 1, 1, 2)), np.tile(x, (1, 1, 1, 2))),
+        "repeats 2x1": (dmd.tile(lazy_x, (1, 1, 2, 1)), np.tile(x, (1, 1, 2, 1))),
+    }
+    lazies = [lazy for lazy, _ in cases.values()]
+    assert len({y.name for y in lazies}) == len(lazies)
+    for (name, (_, expected)), got in zip(cases.items(), dask.compute(*lazies)):
+        np.testing.assert_array_equal(got, expected, err_msg=name)
