@@ -4,8 +4,8 @@ or a Python busy loop). A call that blocks on a compile shows as a worst call of
 
 Each scenario runs in a fresh process with a fresh disk cache (so nothing is loaded from an
 earlier run; in the last one the neighbour starts after 50 warm calls, which is when the
-automatic variant wants its serial variant): symmetric padding of a (4, 16, 128, 128) float32 tensor through the functional
-layer, the automatic variant (the default).
+automatic variant wants its serial variant): symmetric padding of a (4, 16, 128, 128) float32
+tensor through the functional layer, the automatic variant (the default).
 
     python3 -m benchmarks.bench_latency
 """
