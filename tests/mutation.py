@@ -1,0 +1,96 @@
+"""Mutation testing in parts: ``python3 -m tests.mutation PART DEST``.
+
+The modules that compute answers are too many for one run on a small machine, and each needs its
+own selection of tests. A part names the modules it mutates and the fast tests that judge them;
+this command copies the repository's tracked files to ``DEST`` with the part's selection as the
+``[tool.mutmut]`` configuration, so several parts can run side by side (each in its own folder)
+and the repository's own configuration stays as it is. Then:
+
+    cd DEST && python3 -m mutmut run --max-children 2 && python3 -m mutmut results
+
+``python3 -m tests.mutation`` alone lists the parts. The emitters are judged by the golden
+sources first (``tests/golden``: a mutant of an emitter that changes any generated kernel of the
+catalogue is killed in two seconds, without compiling it); what survives there either leaves
+every generated kernel unchanged (an equivalent mutant, or a branch no catalogue kernel takes) or
+lives outside the emitted text, and is run again against the operator tests of its module
+(``MUTANT_UNDER_TEST=<name> python3 -m pytest -n 0 <tests>`` in ``DEST/mutants``).
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMON = ["-p", "no:cacheprovider"]
+
+#: part -> (modules mutated, tests run for each mutant)
+PARTS: dict[str, tuple[list[str], list[str]]] = {
+    # every CPU and CUDA kernel writer, judged by the catalogue's generated sources
+    "emitters": (["dml_numba/cpu/_emit.py", "dml_numba/cpu/_simd.py",
+                  "dml_numba/cpu/lp_pooling.py", "dml_numba/cpu/convolution/*",
+                  "dml_numba/cuda/_emit.py", "dml_numba/cuda/_planes.py",
+                  "dml_numba/cuda/lp_pooling.py", "dml_numba/cuda/convolution/*"],
+                 ["tests/test_golden.py"]),
+    # the serial/parallel policy and fork safety, with an injected clock
+    "policy": (["dml_numba/cpu/_adaptive.py", "dml_numba/_threads.py"],
+               ["tests/test_real_program.py", "tests/ops/test_parallel.py",
+                "-k", "not fork and not Pool"]),
+    # the disk cache: trust rules, entries, housekeeping (in-process tests; the subprocess ones
+    # import the installed package, which the tool does not mutate)
+    "cache": (["dml_numba/_diskcache.py", "dml_numba/_trust.py", "dml_numba/_housekeeping.py"],
+              ["tests/test_cache_trust.py", "tests/test_cache_paths.py", "tests/test_cache.py",
+               "-k", "not new_process and not racing"]),
+    # the functional layer's argument forms and memo
+    "functional": (["dml_numba/functional.py"],
+                   ["tests/test_functional_parameters.py", "tests/ops/test_seeds.py",
+                    "-k", "not dask"]),
+    # the Dask layer, on the threaded scheduler (forked schedulers hang under the tool)
+    "dask": (["dml_numba/dask.py"],
+             ["tests/test_dask.py", "-k", "not processes and not distributed and not cluster"]),
+}
+
+
+def config(part: str) -> str:
+    mutate, tests = PARTS[part]
+    return "\n".join([
+        "[tool.mutmut]",
+        'source_paths = ["dml_numba"]',
+        f"only_mutate = {mutate!r}".replace("'", '"'),
+        f"pytest_add_cli_args_test_selection = {tests + COMMON!r}".replace("'", '"'),
+        'pytest_add_cli_args = ["-x", "-q", "-n", "0"]',
+        'also_copy = ["docs", "README.md", "CONTRIBUTING.md", "benchmarks", "tests"]',
+        "",
+    ])
+
+
+def prepare(part: str, dest: Path) -> None:
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    for f in files:
+        target = dest / f
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, target)
+    pyproject = (dest / "pyproject.toml").read_text()
+    section = re.compile(r"^\[tool\.mutmut\]\n(?:(?!\[).*\n|\n)*", re.M)
+    (dest / "pyproject.toml").write_text(section.sub(config(part) + "\n", pyproject, count=1))
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in PARTS:
+        for name, (mutate, tests) in PARTS.items():
+            print(f"{name:11s} mutates {', '.join(mutate)}\n{'':11s} tests   {' '.join(tests)}")
+        return 0 if not argv else 2
+    dest = Path(argv[1])
+    if dest.exists() and any(dest.iterdir()):
+        print(f"{dest} exists and is not empty", file=sys.stderr)
+        return 2
+    prepare(argv[0], dest)
+    print(f"part {argv[0]!r} ready in {dest}: cd {dest} && python3 -m mutmut run --max-children 2")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
