@@ -127,6 +127,20 @@ def main(argv=None) -> int:
     p.add_argument("--no-peers", action="store_true", help="skip NumPy/PyTorch/ONNX Runtime")
     p.add_argument("--json", metavar="FILE", help="write every row as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="write a chart of the speed-ups")
+    p.add_argument("--csv", metavar="FILE", help="write every row as CSV (times in seconds)")
+    p.add_argument("--markdown", metavar="FILE",
+                   help="write the table as Markdown (for an issue or RESULTS.md)")
+    p.add_argument("--min-time", type=float, metavar="S",
+                   help="seconds a sample lasts at least, calls repeated to fill it "
+                        "(default 0.005 with --quick, else 0.02)")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help="samples a row (default 7 with --quick, else 15; at least 3)")
+    p.add_argument("--compare", nargs="+", metavar="JSON",
+                   help="BASE.json: profile now and compare with it; BASE.json NEW.json: "
+                        "compare two saved profiles. Exit status 1 when a row is slower "
+                        "beyond the spread of both runs by more than --threshold")
+    p.add_argument("--threshold", type=float, default=0.05, metavar="F",
+                   help="the slow-down --compare fails on (default 0.05: 5%%)")
     p.set_defaults(fn=_profile)
     sub.add_parser("demo", help="run every operator on every available device").set_defaults(
         fn=_demo)

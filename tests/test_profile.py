@@ -1,4 +1,5 @@
 """`dml-numba profile` end to end on a tiny suite: the table, the JSON schema, the chart."""
+import importlib.util
 import json
 import subprocess
 import sys
@@ -48,23 +49,82 @@ def test_integer_dtype_skips_float_only_operators():
     assert all(r.dtype == "int16" for r in rows)
 
 
-def test_cli_writes_json_and_plot(tmp_path, capsys):
-    js, png = tmp_path / "p.json", tmp_path / "p.png"
+ROW_KEYS = {"op", "workload", "impl", "kind", "shape", "dtype", "first_call_s", "first_call",
+            "steady_s", "q1_s", "q3_s", "min_s", "n", "loops", "samples", "cpu_share",
+            "throughput", "throughput_unit", "speedup_vs_numpy", "variant", "of_limit", "flags"}
+META_KEYS = {"timestamp", "cpu", "machine", "system", "vector_lanes_float32", "logical_cores",
+             "usable_cores", "numba_threads", "threading_layer", "versions", "load_before",
+             "load_after", "settings"}
+
+
+def test_cli_writes_json_csv_markdown_and_plot(tmp_path, capsys):
+    """The JSON schema of docs/PROFILE.md: every row with its samples and statistics, the
+    machine, the warnings."""
+    js, png, cs, md = (tmp_path / f for f in ("p.json", "p.png", "p.csv", "p.md"))
     code = main(["profile", "--quick", "--ops", "tile", "slice1", "--devices", "numpy", "cpu",
-                 "--no-peers", "--json", str(js), "--plot", str(png)])
+                 "--no-peers", "--json", str(js), "--plot", str(png), "--csv", str(cs),
+                 "--markdown", str(md), "--min-time", "0.001", "--repeat", "4"])
     assert code == 0
     out = capsys.readouterr().out
-    assert "vs numpy device" in out and "tile (1,1,2,2)" in out
+    assert "vs numpy device" in out and "tile (1,1,2,2)" in out and "samples x loops" in out
     data = json.loads(js.read_text())
-    assert set(data["meta"]) >= {"dml_numba", "numba", "numpy", "python"}
-    keys = {"op", "workload", "impl", "kind", "shape", "dtype", "first_call_s", "steady_s",
-            "throughput", "throughput_unit", "speedup_vs_numpy", "variant", "of_limit"}
-    assert data["rows"] and all(set(r) == keys for r in data["rows"])
+    assert data["schema"] == 2 and isinstance(data["warnings"], list)
+    assert set(data["meta"]) == META_KEYS
+    meta = data["meta"]
+    assert meta["versions"]["numba"] and meta["versions"]["numpy"] and meta["versions"]["python"]
+    assert meta["cpu"] and meta["usable_cores"] >= 1 and meta["vector_lanes_float32"] >= 1
+    assert meta["settings"] == {"min_time_s": 0.001, "repeat": 4, "budget_s": 0.5,
+                                "quick": True}
+    assert data["rows"] and all(set(r) == ROW_KEYS for r in data["rows"])
+    for r in data["rows"]:
+        assert 3 <= r["n"] == len(r["samples"]) <= 4 and r["loops"] >= 1
+        assert r["min_s"] <= r["q1_s"] <= r["steady_s"] <= r["q3_s"] <= max(r["samples"])
+        assert r["samples"][0] * r["loops"] >= 0.001 * 0.999 or r["loops"] == 1
+        assert r["first_call"] in (("none",) if r["impl"] == "numpy" else
+                                   ("compile", "disk cache", "memory cache"))
     assert {r["op"] for r in data["rows"]} == {"tile", "slice1"}
     assert {r["impl"] for r in data["rows"]} == {"numpy", "cpu"}
     assert {r["variant"] for r in data["rows"] if r["impl"] == "cpu"} <= {"serial", "parallel"}
     assert all(r["variant"] is None for r in data["rows"] if r["impl"] == "numpy")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    lines = cs.read_text().splitlines()
+    assert lines[0].startswith("op,workload,impl,variant,") and len(lines) == len(data["rows"]) + 1
+    table = md.read_text().splitlines()
+    assert table[0].startswith("| workload | impl | first call | median ms | IQR % |")
+    assert len([t for t in table if t.startswith("| ")]) == len(data["rows"]) + 1
+    assert meta["cpu"] in md.read_text()  # the machine under the table
+
+
+def test_first_call_says_compile_memory_cache_or_disk_cache():
+    """A new kernel is compiled; the same operator again is a memory-cache hit; with the memory
+    cache emptied, the kernel comes from the disk cache without compiling."""
+    from dml_numba import _housekeeping
+
+    if not _housekeeping.usage()["on"]:
+        pytest.skip(f"the disk cache is off here: {_housekeeping.usage()['reason']}")
+    d = dml.TileOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, (3, 5)),
+                             dml.TensorDesc(dml.DataType.FLOAT32, (6, 35)), (2, 7))
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+
+    def build():
+        return dml.compile_operator(d, "cpu", parallel=False)(x)
+
+    kinds = []
+    for _ in range(2):
+        kinds.append(profile.first_call(build, "cpu")[1])
+    dml.cache.clear()
+    kinds.append(profile.first_call(build, "cpu")[1])
+    assert kinds == ["compile", "memory cache", "disk cache"]
+    assert profile.first_call(lambda: np.tile(x, (2, 7)), "numpy")[1] == "none"
+
+
+def test_progress_names_only_installed_peers(capsys):
+    profile.run(devices=["numpy"], quick=True, workloads=tiny_suite()[:1],
+                settings=profile.Settings(0.0005, 3, 0.05))
+    steps = [line for line in capsys.readouterr().err.splitlines() if " with " in line]
+    assert steps and all(profile.installed(s.rsplit(" with ", 1)[1]) for s in steps)
+    assert profile.installed("numpy.pad")
+    assert profile.installed("cupy.pad") == (importlib.util.find_spec("cupy") is not None)
 
 
 def test_every_cpu_peer_has_its_gpu_form():

@@ -1,0 +1,308 @@
+"""``dml-numba profile``: jitted against vectorised, and both against peers.
+
+A built-in suite (``dml_numba.workloads``, a module per operator) runs every operator at
+realistic sizes on every available device and, when installed, on peers (NumPy's own functions,
+PyTorch CPU, ONNX Runtime). For each it reports the first call apart from the steady state (what
+it was: a compile, a disk-cache load or a memory-cache hit), the steady state as calibrated
+samples (median, interquartile range, samples x loops; :mod:`.timing`), throughput (GB/s for data
+movement, GFLOP/s for convolution and pooling) and the speed-up over the vectorised "numpy"
+device. The machine and its load go into the JSON (:mod:`.machine`); a run that cannot be
+trusted says so and why (:mod:`.checks`); two runs are compared row by row (:mod:`.compare`).
+The JSON schema is in docs/PROFILE.md.
+
+With the "cuda" device (a GPU; the simulator is refused) the peers gain their GPU forms,
+PyTorch on CUDA ("torch-cuda": cuDNN for convolution) and CuPy for the NumPy peers, and every
+data-movement workload a "cuda copy (limit)" row: a device copy of the output's bytes, whose
+time over the cuda row's is the "of copy" column.
+"""
+from __future__ import annotations
+
+import importlib.util
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import dml_numba as dml
+
+from ..workloads import PeerUnavailable, Workload, gpu_peers, suite
+from . import checks, machine
+from .report import Progress, plot, table, to_csv, to_markdown, write_json
+from .timing import Timing, measure
+
+__all__ = ["OPS", "Row", "Settings", "run", "table", "to_csv", "to_markdown", "write_json",
+           "plot", "main", "default_devices", "Progress"]
+
+OPS = tuple(dml.functional.__all__)  # the functional layer's names
+SETTLE_S = 0.05  # pause before each steady-state measurement, for other thread pools to idle
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How long each row is timed: samples of at least ``min_time`` seconds (calls repeated to
+    fill them), ``repeat`` samples, fewer once ``budget`` seconds are spent (never under 3)."""
+
+    min_time: float
+    repeat: int
+    budget: float
+
+    @classmethod
+    def default(cls, quick: bool, min_time: float | None = None, repeat: int | None = None):
+        base = cls(0.005, 7, 0.5) if quick else cls(0.02, 15, 2.0)
+        min_time = base.min_time if min_time is None else min_time
+        repeat = base.repeat if repeat is None else repeat
+        return cls(min_time, repeat, max(base.budget, 3 * min_time * repeat))
+
+
+@dataclass
+class Row:
+    op: str
+    workload: str
+    impl: str
+    kind: str               # "device", "peer" or "limit"
+    shape: list
+    dtype: str
+    first_call_s: float | None
+    first_call: str | None  # "compile", "disk cache", "memory cache", "none" (nothing to
+    #                         build: the numpy device) or "peer" (a peer's own first call)
+    steady_s: float         # median seconds per call
+    q1_s: float
+    q3_s: float
+    min_s: float
+    n: int                  # samples
+    loops: int              # calls per sample
+    samples: list           # seconds per call, one a sample
+    cpu_share: float | None  # calling thread's CPU time over wall time while timed
+    throughput: float
+    throughput_unit: str
+    speedup_vs_numpy: float | None = None
+    variant: str | None = None  # the cpu device's choice: serial, parallel, or the algorithm
+    of_limit: float | None = None  # cuda, data movement: a device copy of the output's bytes
+    #                                (read and write) over this row's time
+    flags: list = field(default_factory=list)  # "busy", "unstable", "tick" (checks.py)
+
+    @classmethod
+    def timed(cls, w: Workload, impl: str, kind: str, desc, dtype, first: float | None,
+              first_kind: str | None, timing: Timing, work: float, **extra) -> Row:
+        q1, q3 = timing.q1_q3()
+        unit = "GB/s" if w.kind == "bytes" else "GFLOP/s"
+        median = timing.median
+        return cls(w.op, w.name, impl, kind, list(desc.output.sizes), dtype.name, first,
+                   first_kind, median, q1, q3, timing.minimum, timing.n, timing.loops,
+                   list(timing.samples), timing.cpu_share, work / median / 1e9, unit,
+                   flags=checks.row_flags(impl, timing.sample_totals(), timing.spread,
+                                          timing.cpu_share), **extra)
+
+    @property
+    def iqr_s(self) -> float:
+        return self.q3_s - self.q1_s
+
+    @property
+    def spread(self) -> float:
+        return self.iqr_s / self.steady_s if self.steady_s > 0 else 0.0
+
+    @property
+    def label(self) -> str:
+        """The implementation as the table and chart name it."""
+        if self.impl == "numpy":
+            return "numpy (vectorised)"
+        return f"{self.impl} ({self.variant})" if self.variant else self.impl
+
+
+# -- measuring -------------------------------------------------------------------------------------
+
+def _work(workload: Workload, desc) -> float:
+    """Bytes moved or arithmetic operations, from the descriptor's own metadata."""
+    return float(desc.bytes_moved() if workload.kind == "bytes" else desc.flops())
+
+
+def first_call(fn, device: str):
+    """(seconds, what it was, result) of the first call of ``fn`` (which compiles or fetches an
+    operator and runs it once): "compile" when Numba compiled, "disk cache" when the operator
+    was built without compiling, "memory cache" when it was already built."""
+    from numba.core import event
+
+    before = dml.cache.stats()
+    with event.install_recorder("numba:compile") as compiled:
+        t0 = time.perf_counter()
+        result = fn()
+        seconds = time.perf_counter() - t0
+    after = dml.cache.stats()
+    if device == "numpy":
+        kind = "none"
+    elif compiled.buffer or device == "cuda" and after["misses"] > before["misses"]:
+        kind = "compile"
+    elif after["misses"] > before["misses"]:
+        kind = "disk cache"
+    else:
+        kind = "memory cache"
+    return seconds, kind, result
+
+
+def _device_runner(device: str, desc, inputs):
+    """(first-call seconds, its kind, warm callable, operator) for ``device``; CUDA keeps data
+    on the device."""
+    if device == "cuda":
+        from numba import cuda
+
+        d_in = [cuda.to_device(a) for a in inputs]
+
+        def build():
+            op = dml.compile_operator(desc, "cuda")
+            out = op(*d_in)
+            cuda.synchronize()
+            return op, out
+
+        seconds, kind, (op, out) = first_call(build, device)
+
+        def warm():
+            op(*d_in, out=out)
+            cuda.synchronize()
+
+        return seconds, kind, warm, op
+
+    def build():
+        op = dml.compile_operator(desc, device)
+        return op, op(*inputs)
+
+    seconds, kind, (op, out) = first_call(build, device)
+    return seconds, kind, lambda: op(*inputs, out=out), op
+
+
+def _cuda_copy(nbytes: int):
+    """A warm device-to-device copy of ``nbytes`` (the memory limit of a data-movement kernel)."""
+    from numba import cuda
+
+    src, dst = cuda.device_array(nbytes, np.uint8), cuda.device_array(nbytes, np.uint8)
+
+    def warm():
+        dst.copy_to_device(src)
+        cuda.synchronize()
+
+    return warm
+
+
+def _simulated() -> bool:
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def default_devices() -> list[str]:
+    """numpy and cpu; cuda only on real hardware (the simulator would time Python threads)."""
+    devices = [d for d in dml.available_devices() if d != "cuda"]
+    if "cuda" in dml.available_devices():
+        from numba import config
+
+        if not config.ENABLE_CUDASIM:
+            devices.append("cuda")
+    return devices
+
+
+#: the library each peer needs, by the start of its name
+PEER_LIBRARIES = {"torch": "torch", "cupy": "cupy", "onnxruntime": "onnxruntime",
+                  "numpy": "numpy"}
+
+
+def installed(peer: str) -> bool:
+    """Whether the library behind ``peer`` is installed (it may still refuse a workload)."""
+    lib = next((m for p, m in PEER_LIBRARIES.items() if peer.startswith(p)), None)
+    return lib is None or importlib.util.find_spec(lib) is not None
+
+
+def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progress=True,
+        workloads=None, settings: Settings | None = None, meta: dict | None = None) -> list[Row]:
+    """Profile; ``meta``, when given, is filled with the machine (:func:`machine.describe`)."""
+    dtype = np.dtype(dtype)
+    ops = list(ops or OPS)
+    devices = list(devices or default_devices())
+    if "numpy" not in devices:
+        devices.insert(0, "numpy")  # the reference every speed-up is measured against
+    chosen = [w for w in (workloads if workloads is not None else suite(quick)) if w.op in ops]
+    chosen.sort(key=lambda w: OPS.index(w.op) if w.op in OPS else len(OPS))  # the API's order
+    if dtype.kind != "f":
+        chosen = [w for w in chosen if not w.float_only]
+    settings = settings or Settings.default(quick)
+    on_gpu = "cuda" in devices
+    if meta is not None:
+        meta.update(machine.describe())
+
+    def peers_of(w):
+        every = {**w.peers, **gpu_peers(w.peers)} if on_gpu else w.peers
+        return {name: f for name, f in every.items() if installed(name)}
+
+    total = sum(len(devices) + (len(peers_of(w)) if peers else 0) for w in chosen)
+    bar = Progress(total, progress)
+    rng = np.random.default_rng(0)
+    prepared = []
+    for w in chosen:
+        desc, inputs = w.make(dtype, rng)
+        prepared.append((w, desc, inputs, _work(w, desc)))
+    # Every device first, then every peer: a peer's thread pool (ONNX Runtime, PyTorch, BLAS)
+    # keeps spinning for a while after it returns and would steal cores from the next
+    # measurement (seen: a 0.05 ms kernel timed at 8 ms right after ONNX Runtime).
+    device_rows = _device_rows(prepared, devices, dtype, bar, settings)
+    peer_rows = _peer_rows(prepared, peers_of if peers else None, dtype, bar, settings)
+    rows: list[Row] = []
+    for w, *_ in prepared:
+        group = device_rows.get(w.name, []) + peer_rows.get(w.name, [])
+        ref = next((r.steady_s for r in group if r.impl == "numpy"), None)
+        for r in group:
+            r.speedup_vs_numpy = ref / r.steady_s if ref else None
+        rows += group
+    if meta is not None:
+        machine.finish(meta)
+        meta["settings"] = {"min_time_s": settings.min_time, "repeat": settings.repeat,
+                            "budget_s": settings.budget, "quick": quick}
+    return rows
+
+
+def _timed(fn, settings: Settings) -> Timing:
+    time.sleep(SETTLE_S)
+    return measure(fn, min_time=settings.min_time, repeat=settings.repeat,
+                   budget=settings.budget)
+
+
+def _device_rows(prepared, devices, dtype, bar, settings) -> dict:
+    """Workload name -> a row per device (and the device copy limit on CUDA)."""
+    rows: dict = {}
+    for w, desc, inputs, work in prepared:
+        for device in devices:
+            bar.step(f"{w.name} on {device}")
+            first, kind, warm, op = _device_runner(device, desc, inputs)
+            variant = getattr(op.kernel, "variant", None)
+            row = Row.timed(w, device, "device", desc, dtype, first, kind,
+                            _timed(warm, settings), work,
+                            variant=variant() if callable(variant) else None)
+            rows.setdefault(w.name, []).append(row)
+            if device == "cuda" and w.kind == "bytes":
+                nbytes = desc.output.element_count * desc.output.dtype.itemsize
+                copy = _timed(_cuda_copy(nbytes), settings)
+                row.of_limit = copy.median / row.steady_s
+                rows[w.name].append(Row.timed(w, "cuda copy (limit)", "limit", desc, dtype,
+                                              None, None, copy, 2 * nbytes))
+    return rows
+
+
+def _peer_rows(prepared, peers_of, dtype, bar, settings) -> dict:
+    """Workload name -> a row per peer that can run it (none when ``peers_of`` is None)."""
+    rows: dict = {}
+    for w, desc, inputs, work in prepared:
+        for name, factory in (peers_of(w).items() if peers_of else ()):
+            bar.step(f"{w.name} with {name}")
+            try:
+                fn = factory(desc, inputs)
+                t0 = time.perf_counter()
+                fn()
+                first = time.perf_counter() - t0
+                timing = _timed(fn, settings)
+            except PeerUnavailable:
+                continue
+            except Exception:  # noqa: BLE001 - a peer that cannot do this dtype or shape
+                continue
+            rows.setdefault(w.name, []).append(
+                Row.timed(w, name, "peer", desc, dtype, first, "peer", timing, work))
+    return rows
+
+
+from .cli import main  # noqa: E402 - the command line uses everything above

@@ -1,0 +1,93 @@
+"""``dml-numba profile``'s command line (the options are declared in ``dml_numba.__main__``)."""
+from __future__ import annotations
+
+import sys
+
+import dml_numba as dml
+
+from . import OPS, Settings, _simulated, checks, compare, run
+from .report import as_dict, plot, read_json, table, to_csv, to_markdown, write_json
+
+
+def _refusal(args) -> str | None:
+    bad = [o for o in (args.ops or []) if o not in OPS]
+    if bad:
+        return f"unknown --ops {bad}; expected some of {', '.join(OPS)}"
+    try:
+        dml.DataType.from_numpy(args.dtype)
+    except (TypeError, dml.ValidationError) as exc:
+        return f"--dtype {args.dtype!r} is invalid: {exc}"
+    if getattr(args, "min_time", None) is not None and not args.min_time > 0:
+        return f"--min-time {args.min_time} must be a positive number of seconds"
+    if getattr(args, "repeat", None) is not None and args.repeat < 3:
+        return f"--repeat {args.repeat} must be at least 3 (a spread needs samples)"
+    if len(getattr(args, "compare", None) or []) > 2:
+        return f"--compare takes BASE.json and at most one NEW.json, got {len(args.compare)}"
+    if args.devices:
+        status = dml.device_status()
+        for d in args.devices:
+            if status.get(d) != "available":
+                return f"device {d!r} is not usable here: {status.get(d, 'unknown device')}"
+        if "cuda" in args.devices and _simulated():
+            return ("device 'cuda' is Numba's simulator here (NUMBA_ENABLE_CUDASIM=1): it "
+                    "would time Python threads; profile CUDA on a GPU")
+    return None
+
+
+def _compare(base_path, new: dict, threshold: float) -> int:
+    try:
+        base = read_json(base_path)
+    except (OSError, ValueError) as exc:
+        print(f"profile: --compare: {exc}", file=sys.stderr)
+        return 2
+    changes = compare.compare(base, new)
+    if not changes:
+        print(f"profile: --compare: no row of {base_path} matches the new profile",
+              file=sys.stderr)
+        return 2
+    print(compare.table(changes))
+    print(compare.summary(changes))
+    worse = compare.regressions(changes, threshold)
+    if worse:
+        print(f"{len(worse)} rows slower by more than {threshold:.0%} beyond the spread")
+        return 1
+    return 0
+
+
+def main(args) -> int:
+    refusal = _refusal(args)
+    if refusal:
+        print(f"profile: {refusal}", file=sys.stderr)
+        return 2
+    pair = list(getattr(args, "compare", None) or [])
+    threshold = getattr(args, "threshold", 0.05)
+    if len(pair) == 2:  # two files: no profiling
+        try:
+            new = read_json(pair[1])
+        except (OSError, ValueError) as exc:
+            print(f"profile: --compare: {exc}", file=sys.stderr)
+            return 2
+        return _compare(pair[0], new, threshold)
+    settings = Settings.default(args.quick, getattr(args, "min_time", None),
+                                getattr(args, "repeat", None))
+    meta: dict = {}
+    rows = run(args.ops, args.devices, args.dtype, args.quick, peers=not args.no_peers,
+               settings=settings, meta=meta)
+    warnings = checks.warnings(meta, rows)
+    print(table(rows, warnings))
+    for path, text in ((getattr(args, "csv", None), lambda: to_csv(rows)),
+                       (getattr(args, "markdown", None),
+                        lambda: to_markdown(rows, meta, warnings))):
+        if path:
+            with open(path, "w") as f:
+                f.write(text())
+            print(f"wrote {path}")
+    if args.json:
+        write_json(rows, args.json, meta, warnings)
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot(rows, args.plot, meta)
+        print(f"wrote {args.plot}")
+    if pair:
+        return _compare(pair[0], as_dict(rows, meta, warnings), threshold)
+    return 0

@@ -1,0 +1,106 @@
+"""The machine a profile ran on: what the JSON's ``meta`` records (docs/PROFILE.md)."""
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import sys
+from importlib import metadata as importlib_metadata
+
+#: the libraries whose versions a profile records (those installed)
+LIBRARIES = ("dml_numba", "numpy", "numba", "llvmlite", "scipy", "numba-cuda", "torch",
+             "onnxruntime", "onnx", "cupy", "dask", "matplotlib")
+
+
+def cpu_model() -> str:
+    """The processor's marketing name (``/proc/cpuinfo`` on Linux, sysctl on macOS), or what
+    :func:`platform.processor` says."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "Hardware", "Processor")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    if sys.platform == "darwin":  # pragma: no cover - macOS
+        import subprocess
+
+        out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
+                             text=True)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    return platform.processor() or platform.machine()
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - no affinity call (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+def load() -> list[float] | None:
+    """The 1-, 5- and 15-minute load averages (None where the system has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # pragma: no cover - Windows
+        return None
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            out[name] = importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def threading_layer() -> str | None:
+    """Numba's threading layer once a parallel kernel has started it; None before."""
+    import numba
+
+    try:
+        return numba.threading_layer()
+    except ValueError:  # no parallel kernel has run yet
+        return None
+
+
+def describe() -> dict:
+    """Everything but the load after the run and the threading layer (known only after)."""
+    import numba
+
+    from ..cpu._emit import Host
+
+    host = Host.current()
+    return {
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpu": cpu_model(),
+        "machine": platform.machine(),
+        "system": f"{platform.system()} {platform.release()}",
+        "vector_lanes_float32": host.lanes,
+        "logical_cores": os.cpu_count(),
+        "usable_cores": usable_cores(),
+        "numba_threads": numba.config.NUMBA_NUM_THREADS,
+        "threading_layer": None,
+        "versions": versions(),
+        "load_before": load(),
+        "load_after": None,
+    }
+
+
+def finish(meta: dict) -> dict:
+    """Record what is known only once the run is over."""
+    meta["load_after"] = load()
+    meta["threading_layer"] = threading_layer()
+    return meta
+
+
+def caption(meta: dict) -> str:
+    v = meta.get("versions", {})
+    return (f"{meta.get('cpu', '?')}, {meta.get('usable_cores', '?')} cores, "
+            f"{meta.get('vector_lanes_float32', '?')} float32 lanes, "
+            f"{meta.get('numba_threads', '?')} threads ({meta.get('threading_layer') or 'n/a'}); "
+            f"dml_numba {v.get('dml_numba', '?')}, Numba {v.get('numba', '?')}, "
+            f"NumPy {v.get('numpy', '?')}; {meta.get('timestamp', '')}")

@@ -1,0 +1,188 @@
+"""A profile's outputs: the table, CSV, Markdown, JSON (docs/PROFILE.md) and the chart."""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import sys
+
+from . import machine
+
+SCHEMA = 2
+BASELINE = "numpy"  # the device every speed-up is measured against
+
+
+class Progress:
+    """A one-line progress bar on stderr (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.total, self.done, self.enabled = total, 0, enabled
+        self.tty = sys.stderr.isatty()
+
+    def step(self, label: str):
+        self.done += 1
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        line = f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {label}"
+        if self.tty:
+            sys.stderr.write("\r" + line[:110].ljust(110))
+            if self.done == self.total:
+                sys.stderr.write("\n")
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def _first(r) -> str:
+    if r.first_call_s is None:
+        return ""
+    kind = r.first_call if r.first_call not in (None, "none", "peer") else ""
+    return f"{r.first_call_s * 1e3:.1f}ms {kind}".rstrip()
+
+
+def columns(r) -> dict:
+    """One row as the table, CSV and Markdown show it (times in ms)."""
+    return {
+        "workload": r.workload,
+        "impl": r.label,
+        "first call": _first(r),
+        "median ms": f"{r.steady_s * 1e3:.3f}",
+        "IQR %": f"{100 * r.spread:.1f}",
+        "samples x loops": f"{r.n}x{r.loops}",
+        "throughput": f"{r.throughput:.2f} {r.throughput_unit}",
+        "vs numpy device": f"{r.speedup_vs_numpy:.2f}x" if r.speedup_vs_numpy else "",
+        "of copy": f"{r.of_limit:.2f}" if r.of_limit else "",
+        "notes": " ".join(r.flags),
+    }
+
+
+def table(rows, warnings=()) -> str:
+    """The terminal table (the workload named once per group), then any warnings."""
+    widths = {"workload": 44, "impl": 26, "first call": 18, "median ms": 10, "IQR %": 6,
+              "samples x loops": 15, "throughput": 17, "vs numpy device": 15}
+    show_copy = any(r.of_limit for r in rows)
+    if show_copy:
+        widths["of copy"] = 7
+    widths["notes"] = 0
+
+    def line(values):
+        out = []
+        for name, w in widths.items():
+            v = values[name]
+            if name == "notes":
+                out.append(v)
+            else:
+                out.append(v[:w].ljust(w) if name in ("workload", "impl") else v.rjust(w))
+        return " ".join(out).rstrip()
+
+    head = line({k: k for k in widths})
+    lines, last = [head, "-" * len(head)], None
+    for r in rows:
+        values = columns(r)
+        if r.workload == last:
+            values["workload"] = ""
+        last = r.workload
+        lines.append(line(values))
+    lines += [f"warning: {w}" for w in warnings]
+    return "\n".join(lines)
+
+
+def to_csv(rows) -> str:
+    """Every row with its numbers unformatted (seconds), one line a row."""
+    buf = io.StringIO()
+    fields = ["op", "workload", "impl", "variant", "kind", "dtype", "shape", "first_call",
+              "first_call_s", "steady_s", "q1_s", "q3_s", "min_s", "n", "loops", "cpu_share",
+              "throughput", "throughput_unit", "speedup_vs_numpy", "of_limit", "flags"]
+    writer = csv.DictWriter(buf, fields, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        d = {k: getattr(r, k) for k in fields}
+        d["shape"] = "x".join(map(str, r.shape))
+        d["flags"] = " ".join(r.flags)
+        writer.writerow(d)
+    return buf.getvalue()
+
+
+def to_markdown(rows, meta=None, warnings=()) -> str:
+    """A GitHub table (pasteable into an issue or RESULTS.md), the machine under it."""
+    cols = ["workload", "impl", "first call", "median ms", "IQR %", "samples x loops",
+            "throughput", "vs numpy device", "notes"]
+    if any(r.of_limit for r in rows):
+        cols.insert(-1, "of copy")
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        v = columns(r)
+        out.append("| " + " | ".join(v[c].replace("|", "\\|") for c in cols) + " |")
+    if meta:
+        out += ["", machine.caption(meta)]
+    out += [f"\n**warning**: {w}" for w in warnings]
+    return "\n".join(out) + "\n"
+
+
+def as_dict(rows, meta: dict, warnings=()) -> dict:
+    return {"schema": SCHEMA, "meta": meta, "warnings": list(warnings),
+            "rows": [dataclasses.asdict(r) for r in rows]}
+
+
+def write_json(rows, path, meta: dict | None = None, warnings=()) -> None:
+    with open(path, "w") as f:
+        json.dump(as_dict(rows, meta or {}, warnings), f, indent=1)
+
+
+def read_json(path) -> dict:
+    """A profile written by any version (schema 1 had no samples, first-call kind or flags)."""
+    with open(path) as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise ValueError(f"{path}: not a dml-numba profile (no 'rows' list)")
+    data.setdefault("schema", 1)
+    data.setdefault("meta", {})
+    return data
+
+
+def plot(rows, path, meta: dict | None = None) -> None:
+    """Horizontal bars per workload: each implementation's speed-up over the vectorised numpy
+    device, its value written on it, "n/a" where a peer did not run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads = list(dict.fromkeys(r.workload for r in rows))
+    impls = list(dict.fromkeys(r.impl for r in rows if r.kind != "limit"))
+    names = {i: "vectorised (numpy device)" if i == BASELINE else i for i in impls}
+    colors = plt.get_cmap("tab10")
+    height = 0.8 / max(len(impls), 1)
+    fig, ax = plt.subplots(figsize=(12, 0.6 * len(workloads) * max(len(impls), 3) / 3 + 2))
+    for j, impl in enumerate(impls):
+        ys, xs, labels, missing = [], [], [], []
+        for i, wl in enumerate(workloads):
+            y = i + (j - (len(impls) - 1) / 2) * height
+            r = next((r for r in rows if r.workload == wl and r.impl == impl), None)
+            if r is None or not r.speedup_vs_numpy:
+                missing.append(y)
+                continue
+            ys.append(y)
+            xs.append(r.speedup_vs_numpy)
+            labels.append(f"{r.speedup_vs_numpy:.2f}x" + (f" {r.variant}" if r.variant else ""))
+        bars = ax.barh(ys, xs, height=height, color=colors(j % 10), label=names[impl])
+        ax.bar_label(bars, labels, fontsize=6, padding=2)
+        for y in missing:
+            ax.text(1.0, y, " n/a", va="center", fontsize=6, color="grey")
+    ax.set_yticks(range(len(workloads)))
+    ax.set_yticklabels(workloads, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("speed-up over the vectorised numpy device (median of calibrated samples, "
+                  "log scale); the cpu bars name the variant that ran")
+    ax.set_title(f"dml_numba profile ({rows[0].dtype if rows else ''})")
+    if meta:
+        fig.text(0.01, 0.005, machine.caption(meta), fontsize=7, color="dimgrey")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
