@@ -8,12 +8,15 @@ and the repository's own configuration stays as it is. Then:
 
     cd DEST && python3 -m mutmut run --max-children 2 && python3 -m mutmut results
 
-``python3 -m tests.mutation`` alone lists the parts. The emitters are judged by the golden
-sources first (``tests/golden``: a mutant of an emitter that changes any generated kernel of the
-catalogue is killed in two seconds, without compiling it); what survives there either leaves
-every generated kernel unchanged (an equivalent mutant, or a branch no catalogue kernel takes) or
-lives outside the emitted text, and is run again against the operator tests of its module
-(``MUTANT_UNDER_TEST=<name> python3 -m pytest -n 0 <tests>`` in ``DEST/mutants``).
+``python3 -m tests.mutation`` alone lists the parts; ``python3 -m tests.mutation recheck DEST``
+runs the second stage below for every survivor of a finished run.
+
+The emitters are judged by the golden sources first (``tests/golden``: a mutant of an emitter
+that changes any generated kernel of the catalogue is killed in well under a second, without
+compiling it); what survives there either leaves every generated kernel unchanged (an equivalent
+mutant, or a branch no catalogue kernel takes) or lives outside the emitted text, and is run
+again against the operator tests of its module (:data:`RECHECK`; by hand,
+``MUTANT_UNDER_TEST=<name> python3 -m pytest -n 0 <tests>`` in ``DEST/mutants``).
 """
 from __future__ import annotations
 
@@ -53,6 +56,55 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
 }
 
 
+#: second stage: a survivor of the first is run again against the operator tests of its module
+#: (the longest prefix of the mutant's name that matches picks the tests)
+RECHECK: dict[str, list[str]] = {
+    "dml_numba.cpu.convolution.choice": ["tests/ops/test_convolution_algorithms.py",
+                                         "-k", "automatic_choice"],
+    "dml_numba.cpu.convolution": ["tests/ops/test_convolution_blocked.py",
+                                  "tests/ops/test_convolution_algorithms.py",
+                                  "tests/test_kernel_corners.py", "-k", "not dask"],
+    "dml_numba.cpu": ["tests/ops/test_parallel.py", "tests/ops/test_lp_pooling.py",
+                      "tests/ops/test_padding.py", "-m", "not cuda"],
+    "dml_numba.cuda": ["tests/cuda/test_tiled.py", "tests/cuda/test_cuda.py",
+                       "tests/cuda/test_access_pattern.py"],
+}
+
+
+def recheck_tests(mutant: str) -> list[str] | None:
+    best = max((p for p in RECHECK if mutant.startswith(p + ".")), key=len, default=None)
+    return None if best is None else RECHECK[best]
+
+
+def recheck(dest: Path, timeout: float = 900) -> int:
+    """Run every survivor of ``dest``'s first stage against its module's operator tests;
+    print each verdict and the totals."""
+    import os
+
+    out = subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=dest,
+                         capture_output=True, text=True).stdout
+    survivors = [line.split(":")[0].strip() for line in out.splitlines()
+                 if line.strip().endswith("survived")]
+    killed = 0
+    for name in survivors:
+        tests = recheck_tests(name)
+        if tests is None:
+            print(f"no tests  {name}", flush=True)
+            continue
+        env = {**os.environ, "MUTANT_UNDER_TEST": name}
+        try:
+            rc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", "0",
+                                 "-p", "no:cacheprovider", *tests], cwd=dest / "mutants",
+                                env=env, capture_output=True, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        verdict = "survived" if rc == 0 else "killed" if rc in (1, "timeout") else f"error {rc}"
+        killed += verdict == "killed"
+        print(f"{verdict:9s} {name}", flush=True)
+    print(f"{killed} of {len(survivors)} survivors killed by their module's tests")
+    return 0
+
+
 def config(part: str) -> str:
     mutate, tests = PARTS[part]
     return "\n".join([
@@ -79,6 +131,8 @@ def prepare(part: str, dest: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "recheck":
+        return recheck(Path(argv[1]))
     if len(argv) != 2 or argv[0] not in PARTS:
         for name, (mutate, tests) in PARTS.items():
             print(f"{name:11s} mutates {', '.join(mutate)}\n{'':11s} tests   {' '.join(tests)}")
