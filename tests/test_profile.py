@@ -54,7 +54,7 @@ ROW_KEYS = {"op", "workload", "impl", "kind", "shape", "dtype", "first_call_s", 
             "throughput", "throughput_unit", "speedup_vs_numpy", "variant", "of_limit", "flags"}
 META_KEYS = {"timestamp", "cpu", "machine", "system", "vector_lanes_float32", "logical_cores",
              "usable_cores", "numba_threads", "threading_layer", "versions", "load_before",
-             "load_after", "settings"}
+             "load_after", "others_busy_before", "others_busy_after", "settings"}
 
 
 def test_cli_writes_json_csv_markdown_and_plot(tmp_path, capsys):

@@ -92,6 +92,12 @@ def test_a_quiet_stable_run_has_no_warning():
 
 
 def test_a_busy_machine_is_named_with_what_to_do():
+    measured = checks.warnings({"usable_cores": 2, "load_before": [1.9, 1.0, 0.5],
+                                "others_busy_before": 0.04, "others_busy_after": 0.55}, [row()])
+    assert len(measured) == 1 and "busy after the run: other programs used 55%" in measured[0]
+    # the load average lags (a previous run still counts): measured CPU time decides
+    assert checks.warnings({"usable_cores": 2, "load_before": [1.9, 1.0, 0.5],
+                            "others_busy_before": 0.04, "others_busy_after": 0.1}, [row()]) == []
     busy = checks.warnings({"usable_cores": 2, "load_before": [2.4, 1.0, 0.5]}, [row()])
     assert len(busy) == 1 and "busy before the run: load average 2.40 on 2" in busy[0]
     assert "--min-time" in busy[0] and "--repeat" in busy[0]
@@ -165,6 +171,13 @@ def test_a_slowed_row_is_marked_and_fails_the_comparison(tmp_path, capsys):
     assert main(["profile", "--compare", str(a), str(b), "--threshold", "0.6"]) == 0
 
 
+def test_a_change_of_variant_is_named():
+    base, new = saved([row("w", samples=jitter(1e-3))]), saved([row("w", samples=jitter(2e-3))])
+    base["rows"][0]["variant"], new["rows"][0]["variant"] = "parallel", "serial"
+    (c,) = compare.compare(base, new)
+    assert c.verdict == "2.00x slower (ran parallel, now serial)"
+
+
 def test_a_change_inside_either_runs_spread_is_not_marked():
     base = saved([row("w", samples=jitter(1e-3, rel=0.3))])  # a noisy base run
     new = saved([row("w", samples=jitter(1.2e-3))])
@@ -230,3 +243,25 @@ def test_a_run_beside_two_busy_processes_warns(tmp_path):
     data = json.loads(js.read_text())
     assert data["warnings"] and "warning: " in out.stdout
     assert any("busy" in r["flags"] for r in data["rows"]) or "busy before" in out.stdout
+
+
+def test_samples_are_taken_pass_by_pass_across_every_row(monkeypatch):
+    """A row's samples are spread over the run (one a pass), so its spread holds the machine's
+    drift during the run; a pause comes before the devices' samples and after a peer's."""
+    order, sleeps = [], []
+
+    class Recorder:
+        def __init__(self, name):
+            self.name, self.samples = name, []
+
+        def sample(self):
+            order.append(self.name)
+            self.samples.append(1.0)
+
+    monkeypatch.setattr(profile.time, "sleep", sleeps.append)
+    pending = [profile._Pending(None, impl, kind, None, None, None, Recorder(impl), 1.0)
+               for impl, kind in [("numpy", "device"), ("cpu", "device"), ("torch", "peer"),
+                                  ("onnxruntime", "peer")]]
+    profile._passes(pending, profile.Settings(0.001, 4, 100.0), profile.Progress(4, False))
+    assert order == ["numpy", "cpu", "torch", "onnxruntime"] * 4
+    assert len(sleeps) == 4 * 2  # each pass: before numpy, and before onnxruntime (after torch)

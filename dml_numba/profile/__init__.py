@@ -28,7 +28,7 @@ import dml_numba as dml
 from ..workloads import PeerUnavailable, Workload, gpu_peers, suite
 from . import checks, machine
 from .report import Progress, plot, table, to_csv, to_markdown, write_json
-from .timing import Timing, measure
+from .timing import Sampler, Timing
 
 __all__ = ["OPS", "Row", "Settings", "run", "table", "to_csv", "to_markdown", "write_json",
            "plot", "main", "default_devices", "Progress"]
@@ -210,9 +210,32 @@ def installed(peer: str) -> bool:
     return lib is None or importlib.util.find_spec(lib) is not None
 
 
+@dataclass
+class _Pending:
+    """A row being measured: its first call is done, its samples are taken pass by pass."""
+
+    workload: Workload
+    impl: str
+    kind: str
+    desc: object
+    first: float | None
+    first_kind: str | None
+    sampler: Sampler
+    work: float
+    extra: dict = field(default_factory=dict)
+
+    def row(self, dtype) -> Row:
+        return Row.timed(self.workload, self.impl, self.kind, self.desc, dtype, self.first,
+                         self.first_kind, self.sampler.timing(), self.work, **self.extra)
+
+
 def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progress=True,
         workloads=None, settings: Settings | None = None, meta: dict | None = None) -> list[Row]:
-    """Profile; ``meta``, when given, is filled with the machine (:func:`machine.describe`)."""
+    """Profile; ``meta``, when given, is filled with the machine (:func:`machine.describe`).
+
+    Every row's first call and calibration come first, then ``settings.repeat`` passes over all
+    rows take one sample of each (devices before peers in each pass), fewer passes (never under
+    3) once the run's time budget is spent."""
     dtype = np.dtype(dtype)
     ops = list(ops or OPS)
     devices = list(devices or default_devices())
@@ -232,7 +255,7 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
         return {name: f for name, f in every.items() if installed(name)}
 
     total = sum(len(devices) + (len(peers_of(w)) if peers else 0) for w in chosen)
-    bar = Progress(total, progress)
+    bar = Progress(total + settings.repeat, progress)
     rng = np.random.default_rng(0)
     prepared = []
     for w in chosen:
@@ -241,14 +264,17 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
     # Every device first, then every peer: a peer's thread pool (ONNX Runtime, PyTorch, BLAS)
     # keeps spinning for a while after it returns and would steal cores from the next
     # measurement (seen: a 0.05 ms kernel timed at 8 ms right after ONNX Runtime).
-    device_rows = _device_rows(prepared, devices, dtype, bar, settings)
-    peer_rows = _peer_rows(prepared, peers_of if peers else None, dtype, bar, settings)
+    pending = _devices(prepared, devices, bar, settings)
+    pending += _peers(prepared, peers_of if peers else None, bar, settings)
+    _passes(pending, settings, bar)
     rows: list[Row] = []
     for w, *_ in prepared:
-        group = device_rows.get(w.name, []) + peer_rows.get(w.name, [])
+        group = [p.row(dtype) for p in pending if p.workload is w]
         ref = next((r.steady_s for r in group if r.impl == "numpy"), None)
         for r in group:
             r.speedup_vs_numpy = ref / r.steady_s if ref else None
+            if r.of_limit is not None:  # the copy's time over this row's
+                r.of_limit = next(x.steady_s for x in group if x.kind == "limit") / r.steady_s
         rows += group
     if meta is not None:
         machine.finish(meta)
@@ -257,36 +283,48 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
     return rows
 
 
-def _timed(fn, settings: Settings) -> Timing:
-    time.sleep(SETTLE_S)
-    return measure(fn, min_time=settings.min_time, repeat=settings.repeat,
-                   budget=settings.budget)
+def _passes(pending: list[_Pending], settings: Settings, bar) -> None:
+    """One sample of every row a pass; a pause before the devices' samples and after a peer's
+    (their thread pools idle first)."""
+    budget = settings.budget * max(len(pending), 1)
+    start = time.perf_counter()
+    for k in range(settings.repeat):
+        if k >= 3 and time.perf_counter() - start > budget:
+            break
+        bar.step(f"samples, pass {k + 1} of {settings.repeat}")
+        previous = "peer"
+        for p in pending:
+            if previous == "peer":
+                time.sleep(SETTLE_S)
+            p.sampler.sample()
+            previous = p.kind
 
 
-def _device_rows(prepared, devices, dtype, bar, settings) -> dict:
-    """Workload name -> a row per device (and the device copy limit on CUDA)."""
-    rows: dict = {}
+def _devices(prepared, devices, bar, settings) -> list[_Pending]:
+    """A pending row per device (and the device copy limit on CUDA), first call done."""
+    out = []
     for w, desc, inputs, work in prepared:
         for device in devices:
             bar.step(f"{w.name} on {device}")
             first, kind, warm, op = _device_runner(device, desc, inputs)
             variant = getattr(op.kernel, "variant", None)
-            row = Row.timed(w, device, "device", desc, dtype, first, kind,
-                            _timed(warm, settings), work,
-                            variant=variant() if callable(variant) else None)
-            rows.setdefault(w.name, []).append(row)
+            p = _Pending(w, device, "device", desc, first, kind, Sampler(warm), work,
+                         {"variant": variant() if callable(variant) else None})
+            p.sampler.calibrate(settings.min_time)
+            out.append(p)
             if device == "cuda" and w.kind == "bytes":
                 nbytes = desc.output.element_count * desc.output.dtype.itemsize
-                copy = _timed(_cuda_copy(nbytes), settings)
-                row.of_limit = copy.median / row.steady_s
-                rows[w.name].append(Row.timed(w, "cuda copy (limit)", "limit", desc, dtype,
-                                              None, None, copy, 2 * nbytes))
-    return rows
+                limit = _Pending(w, "cuda copy (limit)", "limit", desc, None, None,
+                                 Sampler(_cuda_copy(nbytes)), 2 * nbytes)
+                limit.sampler.calibrate(settings.min_time)
+                p.extra["of_limit"] = 0.0  # filled in once both are timed
+                out.append(limit)
+    return out
 
 
-def _peer_rows(prepared, peers_of, dtype, bar, settings) -> dict:
-    """Workload name -> a row per peer that can run it (none when ``peers_of`` is None)."""
-    rows: dict = {}
+def _peers(prepared, peers_of, bar, settings) -> list[_Pending]:
+    """A pending row per peer that can run its workload (none when ``peers_of`` is None)."""
+    out = []
     for w, desc, inputs, work in prepared:
         for name, factory in (peers_of(w).items() if peers_of else ()):
             bar.step(f"{w.name} with {name}")
@@ -295,14 +333,15 @@ def _peer_rows(prepared, peers_of, dtype, bar, settings) -> dict:
                 t0 = time.perf_counter()
                 fn()
                 first = time.perf_counter() - t0
-                timing = _timed(fn, settings)
+                time.sleep(SETTLE_S)
+                sampler = Sampler(fn)
+                sampler.calibrate(settings.min_time)
             except PeerUnavailable:
                 continue
             except Exception:  # noqa: BLE001 - a peer that cannot do this dtype or shape
                 continue
-            rows.setdefault(w.name, []).append(
-                Row.timed(w, name, "peer", desc, dtype, first, "peer", timing, work))
-    return rows
+            out.append(_Pending(w, name, "peer", desc, first, "peer", sampler, work))
+    return out
 
 
 from .cli import main  # noqa: E402 - the command line uses everything above

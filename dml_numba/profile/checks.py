@@ -4,8 +4,9 @@ Three signs, each computed from what a row recorded (no timing happens here, so 
 tested with made-up samples):
 
 - **busy**: the calling thread was on a CPU for less than :data:`BUSY_SHARE` of the wall time
-  while a row was timed (other programs took the cores), or the load average before the run was
-  above :data:`BUSY_LOAD` per usable core;
+  while a row was timed (other programs took the cores), or other programs used more than
+  :data:`BUSY_OTHERS` of the machine's CPU time just before or just after the run (where that
+  cannot be measured, the load average before the run above :data:`BUSY_LOAD` a usable core);
 - **unstable**: a row's interquartile range is more than :data:`UNSTABLE_SPREAD` of its median;
 - **tick**: a row's samples sit at whole multiples of the scheduler's tick (:data:`TICK_S`,
   Linux at 250 Hz): each call waited for the scheduler, and the time measures that, not the
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 BUSY_SHARE = 0.8
 BUSY_LOAD = 0.5
+BUSY_OTHERS = 0.2
 UNSTABLE_SPREAD = 0.25
 TICK_S = 0.004
 TICK_TOLERANCE = 0.003  # relative distance from a multiple of the tick counted as "on" it
@@ -55,8 +57,14 @@ def warnings(meta: dict, rows) -> list[str]:
     """What a reader must know before believing the table (empty when nothing is wrong)."""
     out = []
     cores = meta.get("usable_cores") or 1
+    others = {when: meta.get(f"others_busy_{when}") for when in ("before", "after")}
     before = meta.get("load_before")
-    if before and before[0] > BUSY_LOAD * cores:
+    if any(v is not None for v in others.values()):
+        for when, v in others.items():
+            if v is not None and v > BUSY_OTHERS:
+                out.append(f"the machine was busy {when} the run: other programs used {v:.0%} "
+                           f"of its CPU time")
+    elif before and before[0] > BUSY_LOAD * cores:
         out.append(f"the machine was busy before the run: load average {before[0]:.2f} on "
                    f"{cores} usable cores")
     timed = [r for r in rows if r.n]

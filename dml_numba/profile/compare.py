@@ -3,9 +3,10 @@
 Rows are matched by workload, implementation and dtype. A change is marked only where it exceeds
 the spread of both runs: the medians differ by more than either run's interquartile range (so two
 runs of the same code on a quiet machine mark nothing), as pyperf's ``compare_to`` marks only
-significant differences. Rows from a profile written before samples were kept (schema 1) have no
-spread: their ratio is shown, never marked. The exit status is 1 when a row is marked slower by
-more than the threshold, for CI.
+significant differences. Where the cpu device ran another variant (the automatic choice went
+parallel in one run and serial in the other), the change says so. Rows from a profile written
+before samples were kept (schema 1) have no spread: their ratio is shown, never marked. The exit
+status is 1 when a row is marked slower by more than the threshold, for CI.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class Change:
     marked: bool  # outside the spread of both runs
     base_spread: float | None  # IQR relative to the median
     new_spread: float | None
+    variants: tuple = (None, None)  # what the cpu device ran in each (parallel, serial, ...)
 
     @property
     def ratio(self) -> float:
@@ -31,9 +33,13 @@ class Change:
     @property
     def verdict(self) -> str:
         if not self.marked:
-            return "within the spread" if self.base_spread is not None else "no spread recorded"
-        return (f"{self.ratio:.2f}x slower" if self.ratio > 1 else
-                f"{1 / self.ratio:.2f}x faster")
+            text = "within the spread" if self.base_spread is not None else "no spread recorded"
+        else:
+            text = (f"{self.ratio:.2f}x slower" if self.ratio > 1 else
+                    f"{1 / self.ratio:.2f}x faster")
+        if self.variants[0] != self.variants[1]:
+            text += f" (ran {self.variants[0]}, now {self.variants[1]})"
+        return text
 
 
 def _key(row: dict) -> tuple:
@@ -60,7 +66,8 @@ def compare(base: dict, new: dict) -> list[Change]:
         out.append(Change(r["workload"], r["impl"], r.get("dtype"), b["steady_s"],
                           r["steady_s"], marked,
                           ib / b["steady_s"] if ib is not None else None,
-                          inew / r["steady_s"] if inew is not None else None))
+                          inew / r["steady_s"] if inew is not None else None,
+                          (b.get("variant"), r.get("variant"))))
     return out
 
 

@@ -5,6 +5,7 @@ import datetime
 import os
 import platform
 import sys
+import time
 from importlib import metadata as importlib_metadata
 
 #: the libraries whose versions a profile records (those installed)
@@ -47,6 +48,35 @@ def load() -> list[float] | None:
         return None
 
 
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat (None elsewhere)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    total = sum(fields[:8])  # guest time is already counted in user time
+    return total - idle, total
+
+
+def others_busy(seconds: float = 0.3) -> float | None:
+    """The share of the machine's CPU time used by other processes (and stolen by a
+    hypervisor's neighbours) while this one sleeps for ``seconds``, measured now, where the load
+    average lags a minute behind (and still counts the previous run). This process's own
+    threads (a thread pool still spinning) are subtracted."""
+    a = _cpu_ticks()
+    if a is None:
+        return None
+    own0 = sum(os.times()[:2])
+    time.sleep(seconds)
+    b = _cpu_ticks()
+    own = (sum(os.times()[:2]) - own0) * os.sysconf("SC_CLK_TCK")
+    if b is None or b[1] == a[1]:
+        return None
+    return round(max(0.0, b[0] - a[0] - own) / (b[1] - a[1]), 3)
+
+
 def versions() -> dict:
     out = {"python": platform.python_version()}
     for name in LIBRARIES:
@@ -87,12 +117,15 @@ def describe() -> dict:
         "versions": versions(),
         "load_before": load(),
         "load_after": None,
+        "others_busy_before": others_busy(),
+        "others_busy_after": None,
     }
 
 
 def finish(meta: dict) -> dict:
     """Record what is known only once the run is over."""
     meta["load_after"] = load()
+    meta["others_busy_after"] = others_busy()
     meta["threading_layer"] = threading_layer()
     return meta
 

@@ -64,29 +64,56 @@ def _at(ordered: list[float], f: float) -> float:
     return ordered[i] + (ordered[i + 1] - ordered[i]) * (x - i)
 
 
-def _timed(fn, loops: int, clock, cpu_clock) -> tuple[float, float]:
-    c0, t0 = cpu_clock(), clock()
-    for _ in range(loops):
-        fn()
-    return clock() - t0, cpu_clock() - c0
+class Sampler:
+    """One row's samples, taken whenever the caller asks: the profile interleaves the rows'
+    samples over the whole run, so a row's spread includes the machine's drift during the run
+    and not only the jitter of a few consecutive milliseconds."""
+
+    def __init__(self, fn, clock=time.perf_counter, cpu_clock=time.thread_time):
+        self.fn, self.clock, self.cpu_clock = fn, clock, cpu_clock
+        self.loops, self.samples, self.wall, self.cpu = 1, [], 0.0, 0.0
+
+    def _run(self, loops: int) -> tuple[float, float]:
+        fn = self.fn
+        c0, t0 = self.cpu_clock(), self.clock()
+        for _ in range(loops):
+            fn()
+        return self.clock() - t0, self.cpu_clock() - c0
+
+    def calibrate(self, min_time: float) -> int:
+        """One warm-up call, then the calls a sample needs to last ``min_time`` (at least
+        doubling each try, aiming a little past it, as pyperf does)."""
+        self.fn()
+        loops = 1
+        while loops < MAX_LOOPS:
+            wall, _ = self._run(loops)
+            if wall >= min_time:
+                break
+            loops = min(MAX_LOOPS, max(2 * loops,
+                                       math.ceil(loops * 1.2 * min_time / max(wall, 1e-9))))
+        self.loops = loops
+        return loops
+
+    def sample(self) -> float:
+        """Take one sample; its wall seconds."""
+        wall, cpu = self._run(self.loops)
+        self.samples.append(wall / self.loops)
+        self.wall, self.cpu = self.wall + wall, self.cpu + cpu
+        return wall
+
+    def timing(self) -> Timing:
+        return Timing(list(self.samples), self.loops,
+                      self.cpu / self.wall if self.wall > 0 else None)
 
 
 def measure(fn, *, min_time: float, repeat: int, budget: float, clock=time.perf_counter,
             cpu_clock=time.thread_time) -> Timing:
-    """Time ``fn``: one warm-up call, loops calibrated to ``min_time`` a sample, then ``repeat``
-    samples (at least three, fewer than ``repeat`` once ``budget`` seconds are spent)."""
-    fn()
-    loops = 1
-    while loops < MAX_LOOPS:
-        wall, _ = _timed(fn, loops, clock, cpu_clock)
-        if wall >= min_time:
-            break
-        # aim a little past min_time, at least doubling (pyperf's calibration)
-        loops = min(MAX_LOOPS, max(2 * loops, math.ceil(loops * 1.2 * min_time / max(wall, 1e-9))))
-    samples, walls, cpus = [], 0.0, 0.0
+    """Time ``fn`` on its own: loops calibrated to ``min_time`` a sample, then ``repeat``
+    samples in a row (at least three, fewer than ``repeat`` once ``budget`` seconds are
+    spent)."""
+    s = Sampler(fn, clock, cpu_clock)
+    s.calibrate(min_time)
     start = clock()
-    while len(samples) < 3 or (len(samples) < repeat and clock() - start < budget):
-        wall, cpu = _timed(fn, loops, clock, cpu_clock)
-        samples.append(wall / loops)
-        walls, cpus = walls + wall, cpus + cpu
-    return Timing(samples, loops, cpus / walls if walls > 0 else None)
+    while len(s.samples) < 3 or (len(s.samples) < repeat and clock() - start < budget):
+        s.sample()
+    return s.timing()
