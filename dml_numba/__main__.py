@@ -135,6 +135,11 @@ def main(argv=None) -> int:
                         "(default 0.005 with --quick, else 0.02)")
     p.add_argument("--repeat", type=int, metavar="N",
                    help="samples a row (default 7 with --quick, else 15; at least 3)")
+    p.add_argument("--processes", type=int, metavar="N",
+                   help="take the samples in N processes one after the other and pool them, "
+                        "so that the spread holds what differs between processes (default 3 "
+                        "with --quick, else 5; 1: this process only)")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--compare", nargs="+", metavar="JSON",
                    help="BASE.json: profile now and compare with it; BASE.json NEW.json: "
                         "compare two saved profiles. Exit status 1 when a row is slower "

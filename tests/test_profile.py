@@ -63,7 +63,8 @@ def test_cli_writes_json_csv_markdown_and_plot(tmp_path, capsys):
     js, png, cs, md = (tmp_path / f for f in ("p.json", "p.png", "p.csv", "p.md"))
     code = main(["profile", "--quick", "--ops", "tile", "slice1", "--devices", "numpy", "cpu",
                  "--no-peers", "--json", str(js), "--plot", str(png), "--csv", str(cs),
-                 "--markdown", str(md), "--min-time", "0.001", "--repeat", "4"])
+                 "--markdown", str(md), "--min-time", "0.001", "--repeat", "4",
+                 "--processes", "1"])
     assert code == 0
     out = capsys.readouterr().out
     assert "vs numpy device" in out and "tile (1,1,2,2)" in out and "samples x loops" in out
@@ -74,7 +75,7 @@ def test_cli_writes_json_csv_markdown_and_plot(tmp_path, capsys):
     assert meta["versions"]["numba"] and meta["versions"]["numpy"] and meta["versions"]["python"]
     assert meta["cpu"] and meta["usable_cores"] >= 1 and meta["vector_lanes_float32"] >= 1
     assert meta["settings"] == {"min_time_s": 0.001, "repeat": 4, "budget_s": 0.5,
-                                "quick": True}
+                                "quick": True, "processes": 1}
     assert data["rows"] and all(set(r) == ROW_KEYS for r in data["rows"])
     for r in data["rows"]:
         assert 3 <= r["n"] == len(r["samples"]) <= 4 and r["loops"] >= 1
@@ -93,6 +94,26 @@ def test_cli_writes_json_csv_markdown_and_plot(tmp_path, capsys):
     assert table[0].startswith("| workload | impl | first call | median ms | IQR % |")
     assert len([t for t in table if t.startswith("| ")]) == len(data["rows"]) + 1
     assert meta["cpu"] in md.read_text()  # the machine under the table
+
+
+def test_samples_from_several_processes_are_pooled(tmp_path, capsys):
+    """--processes 2: two worker processes take their share of the samples each (at least
+    three), the parent pools them per row and reports once."""
+    js = tmp_path / "p.json"
+    code = main(["profile", "--quick", "--ops", "slice1", "--devices", "numpy", "cpu",
+                 "--no-peers", "--json", str(js), "--min-time", "0.001", "--repeat", "4",
+                 "--processes", "2"])
+    assert code == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("vs numpy device") == 1  # the workers print no table
+    data = json.loads(js.read_text())
+    assert data["meta"]["settings"]["processes"] == 2 and data["meta"]["settings"]["repeat"] == 6
+    for r in data["rows"]:
+        assert r["n"] == len(r["samples"]) == 6  # 3 from each process
+        assert r["min_s"] <= r["q1_s"] <= r["steady_s"] <= r["q3_s"]
+        assert r["speedup_vs_numpy"] == pytest.approx(next(
+            x["steady_s"] for x in data["rows"]
+            if x["workload"] == r["workload"] and x["impl"] == "numpy") / r["steady_s"])
 
 
 def test_first_call_says_compile_memory_cache_or_disk_cache():

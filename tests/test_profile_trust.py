@@ -235,7 +235,7 @@ def test_a_run_beside_two_busy_processes_warns(tmp_path):
         out = subprocess.run(
             [sys.executable, "-m", "dml_numba", "profile", "--quick", "--ops", "slice1",
              "--devices", "numpy", "cpu", "--no-peers", "--json", str(js), "--min-time",
-             "0.002"], capture_output=True, text=True, timeout=240)
+             "0.002", "--processes", "1"], capture_output=True, text=True, timeout=240)
     finally:
         for h in hogs:
             h.kill()

@@ -48,7 +48,7 @@ class Settings:
 
     @classmethod
     def default(cls, quick: bool, min_time: float | None = None, repeat: int | None = None):
-        base = cls(0.005, 7, 0.5) if quick else cls(0.02, 15, 2.0)
+        base = cls(0.005, 9, 0.5) if quick else cls(0.02, 20, 2.0)
         min_time = base.min_time if min_time is None else min_time
         repeat = base.repeat if repeat is None else repeat
         return cls(min_time, repeat, max(base.budget, 3 * min_time * repeat))

@@ -8,6 +8,9 @@ import dml_numba as dml
 from . import OPS, Settings, _simulated, checks, compare, run
 from .report import as_dict, plot, read_json, table, to_csv, to_markdown, write_json
 
+#: processes the samples are taken in, by --quick
+DEFAULT_PROCESSES = {True: 3, False: 5}
+
 
 def _refusal(args) -> str | None:
     bad = [o for o in (args.ops or []) if o not in OPS]
@@ -21,6 +24,8 @@ def _refusal(args) -> str | None:
         return f"--min-time {args.min_time} must be a positive number of seconds"
     if getattr(args, "repeat", None) is not None and args.repeat < 3:
         return f"--repeat {args.repeat} must be at least 3 (a spread needs samples)"
+    if getattr(args, "processes", None) is not None and args.processes < 1:
+        return f"--processes {args.processes} must be at least 1"
     if len(getattr(args, "compare", None) or []) > 2:
         return f"--compare takes BASE.json and at most one NEW.json, got {len(args.compare)}"
     if args.devices:
@@ -70,9 +75,24 @@ def main(args) -> int:
         return _compare(pair[0], new, threshold)
     settings = Settings.default(args.quick, getattr(args, "min_time", None),
                                 getattr(args, "repeat", None))
-    meta: dict = {}
-    rows = run(args.ops, args.devices, args.dtype, args.quick, peers=not args.no_peers,
-               settings=settings, meta=meta)
+    processes = getattr(args, "processes", None) or (1 if getattr(args, "worker", False) else
+                                                     DEFAULT_PROCESSES[bool(args.quick)])
+    if processes > 1:
+        from .processes import pool, run_workers
+
+        try:
+            rows, meta = pool(run_workers(args, processes, settings.repeat))
+        except RuntimeError as exc:
+            print(f"profile: {exc}", file=sys.stderr)
+            return 1
+    else:
+        meta = {}
+        rows = run(args.ops, args.devices, args.dtype, args.quick, peers=not args.no_peers,
+                   settings=settings, meta=meta)
+        meta["settings"]["processes"] = 1
+    if getattr(args, "worker", False):  # one of several processes: the parent reports
+        write_json(rows, args.json, meta)
+        return 0
     warnings = checks.warnings(meta, rows)
     print(table(rows, warnings))
     for path, text in ((getattr(args, "csv", None), lambda: to_csv(rows)),
