@@ -54,7 +54,7 @@ ROW_KEYS = {"op", "workload", "impl", "kind", "shape", "dtype", "first_call_s", 
             "throughput", "throughput_unit", "speedup_vs_numpy", "variant", "of_limit", "flags"}
 META_KEYS = {"timestamp", "cpu", "machine", "system", "vector_lanes_float32", "logical_cores",
              "usable_cores", "numba_threads", "threading_layer", "versions", "load_before",
-             "load_after", "others_busy_before", "others_busy_after", "settings"}
+             "load_after", "others_busy_before", "others_busy_after", "settings", "not_run"}
 
 
 def test_cli_writes_json_csv_markdown_and_plot(tmp_path, capsys):
@@ -212,3 +212,31 @@ def test_console_entry_point_runs():
     out = subprocess.run([sys.executable, "-m", "dml_numba", "info"], capture_output=True,
                          text=True)
     assert out.returncode == 0 and "device cpu" in out.stdout and "disk cache" in out.stdout
+
+
+def test_peers_that_did_not_run_are_named_with_the_reason(monkeypatch, tmp_path):
+    """A peer whose library is missing is neither run nor listed in the progress; one that
+    refuses the workload is recorded with its error; both appear in the JSON, under the table
+    and as "n/a" in the chart."""
+    import dataclasses
+
+    from dml_numba.profile import report
+
+    def refuses(desc, inputs):
+        raise ValueError("no such mode")
+
+    w = tiny_suite()[0]
+    w = dataclasses.replace(w, peers={"numpy.pad": w.peers["numpy.pad"], "torch": refuses,
+                                      "cupy.pad": refuses})
+    monkeypatch.setattr(profile, "installed", lambda peer: not peer.startswith("cupy"))
+    meta: dict = {}
+    rows = profile.run(devices=["numpy"], quick=True, progress=False, workloads=[w], meta=meta,
+                       settings=profile.Settings(0.0005, 3, 0.05))
+    assert {r.impl for r in rows} == {"numpy", "numpy.pad"}
+    assert meta["not_run"] == [("tiny reflection pad", "cupy.pad", "not installed"),
+                               ("tiny reflection pad", "torch", "ValueError: no such mode")]
+    assert report.not_run(meta) == ("cupy.pad on 1 workloads: not installed; torch on 1 "
+                                    "workloads: ValueError: no such mode")
+    png = tmp_path / "p.png"
+    report.plot(rows, png, meta)
+    assert png.stat().st_size > 10_000

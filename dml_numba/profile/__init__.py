@@ -250,8 +250,12 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
     if meta is not None:
         meta.update(machine.describe())
 
+    missing: list = []  # [workload, peer, why] for each peer of a workload that did not run
+
     def peers_of(w):
         every = {**w.peers, **gpu_peers(w.peers)} if on_gpu else w.peers
+        missing.extend([w.name, name, "not installed"] for name in every
+                       if not installed(name))
         return {name: f for name, f in every.items() if installed(name)}
 
     total = sum(len(devices) + (len(peers_of(w)) if peers else 0) for w in chosen)
@@ -265,7 +269,7 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
     # keeps spinning for a while after it returns and would steal cores from the next
     # measurement (seen: a 0.05 ms kernel timed at 8 ms right after ONNX Runtime).
     pending = _devices(prepared, devices, bar, settings)
-    pending += _peers(prepared, peers_of if peers else None, bar, settings)
+    pending += _peers(prepared, peers_of if peers else None, bar, settings, missing)
     _passes(pending, settings, bar)
     rows: list[Row] = []
     for w, *_ in prepared:
@@ -280,6 +284,7 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
         machine.finish(meta)
         meta["settings"] = {"min_time_s": settings.min_time, "repeat": settings.repeat,
                             "budget_s": settings.budget, "quick": quick}
+        meta["not_run"] = sorted({tuple(m) for m in missing})
     return rows
 
 
@@ -322,8 +327,9 @@ def _devices(prepared, devices, bar, settings) -> list[_Pending]:
     return out
 
 
-def _peers(prepared, peers_of, bar, settings) -> list[_Pending]:
-    """A pending row per peer that can run its workload (none when ``peers_of`` is None)."""
+def _peers(prepared, peers_of, bar, settings, missing: list) -> list[_Pending]:
+    """A pending row per peer that can run its workload (none when ``peers_of`` is None); those
+    that cannot go into ``missing`` with the reason."""
     out = []
     for w, desc, inputs, work in prepared:
         for name, factory in (peers_of(w).items() if peers_of else ()):
@@ -336,9 +342,11 @@ def _peers(prepared, peers_of, bar, settings) -> list[_Pending]:
                 time.sleep(SETTLE_S)
                 sampler = Sampler(fn)
                 sampler.calibrate(settings.min_time)
-            except PeerUnavailable:
+            except PeerUnavailable as exc:
+                missing.append([w.name, name, str(exc)])
                 continue
-            except Exception:  # noqa: BLE001 - a peer that cannot do this dtype or shape
+            except Exception as exc:  # noqa: BLE001 - a peer that cannot do this dtype or shape
+                missing.append([w.name, name, f"{type(exc).__name__}: {exc}"[:200]])
                 continue
             out.append(_Pending(w, name, "peer", desc, first, "peer", sampler, work))
     return out

@@ -6,7 +6,16 @@ import sys
 import dml_numba as dml
 
 from . import OPS, Settings, _simulated, checks, compare, run
-from .report import as_dict, plot, read_json, table, to_csv, to_markdown, write_json
+from .report import (
+    as_dict,
+    not_run,
+    plot,
+    read_json,
+    table,
+    to_csv,
+    to_markdown,
+    write_json,
+)
 
 #: processes the samples are taken in, by --quick
 DEFAULT_PROCESSES = {True: 3, False: 5}
@@ -95,6 +104,8 @@ def main(args) -> int:
         return 0
     warnings = checks.warnings(meta, rows)
     print(table(rows, warnings))
+    if not_run(meta):
+        print(f"not run: {not_run(meta)}")
     for path, text in ((getattr(args, "csv", None), lambda: to_csv(rows)),
                        (getattr(args, "markdown", None),
                         lambda: to_markdown(rows, meta, warnings))):

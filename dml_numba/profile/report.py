@@ -90,6 +90,15 @@ def table(rows, warnings=()) -> str:
     return "\n".join(lines)
 
 
+def not_run(meta: dict) -> str:
+    """One line naming the peers that did not run and why (empty when all did)."""
+    why: dict = {}
+    for _, peer, reason in meta.get("not_run", []):
+        why.setdefault((peer, reason), 0)
+        why[(peer, reason)] += 1
+    return "; ".join(f"{peer} on {n} workloads: {reason}" for (peer, reason), n in why.items())
+
+
 def to_csv(rows) -> str:
     """Every row with its numbers unformatted (seconds), one line a row."""
     buf = io.StringIO()
@@ -145,34 +154,43 @@ def read_json(path) -> dict:
 
 def plot(rows, path, meta: dict | None = None) -> None:
     """Horizontal bars per workload: each implementation's speed-up over the vectorised numpy
-    device, its value written on it, "n/a" where a peer did not run."""
+    device, its value (and the cpu variant) written on it; a peer of the workload that did not
+    run gets a slot marked "n/a" and why."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    meta = meta or {}
     workloads = list(dict.fromkeys(r.workload for r in rows))
-    impls = list(dict.fromkeys(r.impl for r in rows if r.kind != "limit"))
-    names = {i: "vectorised (numpy device)" if i == BASELINE else i for i in impls}
-    colors = plt.get_cmap("tab10")
-    height = 0.8 / max(len(impls), 1)
-    fig, ax = plt.subplots(figsize=(12, 0.6 * len(workloads) * max(len(impls), 3) / 3 + 2))
-    for j, impl in enumerate(impls):
-        ys, xs, labels, missing = [], [], [], []
-        for i, wl in enumerate(workloads):
-            y = i + (j - (len(impls) - 1) / 2) * height
-            r = next((r for r in rows if r.workload == wl and r.impl == impl), None)
-            if r is None or not r.speedup_vs_numpy:
-                missing.append(y)
-                continue
-            ys.append(y)
-            xs.append(r.speedup_vs_numpy)
-            labels.append(f"{r.speedup_vs_numpy:.2f}x" + (f" {r.variant}" if r.variant else ""))
-        bars = ax.barh(ys, xs, height=height, color=colors(j % 10), label=names[impl])
-        ax.bar_label(bars, labels, fontsize=6, padding=2)
-        for y in missing:
-            ax.text(1.0, y, " n/a", va="center", fontsize=6, color="grey")
-    ax.set_yticks(range(len(workloads)))
+    not_run = [m for m in meta.get("not_run", []) if m[0] in workloads]
+    impls = list(dict.fromkeys([r.impl for r in rows if r.kind != "limit"] +
+                               [m[1] for m in not_run]))
+    colors = {impl: plt.get_cmap("tab10")(j % 10) for j, impl in enumerate(impls)}
+    height, y, ticks = 0.8, 0.0, []
+    fig_rows = sum(len([r for r in rows if r.workload == wl and r.kind != "limit"]) +
+                   len([m for m in not_run if m[0] == wl]) + 1 for wl in workloads)
+    fig, ax = plt.subplots(figsize=(12, 0.24 * fig_rows + 2))
+    labelled = set()
+    for wl in workloads:
+        top = y
+        for r in (r for r in rows if r.workload == wl and r.kind != "limit"):
+            if r.speedup_vs_numpy:
+                name = "vectorised (numpy device)" if r.impl == BASELINE else r.impl
+                bar = ax.barh([y], [r.speedup_vs_numpy], height=height, color=colors[r.impl],
+                              label=None if r.impl in labelled else name)
+                labelled.add(r.impl)
+                ax.bar_label(bar, [f"{r.speedup_vs_numpy:.2f}x" +
+                                   (f" {r.variant}" if r.variant else "")],
+                             fontsize=6, padding=2)
+            y += 1
+        for _, peer, why in (m for m in not_run if m[0] == wl):
+            ax.text(1.0, y, f" {peer}: n/a ({why})"[:80], va="center", fontsize=6,
+                    color="grey")
+            y += 1
+        ticks.append((top + y - 1) / 2)
+        y += 1
+    ax.set_yticks(ticks)
     ax.set_yticklabels(workloads, fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
