@@ -243,25 +243,3 @@ def test_a_run_beside_two_busy_processes_warns(tmp_path):
     data = json.loads(js.read_text())
     assert data["warnings"] and "warning: " in out.stdout
     assert any("busy" in r["flags"] for r in data["rows"]) or "busy before" in out.stdout
-
-
-def test_samples_are_taken_pass_by_pass_across_every_row(monkeypatch):
-    """A row's samples are spread over the run (one a pass), so its spread holds the machine's
-    drift during the run; a pause comes before the devices' samples and after a peer's."""
-    order, sleeps = [], []
-
-    class Recorder:
-        def __init__(self, name):
-            self.name, self.samples = name, []
-
-        def sample(self):
-            order.append(self.name)
-            self.samples.append(1.0)
-
-    monkeypatch.setattr(profile.time, "sleep", sleeps.append)
-    pending = [profile._Pending(None, impl, kind, None, None, None, Recorder(impl), 1.0)
-               for impl, kind in [("numpy", "device"), ("cpu", "device"), ("torch", "peer"),
-                                  ("onnxruntime", "peer")]]
-    profile._passes(pending, profile.Settings(0.001, 4, 100.0), profile.Progress(4, False))
-    assert order == ["numpy", "cpu", "torch", "onnxruntime"] * 4
-    assert len(sleeps) == 4 * 2  # each pass: before numpy, and before onnxruntime (after torch)

@@ -212,7 +212,7 @@ def installed(peer: str) -> bool:
 
 @dataclass
 class _Pending:
-    """A row being measured: its first call is done, its samples are taken pass by pass."""
+    """A row measured, before its speed-up is known."""
 
     workload: Workload
     impl: str
@@ -233,9 +233,9 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
         workloads=None, settings: Settings | None = None, meta: dict | None = None) -> list[Row]:
     """Profile; ``meta``, when given, is filled with the machine (:func:`machine.describe`).
 
-    Every row's first call and calibration come first, then ``settings.repeat`` passes over all
-    rows take one sample of each (devices before peers in each pass), fewer passes (never under
-    3) once the run's time budget is spent."""
+    Each row in turn: its first call, calibration, then its samples one after the other (as
+    pyperf's workers take theirs); several processes pooled (:mod:`.processes`) add what differs
+    between processes and over the run."""
     dtype = np.dtype(dtype)
     ops = list(ops or OPS)
     devices = list(devices or default_devices())
@@ -259,7 +259,7 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
         return {name: f for name, f in every.items() if installed(name)}
 
     total = sum(len(devices) + (len(peers_of(w)) if peers else 0) for w in chosen)
-    bar = Progress(total + settings.repeat, progress)
+    bar = Progress(total, progress)
     rng = np.random.default_rng(0)
     prepared = []
     for w in chosen:
@@ -270,7 +270,6 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
     # measurement (seen: a 0.05 ms kernel timed at 8 ms right after ONNX Runtime).
     pending = _devices(prepared, devices, bar, settings)
     pending += _peers(prepared, peers_of if peers else None, bar, settings, missing)
-    _passes(pending, settings, bar)
     rows: list[Row] = []
     for w, *_ in prepared:
         group = [p.row(dtype) for p in pending if p.workload is w]
@@ -288,21 +287,12 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
     return rows
 
 
-def _passes(pending: list[_Pending], settings: Settings, bar) -> None:
-    """One sample of every row a pass; a pause before the devices' samples and after a peer's
-    (their thread pools idle first)."""
-    budget = settings.budget * max(len(pending), 1)
-    start = time.perf_counter()
-    for k in range(settings.repeat):
-        if k >= 3 and time.perf_counter() - start > budget:
-            break
-        bar.step(f"samples, pass {k + 1} of {settings.repeat}")
-        previous = "peer"
-        for p in pending:
-            if previous == "peer":
-                time.sleep(SETTLE_S)
-            p.sampler.sample()
-            previous = p.kind
+def _sample(sampler: Sampler, settings: Settings) -> Sampler:
+    """Calibrate, then take the row's samples one after the other: ``settings.repeat``, fewer
+    once ``settings.budget`` seconds are spent, never under three."""
+    time.sleep(SETTLE_S)  # other thread pools (a peer's, ours) go quiet first
+    sampler.calibrate(settings.min_time)
+    return sampler.take(settings.repeat, settings.budget)
 
 
 def _devices(prepared, devices, bar, settings) -> list[_Pending]:
@@ -313,17 +303,15 @@ def _devices(prepared, devices, bar, settings) -> list[_Pending]:
             bar.step(f"{w.name} on {device}")
             first, kind, warm, op = _device_runner(device, desc, inputs)
             variant = getattr(op.kernel, "variant", None)
-            p = _Pending(w, device, "device", desc, first, kind, Sampler(warm), work,
+            p = _Pending(w, device, "device", desc, first, kind,
+                         _sample(Sampler(warm), settings), work,
                          {"variant": variant() if callable(variant) else None})
-            p.sampler.calibrate(settings.min_time)
             out.append(p)
             if device == "cuda" and w.kind == "bytes":
                 nbytes = desc.output.element_count * desc.output.dtype.itemsize
-                limit = _Pending(w, "cuda copy (limit)", "limit", desc, None, None,
-                                 Sampler(_cuda_copy(nbytes)), 2 * nbytes)
-                limit.sampler.calibrate(settings.min_time)
+                out.append(_Pending(w, "cuda copy (limit)", "limit", desc, None, None,
+                                    _sample(Sampler(_cuda_copy(nbytes)), settings), 2 * nbytes))
                 p.extra["of_limit"] = 0.0  # filled in once both are timed
-                out.append(limit)
     return out
 
 
@@ -339,9 +327,7 @@ def _peers(prepared, peers_of, bar, settings, missing: list) -> list[_Pending]:
                 t0 = time.perf_counter()
                 fn()
                 first = time.perf_counter() - t0
-                time.sleep(SETTLE_S)
-                sampler = Sampler(fn)
-                sampler.calibrate(settings.min_time)
+                sampler = _sample(Sampler(fn), settings)
             except PeerUnavailable as exc:
                 missing.append([w.name, name, str(exc)])
                 continue

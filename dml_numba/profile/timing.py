@@ -65,9 +65,7 @@ def _at(ordered: list[float], f: float) -> float:
 
 
 class Sampler:
-    """One row's samples, taken whenever the caller asks: the profile interleaves the rows'
-    samples over the whole run, so a row's spread includes the machine's drift during the run
-    and not only the jitter of a few consecutive milliseconds."""
+    """One row's samples: calibrated loops, then samples taken one by one."""
 
     def __init__(self, fn, clock=time.perf_counter, cpu_clock=time.thread_time):
         self.fn, self.clock, self.cpu_clock = fn, clock, cpu_clock
@@ -101,6 +99,15 @@ class Sampler:
         self.wall, self.cpu = self.wall + wall, self.cpu + cpu
         return wall
 
+    def take(self, repeat: int, budget: float) -> Sampler:
+        """``repeat`` samples one after the other, fewer once ``budget`` seconds are spent,
+        never under three."""
+        start = self.clock()
+        while len(self.samples) < 3 or (len(self.samples) < repeat and
+                                        self.clock() - start < budget):
+            self.sample()
+        return self
+
     def timing(self) -> Timing:
         return Timing(list(self.samples), self.loops,
                       self.cpu / self.wall if self.wall > 0 else None)
@@ -113,7 +120,4 @@ def measure(fn, *, min_time: float, repeat: int, budget: float, clock=time.perf_
     spent)."""
     s = Sampler(fn, clock, cpu_clock)
     s.calibrate(min_time)
-    start = clock()
-    while len(s.samples) < 3 or (len(s.samples) < repeat and clock() - start < budget):
-        s.sample()
-    return s.timing()
+    return s.take(repeat, budget).timing()
