@@ -27,4 +27,5 @@ from .tensor import TensorDesc  # noqa: E402
 
 __all__ = ["DataType", "TensorDesc", "compile_operator", "CompiledOperator", "ValidationError",
            "DeviceUnavailableError", "cache", "available_devices", "device_status",
-           "__version__"] + ops.__all__ + functional.__all__
+           "__version__"] + ops.__all__ + functional.__all__ + list(functional.OTHER_NAMES)
+globals().update(functional.OTHER_NAMES)  # dml_numba.slice is dml_numba.slice1

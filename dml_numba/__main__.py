@@ -115,7 +115,10 @@ def _operator_names() -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="dml-numba", description=__doc__)
+    from ._version import __version__
+
+    parser = argparse.ArgumentParser(prog="dml-numba", description=__doc__.replace("``", ""))
+    parser.add_argument("--version", action="version", version=f"dml-numba {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("profile", help="time jitted against vectorised code and peers")
     p.add_argument("--ops", nargs="+", metavar="OP",
@@ -155,13 +158,16 @@ def main(argv=None) -> int:
                         "print registers, spills, shared memory and occupancy (no GPU needed)")
     i.set_defaults(fn=_info)
     c = sub.add_parser("cache", help="manage the disk cache of generated kernels")
-    c.add_argument("action", choices=["clear", "prune"],
+    c.add_argument("action", choices=["clear", "prune"], nargs="?",
                    help="clear: delete every cached kernel; prune: delete the least recently used "
                         "until the folder holds at most --max-bytes")
     c.add_argument("--max-bytes", type=_byte_count, default=None, metavar="N",
                    help="for prune: the size to keep (bytes, or with k/M/G)")
     c.set_defaults(fn=_cache)
     args = parser.parse_args(argv)
+    if args.command == "cache" and args.action is None:  # what it can do, not an error
+        c.print_help()
+        return 0
     if getattr(args, "action", None) == "prune" and args.max_bytes is None:
         parser.error("cache prune needs --max-bytes N")
     return args.fn(args)

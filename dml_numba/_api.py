@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 
+from . import _interop
 from ._cache import cache, freeze
 from ._errors import ValidationError
 from ._registry import check_device_name, check_options, get_device, get_lowering
@@ -15,7 +16,9 @@ def packed(desc: OperatorDesc) -> OperatorDesc:
 
 
 class CompiledOperator:
-    """``op(*inputs, out=None)``: inputs in DirectML binding order; returns the output."""
+    """``op(*inputs, out=None)``: inputs in DirectML binding order; returns the output. PyTorch
+    CPU tensors and JAX CPU arrays are read in place and the output comes back as the first
+    one's kind; an ``out=`` tensor is written in place and returned (:mod:`._interop`)."""
 
     def __init__(self, desc, device, kernel):
         self.desc = desc
@@ -30,8 +33,16 @@ class CompiledOperator:
             names = ", ".join(f for f, _ in self._inputs)
             raise ValidationError(f"{self._owner}: {len(inputs)} inputs are invalid; expected "
                                   f"{len(self._inputs)} ({names})")
-        return self.device.call(self.kernel, self._owner, self._inputs, inputs, out,
-                                self._output, stream)
+        k = _interop.first_kind(inputs) if out is None else _interop.kind(out) or \
+            _interop.first_kind(inputs)
+        if k is None:
+            return self.device.call(self.kernel, self._owner, self._inputs, inputs, out,
+                                    self._output, stream)
+        host = [_interop.host_view(a) if _interop.kind(a) else a for a in inputs]
+        view = _interop.host_view(out) if _interop.kind(out) else out
+        result = self.device.call(self.kernel, self._owner, self._inputs, host, view,
+                                  self._output, stream)
+        return out if out is not None else _interop.as_kind(result, k)
 
     @property
     def source(self) -> str | None:

@@ -74,7 +74,8 @@ def as_array(value, owner: str, field: str):
     if isinstance(value, np.ma.MaskedArray):
         raise ValidationError(f"{where}: a masked array is invalid; expected a plain array (the "
                               "mask would be ignored: use .filled() or .data)")
-    if hasattr(value, "__cuda_array_interface__") and not isinstance(value, np.ndarray):
+    if (hasattr(value, "__cuda_array_interface__") or getattr(value, "__cuda_ndarray__", False)) \
+            and not isinstance(value, np.ndarray):  # a device array (the simulator's too)
         return value
     try:
         array = np.asarray(value)

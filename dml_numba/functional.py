@@ -14,6 +14,7 @@ import numbers
 
 import numpy as np
 
+from . import _interop
 from ._api import compile_operator
 from ._binding import as_array
 from ._cache import cache, freeze
@@ -72,37 +73,52 @@ def _param_key(value):
 _UNKEYED = []
 
 
-def run(name, tensors, params, make_desc, inputs, device, out):
+def run(name, tensors, params, make_desc, inputs, device, out, like=None):
     """Run a call. The compiled operator is memoised on the call's tensor inputs (type, shape,
     dtype), its parameters (by value) and the device, so a repeated call skips building the
-    descriptor; a parameter that cannot be keyed (unhashable) skips the memo."""
+    descriptor; a parameter that cannot be keyed (unhashable) skips the memo. The result is of
+    ``like``'s kind (a PyTorch tensor for a tensor input: :mod:`._interop`)."""
     key = ("functional", name, tuple(_tensor_key(a) for a in tensors),
            tuple(_param_key(p) for p in params), device)
     try:
         hash(key)
     except TypeError:  # an unhashable parameter: no memo, same result
-        return compile_operator(make_desc(), device)(*inputs, out=out)
-    op = cache.get_or_build(key, lambda: compile_operator(make_desc(), device))
-    return op(*inputs, out=out)
+        op = compile_operator(make_desc(), device)
+    else:
+        op = cache.get_or_build(key, lambda: compile_operator(make_desc(), device))
+    result = op(*inputs, out=out)
+    k = _interop.kind(like) if like is not None and type(like) is not np.ndarray else None
+    return result if k is None or out is not None else _interop.as_kind(result, k)
 
 
 def _scalar(value):
-    """A 0-d array as the Python scalar it holds (what the descriptors' checks take); anything
-    else as is."""
+    """A 0-d array as the Python scalar it holds (what the descriptors' checks take), another
+    library's array (a PyTorch tensor) as a NumPy one; anything else as is."""
+    if _interop.kind(value) is not None:
+        value = np.asarray(_interop.host_view(value))
     if isinstance(value, np.ndarray) and value.ndim == 0:
         return value.item()
     return value
 
 
+#: NumPy's names for DirectML's modes, where they mean the same (``numpy.pad``'s "reflect" is
+#: DirectML's REFLECTION; "symmetric", "edge", "wrap" and "constant" are spelled alike)
+ALIASES = {PaddingMode: {"REFLECT": "REFLECTION"}}
+
+
 def _enum(owner, field, value, enum_type):
-    """An enum member from a member, its value or its name (any case)."""
+    """An enum member from a member, its value or its name (any case, NumPy's names too)."""
     value = _scalar(value)
     if isinstance(value, str):
+        name = value.upper()
         try:
-            return enum_type[value.upper()]
+            return enum_type[ALIASES.get(enum_type, {}).get(name, name)]
         except KeyError:
+            aliases = ", ".join(f"{a.lower()} (= {m.lower()})"
+                                for a, m in ALIASES.get(enum_type, {}).items())
             Checker(owner).fail(field, value, "expected one of " +
-                                ", ".join(m.name.lower() for m in enum_type))
+                                ", ".join(m.name.lower() for m in enum_type) +
+                                (f", or NumPy's {aliases}" if aliases else ""))
     return Checker(owner).enum(field, value, enum_type)
 
 
@@ -126,20 +142,87 @@ def _per_axis(value, count: int, default=None):
     return _tuple(value, default)
 
 
-def padding(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value=0, *,
-            device="cpu", out=None):
+def _like(x, value, owner: str, field: str):
+    """A filter or bias in ``x``'s data type: given without a type of its own (a list, a
+    number), it takes ``x``'s; an array of another type is cast where every value is exact in
+    ``x``'s type, and refused with what to cast otherwise. Host arrays only (device arrays are
+    left to the descriptor's checks)."""
+    a = as_array(value, owner, field)
+    if not (isinstance(x, np.ndarray) and isinstance(a, np.ndarray)) or a.dtype == x.dtype:
+        return a
+    typed = hasattr(value, "dtype")
+    with np.errstate(all="ignore"):
+        b = a.astype(x.dtype)
+        back = b.astype(a.dtype)
+        exact = a.dtype.kind in "biuf" and (
+            np.array_equal(back, a, equal_nan=True) or not typed and
+            np.array_equal(np.isfinite(back), np.isfinite(a)))  # a list: rounding is fine
+    if exact:
+        return b
+    Checker(owner).fail(f"{field}.dtype", a.dtype.name, f"expected {x.dtype.name}, the data type "
+                        f"of x, or values exact in it: cast one of them, e.g. "
+                        f"{field}.astype(np.{x.dtype.name}) or x.astype(np.{a.dtype.name})")
+
+
+def _batch_axis(x, expected: int, by: str, owner: str) -> None:
+    """Name a missing batch axis: an (C, spatial...) input where (N, C, spatial...) is read."""
+    ndim = getattr(x, "ndim", None)
+    if ndim is not None and ndim == expected - 1 and ndim >= 2:
+        Checker(owner).fail("x.shape", tuple(x.shape), f"expected {expected} dimensions "
+                            f"(N, C, spatial...) for this {by}: is the batch axis missing? "
+                            f"x[None] adds it")
+
+
+def padding(x, start_padding=None, end_padding=None, mode=PaddingMode.CONSTANT, value=0, *,
+            pad_width=None, device="cpu", out=None):
     """Pad ``x`` per axis (DML_PADDING1): ``mode`` is a PaddingMode, its value or its name
-    ("constant", "edge", "reflection", "symmetric", "wrap"); ``value`` is the constant for
-    CONSTANT, in ``x``'s type.
+    ("constant", "edge", "reflection", "symmetric", "wrap", or NumPy's "reflect" for
+    "reflection"); ``value`` is the constant for CONSTANT, in ``x``'s type. The amounts are
+    ``start_padding`` and ``end_padding`` (a sequence per axis, or one integer for every axis),
+    or ``numpy.pad``'s ``pad_width`` instead: one integer, one (before, after) pair, or a pair
+    per axis.
 
     >>> import numpy as np
     >>> padding(np.array([1., 2.], np.float32), (5,), (5,), "reflection", device="numpy")
     array([2., 1., 2., 1., 2., 1., 2., 1., 2., 1., 2., 1.], dtype=float32)
+    >>> padding(np.array([[1, 2]], np.int8), pad_width=((0, 0), (1, 2)), mode="reflect",
+    ...         device="numpy")
+    array([[2, 1, 2, 1, 2]], dtype=int8)
     """
-    x = as_array(x, "padding", "x")
+    x0, x = x, as_array(x, "padding", "x")
+    if pad_width is not None or start_padding is None or end_padding is None:
+        start_padding, end_padding = _pad_width(pad_width, start_padding, end_padding,
+                                                getattr(x, "ndim", 0))
     return run("padding", (x,), (start_padding, end_padding, mode, value),
                lambda: padding_desc(x, start_padding, end_padding, mode, value), (x,), device,
-               out)
+               out, x0)
+
+
+def _pad_width(pad_width, start_padding, end_padding, rank: int):
+    """(start, end) per axis from ``numpy.pad``'s ``pad_width``: ``n``, ``(before, after)`` or
+    ``((before, after), ...)`` with a pair per axis (any array-like)."""
+    c = Checker("padding")
+    if pad_width is None:
+        missing = "start_padding" if start_padding is None else "end_padding"
+        c.fail(missing, None, "expected the padding before each axis and after it "
+               "(start_padding and end_padding), or numpy.pad's pad_width")
+    if start_padding is not None or end_padding is not None:
+        c.fail("pad_width", _tuple(pad_width), "expected either pad_width or start_padding "
+               "and end_padding, not both")
+    try:
+        w = np.asarray(pad_width)
+    except (TypeError, ValueError):
+        w = None
+    if w is None or w.dtype.kind not in "iu" or w.ndim > 2 or w.size == 0 or (
+            w.ndim >= 1 and w.shape[-1] != 2 and not (w.ndim == 1 and w.size == 1)):
+        c.fail("pad_width", _tuple(pad_width), "expected numpy.pad's form: an integer, "
+               "(before, after), or one (before, after) pair per axis")
+    if w.ndim == 2 and w.shape[0] not in (1, rank):
+        c.fail("pad_width", _tuple(pad_width), f"expected {rank} (before, after) pairs, one "
+               f"per axis of x ({rank} axes), or one pair for every axis")
+    w = np.broadcast_to(w.reshape(-1, 2) if w.size == 2 or w.ndim == 2 else w.reshape(1, 1),
+                        (rank, 2))
+    return tuple(int(v) for v in w[:, 0]), tuple(int(v) for v in w[:, 1])
 
 
 def padding_desc(x, start_padding, end_padding, mode=PaddingMode.CONSTANT, value=0):
@@ -165,9 +248,13 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
     >>> lp_pooling(np.array([[[-1., -2.]]], np.float32), (2,), p=1, device="numpy")
     array([[[3.]]], dtype=float32)
     """
-    x = as_array(x, "lp_pooling", "x")
+    x0, x = x, as_array(x, "lp_pooling", "x")
+    window = _tuple(window_size)
+    if isinstance(window, tuple):
+        _batch_axis(x, len(window) + 2, "window_size", "lp_pooling")
     args = (window_size, strides, start_padding, end_padding, dilations, p)
-    return run("lp_pooling", (x,), args, lambda: lp_pooling_desc(x, *args), (x,), device, out)
+    return run("lp_pooling", (x,), args, lambda: lp_pooling_desc(x, *args), (x,), device, out,
+               x0)
 
 
 def lp_pooling_desc(x, window_size, strides=None, start_padding=None, end_padding=None,
@@ -201,12 +288,13 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     >>> convolution(x, w, strides=(2,), start_padding=(1,), end_padding=(1,), device="numpy")
     array([[[210., 432.,  54.]]], dtype=float32)
     """
-    x = as_array(x, "convolution", "x")
-    filter = as_array(filter, "convolution", "filter")
+    x0, x = x, as_array(x, "convolution", "x")
+    filter = _like(x, filter, "convolution", "filter")
+    _batch_axis(x, getattr(filter, "ndim", 0), "filter", "convolution")
     nd = getattr(x, "ndim", 0) - 2
     inputs = [x, filter]
     if bias is not None:
-        bias = as_array(bias, "convolution", "bias")
+        bias = _like(x, bias, "convolution", "bias")
         if getattr(bias, "ndim", None) == 1:
             bias = bias.reshape((1, -1) + (1,) * max(nd, 0))  # (C_out,) -> (1, C_out, 1...)
         inputs.append(bias)
@@ -214,7 +302,8 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     params = (strides, dilations, start_padding, end_padding, output_padding, group_count, mode,
               direction, fused_activation)
     return run("convolution", (x, filter, bias), params,
-               lambda: convolution_desc(x, filter, bias, *params), tuple(inputs), device, out)
+               lambda: convolution_desc(x, filter, bias, *params), tuple(inputs), device, out,
+               x0)
 
 
 def convolution_desc(x, filter, bias=None, strides=None, dilations=None, start_padding=None,
@@ -250,8 +339,8 @@ def tile(x, repeats, *, device="cpu", out=None):
     array([[1, 2, 1, 2],
            [1, 2, 1, 2]], dtype=int8)
     """
-    x = as_array(x, "tile", "x")
-    return run("tile", (x,), (repeats,), lambda: tile_desc(x, repeats), (x,), device, out)
+    x0, x = x, as_array(x, "tile", "x")
+    return run("tile", (x,), (repeats,), lambda: tile_desc(x, repeats), (x,), device, out, x0)
 
 
 def tile_desc(x, repeats):
@@ -270,9 +359,9 @@ def slice1(x, offsets, sizes, strides=None, *, device="cpu", out=None):
     >>> slice1(np.arange(10, dtype=np.int32), (1,), (3,), (-2,), device="numpy")
     array([3, 1], dtype=int32)
     """
-    x = as_array(x, "slice1", "x")
+    x0, x = x, as_array(x, "slice1", "x")
     return run("slice1", (x,), (offsets, sizes, strides),
-               lambda: slice1_desc(x, offsets, sizes, strides), (x,), device, out)
+               lambda: slice1_desc(x, offsets, sizes, strides), (x,), device, out, x0)
 
 
 def slice1_desc(x, offsets, sizes, strides=None):
@@ -282,3 +371,9 @@ def slice1_desc(x, offsets, sizes, strides=None):
     steps = _tuple(strides, (1,) * len(window) if isinstance(window, tuple) else None)
     out_sizes = _slice.output_sizes(Checker("slice1"), inp.sizes, offsets, window, steps)
     return Slice1OperatorDesc(inp, TensorDesc(inp.data_type, out_sizes), offsets, window, steps)
+
+
+#: ``slice`` is the operator's everyday name (the DML_SLICE1 version is the one implemented)
+slice = slice1  # shadows the builtin in this module only, where it is not used
+#: the functional layer's other names for its operators (in ``dml_numba`` too)
+OTHER_NAMES = {"slice": slice1}

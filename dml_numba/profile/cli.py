@@ -22,6 +22,9 @@ DEFAULT_PROCESSES = {True: 3, False: 5}
 
 
 def _refusal(args) -> str | None:
+    if args.ops:  # the operators' other names (slice for slice1)
+        args.ops = [dml.functional.OTHER_NAMES[o].__name__ if o in dml.functional.OTHER_NAMES
+                    else o for o in args.ops]
     bad = [o for o in (args.ops or []) if o not in OPS]
     if bad:
         return f"unknown --ops {bad}; expected some of {', '.join(OPS)}"
@@ -39,9 +42,16 @@ def _refusal(args) -> str | None:
         return f"--compare takes BASE.json and at most one NEW.json, got {len(args.compare)}"
     if args.devices:
         status = dml.device_status()
+        usable = [name for name, st in status.items() if st == "available" and not (
+            name == "cuda" and _simulated())]
         for d in args.devices:
             if status.get(d) != "available":
-                return f"device {d!r} is not usable here: {status.get(d, 'unknown device')}"
+                why = status.get(d, "unknown device")
+                if d == "cuda":  # the simulator the general hint offers is refused here
+                    why = why.split("; set NUMBA_ENABLE_CUDASIM")[0] + " (profiling CUDA " \
+                        "needs a GPU: Numba's simulator would time Python threads)"
+                return (f"device {d!r} is not usable here: {why}; expected some of "
+                        f"{', '.join(usable)}")
         if "cuda" in args.devices and _simulated():
             return ("device 'cuda' is Numba's simulator here (NUMBA_ENABLE_CUDASIM=1): it "
                     "would time Python threads; profile CUDA on a GPU")

@@ -149,3 +149,26 @@ def test_row_wise_data_movement_against_numpy(cuda, mode, np_mode):
     z = np.arange(3 * 4 * 70, dtype=np.int32).reshape(3, 4, 70)
     np.testing.assert_array_equal(dml.slice1(z, (1, 0, 0), (2, 4, 70), (-1, 3, -2),
                                              device="cuda"), z[2:0:-1, 0:4:3, 69::-2])
+
+
+FUNCTIONAL = {  # every function of the functional layer, on a tiny (N, C, H, W) input
+    "padding": lambda x, d: dml.padding(x, pad_width=((0, 0), (0, 0), (1, 0), (0, 2)),
+                                        mode="reflect", device=d),
+    "lp_pooling": lambda x, d: dml.lp_pooling(x, (2, 2), p=1, device=d),
+    "convolution": lambda x, d: dml.convolution(x, np.ones((2, 2, 3, 3), np.float32),
+                                                device=d),
+    "tile": lambda x, d: dml.tile(x, (1, 1, 2, 1), device=d),
+    "slice1": lambda x, d: dml.slice1(x, (0, 0, 0, 1), (1, 2, 3, 3), (1, 1, 2, -1), device=d),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONAL))
+def test_device_arrays_stay_device_arrays_through_the_functional_layer(cuda, name):
+    from dml_numba.cuda._device import is_device_array
+
+    assert set(FUNCTIONAL) == set(dml.functional.__all__)
+    x = np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4)
+    y = FUNCTIONAL[name](cuda.to_device(x), "cuda")
+    assert is_device_array(cuda, y) and not isinstance(y, np.ndarray)
+    np.testing.assert_allclose(y.copy_to_host(), FUNCTIONAL[name](x, "numpy"))
+    assert isinstance(FUNCTIONAL[name](x, "cuda"), np.ndarray)  # host in, host out

@@ -1,0 +1,58 @@
+"""Other libraries' arrays at the boundary: host tensors in, the same kind out.
+
+A PyTorch CPU tensor or a JAX CPU array given to a compiled operator or to the functional layer
+is viewed as a NumPy array without a copy (DLPack, else ``__array__``); the result comes back
+as the kind of the first such input (``torch.from_numpy`` shares the result's memory; JAX
+arrays are immutable, so JAX copies it); an ``out=`` tensor is written in place and returned.
+The libraries are recognised by their type's module, so none of them is imported unless it is
+already in use.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: the libraries whose host arrays come back as they went in
+KINDS = ("torch", "jax", "jaxlib")
+
+
+def kind(a) -> str | None:
+    """"torch" or "jax" for those libraries' arrays; None for anything else."""
+    if type(a) is np.ndarray:
+        return None
+    k = type(a).__module__.partition(".")[0]
+    if k == "jaxlib":
+        return "jax"
+    return k if k in KINDS else None
+
+
+def host_view(a):
+    """``a`` as a NumPy array sharing its memory (DLPack where the producer offers it). A
+    PyTorch tensor that requires grad is read through ``detach()`` (no gradient flows through
+    these operators)."""
+    if getattr(a, "requires_grad", False):
+        a = a.detach()
+    try:
+        return np.from_dlpack(a)
+    except (TypeError, BufferError, RuntimeError, AttributeError):
+        return np.asarray(a)
+
+
+def as_kind(result, k: str | None):
+    """``result`` (a NumPy array) as an array of kind ``k``."""
+    if k == "torch":
+        import torch
+
+        return torch.from_numpy(result)
+    if k == "jax":
+        import jax.numpy as jnp
+
+        return jnp.asarray(result)
+    return result
+
+
+def first_kind(arrays) -> str | None:
+    for a in arrays:
+        k = kind(a)
+        if k is not None:
+            return k
+    return None

@@ -1,0 +1,182 @@
+"""Other libraries' arrays and NumPy's conventions at the boundary: a PyTorch (or JAX) array in
+gives the same kind out, read without a copy, ``out=`` written in place; ``numpy.pad``'s
+``pad_width`` and mode names; ``slice``; a missing batch axis and mixed data types named with
+their fix; the command line's conventions."""
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from dml_numba import _interop
+from dml_numba.__main__ import main
+
+torch = pytest.importorskip("torch", reason="PyTorch is optional: the interop tests need it")
+
+F32 = np.float32
+RNG = np.random.default_rng(5)
+X4 = RNG.standard_normal((1, 2, 5, 6)).astype(F32)
+W4 = RNG.standard_normal((3, 2, 3, 3)).astype(F32)
+
+#: every function of the functional layer: (call on any array kind, the NumPy oracle)
+CALLS = {
+    "padding": (lambda x, **kw: dml.padding(x, (0, 0, 1, 2), (0, 0, 2, 1), "reflection", **kw),
+                lambda x: np.pad(x, ((0, 0), (0, 0), (1, 2), (2, 1)), mode="reflect")),
+    "lp_pooling": (lambda x, **kw: dml.lp_pooling(x, (2, 2), strides=1, p=1, **kw),
+                   lambda x: sum(np.abs(x[:, :, i:i + 4, j:j + 5]) for i in (0, 1)
+                                 for j in (0, 1))),
+    "convolution": (lambda x, **kw: dml.convolution(x, W4, **kw),
+                    lambda x: np.einsum("nchwij,ocij->nohw", np.lib.stride_tricks
+                                        .sliding_window_view(x, (3, 3), axis=(2, 3)), W4)),
+    "tile": (lambda x, **kw: dml.tile(x, (1, 2, 1, 2), **kw), lambda x: np.tile(x, (1, 2, 1, 2))),
+    "slice1": (lambda x, **kw: dml.slice1(x, (0, 0, 1, 0), (1, 2, 4, 6), (1, 1, 2, -1), **kw),
+               lambda x: x[:, :, 1:5:2, ::-1]),
+}
+
+
+def test_every_function_is_in_the_table():
+    assert set(CALLS) == set(dml.functional.__all__)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_a_tensor_in_gives_a_tensor_out(name):
+    call, oracle = CALLS[name]
+    y = call(torch.from_numpy(X4.copy()))
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.float32
+    np.testing.assert_allclose(y.numpy(), oracle(X4), rtol=1e-5, atol=1e-5)
+    assert type(call(X4)) is np.ndarray  # NumPy in, NumPy out
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_a_tensor_out_is_written_in_place(name):
+    call, oracle = CALLS[name]
+    expected = oracle(X4)
+    out = torch.full(expected.shape, -7.0)
+    assert call(torch.from_numpy(X4.copy()), out=out) is out
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
+    out2 = torch.full(expected.shape, -7.0)
+    assert call(X4, out=out2) is out2  # a NumPy input, a tensor out
+    np.testing.assert_allclose(out2.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_compiled_operators_take_and_give_tensors_without_copying_the_input():
+    desc = dml.TileOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, (2, 3)),
+                                dml.TensorDesc(dml.DataType.FLOAT32, (4, 3)), (2, 1))
+    op = dml.compile_operator(desc, "cpu")
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    assert _interop.host_view(x).ctypes.data == x.data_ptr()  # read in place
+    y = op(x)
+    assert isinstance(y, torch.Tensor) and torch.equal(y, x.repeat(2, 1))
+    out = torch.zeros(4, 3)
+    assert op(x, out=out) is out and torch.equal(out, x.repeat(2, 1))
+    t = torch.arange(6, dtype=torch.float32).reshape(3, 2).t()  # not contiguous
+    assert torch.equal(op(t), t.repeat(2, 1))
+    g = torch.ones(2, 3, requires_grad=True)
+    assert torch.equal(op(g), torch.ones(4, 3))
+    with pytest.raises(dml.ValidationError, match="dtype float64 is invalid; expected float32"):
+        op(x.double())
+
+
+def test_tensor_parameters_are_values():
+    x = torch.from_numpy(X4.copy())
+    a = dml.convolution(x, W4, strides=torch.tensor([2, 2]))
+    b = dml.convolution(x, W4, strides=torch.tensor([1, 2]))
+    assert a.shape == (1, 3, 2, 2) and b.shape == (1, 3, 3, 2)
+
+
+def test_jax_arrays_come_back_as_jax_arrays():
+    jax = pytest.importorskip("jax", reason="JAX is optional: not installed")
+    y = dml.tile(jax.numpy.asarray(X4), (1, 1, 1, 2))
+    assert isinstance(y, jax.Array)
+    np.testing.assert_array_equal(np.asarray(y), np.tile(X4, (1, 1, 1, 2)))
+
+
+# -- NumPy's conventions -----------------------------------------------------------------------
+
+X2 = np.arange(12, dtype=np.int16).reshape(3, 4)
+
+
+@pytest.mark.parametrize("pad_width", [1, (1, 2), ((1, 2),), ((0, 1), (2, 0)),
+                                       np.array([[2, 0], [1, 1]]), np.int64(2)])
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])
+def test_pad_width_and_modes_as_numpy_pad_takes_them(pad_width, mode):
+    expected = np.pad(X2, pad_width, mode=mode)
+    got = dml.padding(X2, pad_width=pad_width, mode=mode)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"pad_width": ((1, 1), (1, 1), (1, 1))}, "expected 2 (before, after) pairs, one per axis"),
+    ({"pad_width": (1, 2, 3)}, "expected numpy.pad's form"),
+    ({"pad_width": (1.5, 2)}, "expected numpy.pad's form"),
+    ({"pad_width": "wide"}, "expected numpy.pad's form"),
+    ({"pad_width": 1, "start_padding": (1, 1)}, "expected either pad_width or start_padding"),
+    ({"start_padding": (1, 1)}, "padding.end_padding: None is invalid; expected the padding"),
+    ({}, "padding.start_padding: None is invalid"),
+    ({"pad_width": 1, "mode": "mirror"}, "expected one of constant, edge, reflection, "
+                                         "symmetric, wrap, or NumPy's reflect (= reflection)"),
+])
+def test_padding_amounts_and_modes_are_refused_with_what_is_expected(kwargs, message):
+    with pytest.raises(dml.ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        dml.padding(X2, **kwargs)
+
+
+def test_slice_is_slice1_everywhere_a_user_types_it(capsys):
+    assert dml.slice is dml.slice1 and "slice" in dml.__all__
+    np.testing.assert_array_equal(dml.slice(np.arange(10), (1,), (7,), (3,)), [1, 4, 7])
+    assert main(["profile", "--quick", "--ops", "slice", "--devices", "numpy", "--no-peers",
+                 "--processes", "1", "--repeat", "3", "--min-time", "0.0005"]) == 0
+    assert "every 2nd row" in capsys.readouterr().out
+
+
+# -- errors that point at the fix ---------------------------------------------------------------
+
+def test_a_missing_batch_axis_is_named():
+    with pytest.raises(dml.ValidationError, match=r"convolution.x.shape: \(2, 5, 6\) is invalid; "
+                       r"expected 4 dimensions \(N, C, spatial...\) for this filter: is the "
+                       r"batch axis missing\? x\[None\] adds it"):
+        dml.convolution(X4[0], W4)
+    with pytest.raises(dml.ValidationError, match=r"lp_pooling.x.shape: \(2, 5, 6\) is invalid; "
+                       r"expected 4 dimensions .* for this window_size: is the batch axis"):
+        dml.lp_pooling(X4[0], (2, 2))
+    assert dml.convolution(X4[0][None], W4).shape == (1, 3, 3, 4)  # the fix works
+
+
+def test_parameters_take_the_inputs_type_where_exact_and_say_what_to_cast_otherwise():
+    ref = dml.convolution(X4, W4, bias=np.array([1, 2, 3], F32))
+    # a bias without a type of its own takes x's
+    np.testing.assert_array_equal(dml.convolution(X4, W4, bias=[1.0, 2.0, 3.0]), ref)
+    # float64 arrays whose values are exact in float32: cast
+    np.testing.assert_array_equal(
+        dml.convolution(X4, W4.astype(np.float64), bias=np.array([1.0, 2.0, 3.0])), ref)
+    # a float32 filter with a float64 input: exact the other way too
+    assert dml.convolution(X4.astype(np.float64), W4).dtype == np.float64
+    with pytest.raises(dml.ValidationError, match=r"convolution.filter.dtype: 'float64' is "
+                       r"invalid; expected float32, the data type of x, or values exact in "
+                       r"it: cast one of them, e.g. filter.astype\(np.float32\) or "
+                       r"x.astype\(np.float64\)"):
+        dml.convolution(X4, W4.astype(np.float64) + 1e-12)
+    with pytest.raises(dml.ValidationError, match=r"convolution.bias.dtype: 'float64' is invalid"):
+        dml.convolution(X4, W4, bias=np.array([0.1, 2.0, 3.0]))
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+def test_version_and_cache_without_a_subcommand(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.strip() == (
+        f"dml-numba {dml.__version__}")
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out
+    assert "usage: dml-numba cache" in out and "clear" in out and "prune" in out
+
+
+def test_help_is_plain_text(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "``" not in capsys.readouterr().out
+
+
+def test_an_unknown_device_lists_the_usable_ones(capsys):
+    assert main(["profile", "--quick", "--devices", "gpu"]) == 2
+    err = capsys.readouterr().err
+    assert "device 'gpu' is not usable here: unknown device; expected some of numpy, cpu" in err
