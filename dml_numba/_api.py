@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from . import _interop
 from ._cache import cache, freeze
 from ._errors import ValidationError
@@ -33,8 +35,14 @@ class CompiledOperator:
             names = ", ".join(f for f, _ in self._inputs)
             raise ValidationError(f"{self._owner}: {len(inputs)} inputs are invalid; expected "
                                   f"{len(self._inputs)} ({names})")
-        k = _interop.first_kind(inputs) if out is None else _interop.kind(out) or \
-            _interop.first_kind(inputs)
+        for a in inputs:  # NumPy arrays only: the common case, decided first
+            if type(a) is not np.ndarray:
+                break
+        else:
+            if out is None or type(out) is np.ndarray:
+                return self.device.call(self.kernel, self._owner, self._inputs, inputs, out,
+                                        self._output, stream)
+        k = _interop.kind(out) or _interop.first_kind(inputs)
         if k is None:
             return self.device.call(self.kernel, self._owner, self._inputs, inputs, out,
                                     self._output, stream)

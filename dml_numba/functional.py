@@ -41,7 +41,10 @@ __all__ = ["padding", "lp_pooling", "convolution", "tile", "slice1"]
 def _tensor_key(a):
     """A tensor input in the memo's key: its type, shape and dtype (a compiled operator binds
     any memory layout of that shape)."""
-    return (type(a), tuple(a.shape), a.dtype) if a is not None else None
+    if a is None:
+        return None
+    shape = a.shape
+    return type(a), shape if type(shape) is tuple else tuple(shape), a.dtype
 
 
 def _param_key(value):
@@ -52,8 +55,12 @@ def _param_key(value):
     t = type(value)
     if t is int or t is str or value is None:
         return value
-    if t is tuple and all(type(v) is int for v in value):
-        return value
+    if t is tuple:
+        for v in value:
+            if type(v) is not int:
+                break
+        else:
+            return value  # the common case: a tuple of Python integers keys as itself
     if isinstance(value, (list, tuple)):
         return (t.__name__,) + tuple(_param_key(v) for v in value)
     if not isinstance(value, np.ndarray) and (hasattr(value, "__array__") or
@@ -78,8 +85,8 @@ def run(name, tensors, params, make_desc, inputs, device, out, like=None):
     dtype), its parameters (by value) and the device, so a repeated call skips building the
     descriptor; a parameter that cannot be keyed (unhashable) skips the memo. The result is of
     ``like``'s kind (a PyTorch tensor for a tensor input: :mod:`._interop`)."""
-    key = ("functional", name, tuple(_tensor_key(a) for a in tensors),
-           tuple(_param_key(p) for p in params), device)
+    key = ("functional", name, tuple([_tensor_key(a) for a in tensors]),
+           tuple([_param_key(p) for p in params]), device)
     try:
         hash(key)
     except TypeError:  # an unhashable parameter: no memo, same result
