@@ -1,5 +1,5 @@
-"""Golden generated sources: every kernel the test catalogue and the blocked kernels' cases make
-(a SHA-256 a kernel, ``catalogue.sha256``) and a handful of representative kernels at realistic
+"""Golden generated sources: every kernel the test catalogue, the blocked kernels' cases and the
+profiler's workloads make (a SHA-256 a kernel, ``catalogue.sha256``) and a handful of representative kernels at realistic
 sizes in full (``*.py`` here), generated for one fixed host (16-lane vectors, two threads) so that
 they are the same on every machine. A refactor of an emitter proves it changed nothing by
 leaving these unchanged (``tests/test_golden.py``); a deliberate change regenerates them:
@@ -77,6 +77,42 @@ def _blocked_cases(out: dict) -> None:
                     desc, lanes, 12, False, staged=staged, flat_gain=100.0).source
 
 
+def _workloads(out: dict) -> None:
+    """The profiler's workloads at their realistic sizes (quick suite), on the CPU and CUDA:
+    rows long enough for the vector and row-wise paths the tiny catalogue shapes never take."""
+    import numpy as np
+
+    import dml_numba as dml
+    import dml_numba.cuda as dc
+    from dml_numba.cpu import _emit as cpu_emit
+    from dml_numba.cpu import convolution as cc
+    from dml_numba.cpu import lp_pooling as lp
+    from dml_numba.workloads import suite
+
+    rng = np.random.default_rng(0)
+    for w in suite(True):
+        name = w.name.replace(" ", "_")  # the catalogue file splits its lines at spaces
+        desc, _ = w.make(np.dtype(np.float32), rng)
+        canon = dml._api.packed(desc.canonical())
+        for par in (False, True):
+            if w.op == "convolution":
+                for algo in (None, "direct", "gemm", "blocked"):
+                    try:
+                        k = cc.make_kernel(canon, {"algorithm": algo, "parallel": par})
+                    except dml.ValidationError:
+                        continue
+                    out[f"workload/cpu/{name}/{algo}/{par}"] = k.source
+            elif w.op == "lp_pooling":
+                out[f"workload/cpu/{name}/{par}"] = lp.LpPoolingKernel(
+                    canon, {"parallel": par}).source
+            else:
+                out[f"workload/cpu/{name}/{par}"] = cpu_emit.GatherKernel(
+                    canon, {"parallel": par}).source
+        for opts in dc.kernel_variants(canon):
+            tag = json.dumps(opts, sort_keys=True, separators=(",", ":"))
+            out[f"workload/cuda/{name}/{tag}"] = dc.kernel_for(canon, **opts).source
+
+
 def _cuda_catalogue(out: dict) -> None:
     import dml_numba as dml
     import dml_numba.cuda as dc
@@ -139,6 +175,7 @@ def catalogue_sources() -> dict:
     _cpu_catalogue(out)
     _blocked_cases(out)
     _cuda_catalogue(out)
+    _workloads(out)
     return out
 
 
