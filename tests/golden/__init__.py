@@ -1,8 +1,9 @@
-"""Golden generated sources: every kernel the test catalogue, the blocked kernels' cases and the
-profiler's workloads make (a SHA-256 a kernel, ``catalogue.sha256``) and a handful of representative kernels at realistic
-sizes in full (``*.py`` here), generated for one fixed host (16-lane vectors, two threads) so that
-they are the same on every machine. A refactor of an emitter proves it changed nothing by
-leaving these unchanged (``tests/test_golden.py``); a deliberate change regenerates them:
+"""Golden generated sources: every kernel the test catalogue, the blocked kernels' cases, the
+profiler's workloads and long strided rows make (a SHA-256 a kernel, ``catalogue.sha256``) and a
+handful of representative kernels at realistic sizes in full (``*.py`` here), generated for one
+fixed host (16-lane vectors, two threads) so that they are the same on every machine. A
+refactor of an emitter proves it changed nothing by leaving these unchanged
+(``tests/test_golden.py``); a deliberate change regenerates them:
 
     python3 -m tests.golden --write
 
@@ -113,6 +114,29 @@ def _workloads(out: dict) -> None:
             out[f"workload/cuda/{name}/{tag}"] = dc.kernel_for(canon, **opts).source
 
 
+def _strided_rows(out: dict) -> None:
+    """Slices whose last axis is read with a stride, rows long enough for vector reads (the
+    shuffled strides), 1-D to 4-D, every dtype width, on the CPU."""
+    import numpy as np
+
+    import dml_numba as dml
+    from dml_numba.cpu import _emit as cpu_emit
+    from dml_numba.cpu._emit import SHUFFLED_STRIDES
+
+    for dtype in ("float32", "float16", "float64", "int8"):
+        for rank in (1, 2, 4):
+            for step in sorted(SHUFFLED_STRIDES):
+                shape = (2, 3, 5, 131 * abs(step))[-rank:]
+                x = np.empty(shape, dtype)
+                offsets, sizes = (0,) * rank, shape
+                strides = (1,) * (rank - 1) + (step,)
+                desc = dml.functional.slice1_desc(x, offsets, sizes, strides)
+                canon = dml._api.packed(desc.canonical())
+                for par in (False, True):
+                    out[f"strided/{dtype}/{rank}d/{step}/{par}"] = cpu_emit.GatherKernel(
+                        canon, {"parallel": par}).source
+
+
 def _cuda_catalogue(out: dict) -> None:
     import dml_numba as dml
     import dml_numba.cuda as dc
@@ -176,6 +200,7 @@ def catalogue_sources() -> dict:
     _blocked_cases(out)
     _cuda_catalogue(out)
     _workloads(out)
+    _strided_rows(out)
     return out
 
 
