@@ -35,27 +35,43 @@ def emit_only():
         cpu_emit.build_variants, gemm.build_variants = saved
 
 
-def _cpu_catalogue(out: dict) -> None:
+def _cpu_sources(out: dict, prefix: str, canon, kind: str) -> None:
+    """Every CPU kernel ``canon`` makes (``kind``: "conv", "pool" or data movement), both
+    variants, each convolution algorithm that takes it."""
     import dml_numba as dml
     from dml_numba.cpu import _emit as cpu_emit
     from dml_numba.cpu import convolution as cc
     from dml_numba.cpu import lp_pooling as lp
+
+    for par in (False, True):
+        if kind == "conv":
+            for algo in (None, "direct", "gemm", "blocked"):
+                try:
+                    k = cc.make_kernel(canon, {"algorithm": algo, "parallel": par})
+                except dml.ValidationError:
+                    continue
+                out[f"{prefix}/{algo}/{par}"] = k.source
+        elif kind == "pool":
+            out[f"{prefix}/{par}"] = lp.LpPoolingKernel(canon, {"parallel": par}).source
+        else:
+            out[f"{prefix}/{par}"] = cpu_emit.GatherKernel(canon, {"parallel": par}).source
+
+
+def _cuda_sources(out: dict, prefix: str, canon) -> None:
+    """Every CUDA kernel ``canon`` makes (each option set of its lowering)."""
+    import dml_numba.cuda as dc
+
+    for opts in dc.kernel_variants(canon):
+        tag = json.dumps(opts, sort_keys=True, separators=(",", ":"))
+        out[f"{prefix}/{tag}"] = dc.kernel_for(canon, **opts).source
+
+
+def _cpu_catalogue(out: dict) -> None:
+    import dml_numba as dml
     from tests.cases import catalogue
 
     for name, (desc, _) in catalogue().items():
-        canon = dml._api.packed(desc.canonical())
-        for par in (False, True):
-            if name.startswith("conv"):
-                for algo in (None, "direct", "gemm", "blocked"):
-                    try:
-                        k = cc.make_kernel(canon, {"algorithm": algo, "parallel": par})
-                    except dml.ValidationError:
-                        continue
-                    out[f"cpu/{name}/{algo}/{par}"] = k.source
-            elif name.startswith("pool"):
-                out[f"cpu/{name}/{par}"] = lp.LpPoolingKernel(canon, {"parallel": par}).source
-            else:
-                out[f"cpu/{name}/{par}"] = cpu_emit.GatherKernel(canon, {"parallel": par}).source
+        _cpu_sources(out, f"cpu/{name}", dml._api.packed(desc.canonical()), name[:4])
 
 
 def _blocked_cases(out: dict) -> None:
@@ -84,34 +100,16 @@ def _workloads(out: dict) -> None:
     import numpy as np
 
     import dml_numba as dml
-    import dml_numba.cuda as dc
-    from dml_numba.cpu import _emit as cpu_emit
-    from dml_numba.cpu import convolution as cc
-    from dml_numba.cpu import lp_pooling as lp
     from dml_numba.workloads import suite
 
     rng = np.random.default_rng(0)
+    kinds = {"convolution": "conv", "lp_pooling": "pool"}
     for w in suite(True):
         name = w.name.replace(" ", "_")  # the catalogue file splits its lines at spaces
         desc, _ = w.make(np.dtype(np.float32), rng)
         canon = dml._api.packed(desc.canonical())
-        for par in (False, True):
-            if w.op == "convolution":
-                for algo in (None, "direct", "gemm", "blocked"):
-                    try:
-                        k = cc.make_kernel(canon, {"algorithm": algo, "parallel": par})
-                    except dml.ValidationError:
-                        continue
-                    out[f"workload/cpu/{name}/{algo}/{par}"] = k.source
-            elif w.op == "lp_pooling":
-                out[f"workload/cpu/{name}/{par}"] = lp.LpPoolingKernel(
-                    canon, {"parallel": par}).source
-            else:
-                out[f"workload/cpu/{name}/{par}"] = cpu_emit.GatherKernel(
-                    canon, {"parallel": par}).source
-        for opts in dc.kernel_variants(canon):
-            tag = json.dumps(opts, sort_keys=True, separators=(",", ":"))
-            out[f"workload/cuda/{name}/{tag}"] = dc.kernel_for(canon, **opts).source
+        _cpu_sources(out, f"workload/cpu/{name}", canon, kinds.get(w.op, "data"))
+        _cuda_sources(out, f"workload/cuda/{name}", canon)
 
 
 def _strided_rows(out: dict) -> None:
@@ -120,7 +118,6 @@ def _strided_rows(out: dict) -> None:
     import numpy as np
 
     import dml_numba as dml
-    from dml_numba.cpu import _emit as cpu_emit
     from dml_numba.cpu._emit import SHUFFLED_STRIDES
 
     for dtype in ("float32", "float16", "float64", "int8"):
@@ -131,23 +128,16 @@ def _strided_rows(out: dict) -> None:
                 offsets, sizes = (0,) * rank, shape
                 strides = (1,) * (rank - 1) + (step,)
                 desc = dml.functional.slice1_desc(x, offsets, sizes, strides)
-                canon = dml._api.packed(desc.canonical())
-                for par in (False, True):
-                    out[f"strided/{dtype}/{rank}d/{step}/{par}"] = cpu_emit.GatherKernel(
-                        canon, {"parallel": par}).source
+                _cpu_sources(out, f"strided/{dtype}/{rank}d/{step}",
+                             dml._api.packed(desc.canonical()), "data")
 
 
 def _cuda_catalogue(out: dict) -> None:
     import dml_numba as dml
-    import dml_numba.cuda as dc
     from tests.cases import catalogue
 
     for name, (desc, _) in catalogue().items():
-        canon = dml._api.packed(desc.canonical())
-        for opts in dc.kernel_variants(canon):
-            tag = json.dumps(opts, sort_keys=True, separators=(",", ":"))
-            out[f"cuda/{name}/{tag}"] = dc.kernel_for(
-                canon, **opts).source
+        _cuda_sources(out, f"cuda/{name}", dml._api.packed(desc.canonical()))
 
 
 def _conv(xs, ws, s=(1, 1), p=(1, 1), g=1, direction=0, dtype="float32"):
