@@ -297,7 +297,6 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     """
     x0, x = x, as_array(x, "convolution", "x")
     filter = _like(x, filter, "convolution", "filter")
-    _batch_axis(x, getattr(filter, "ndim", 0), "filter", "convolution")
     nd = getattr(x, "ndim", 0) - 2
     inputs = [x, filter]
     if bias is not None:

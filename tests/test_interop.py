@@ -130,9 +130,9 @@ def test_slice_is_slice1_everywhere_a_user_types_it(capsys):
 # -- errors that point at the fix ---------------------------------------------------------------
 
 def test_a_missing_batch_axis_is_named():
-    with pytest.raises(dml.ValidationError, match=r"convolution.x.shape: \(2, 5, 6\) is invalid; "
-                       r"expected 4 dimensions \(N, C, spatial...\) for this filter: is the "
-                       r"batch axis missing\? x\[None\] adds it"):
+    with pytest.raises(dml.ValidationError, match=r"convolution.filter_tensor.sizes: \(3, 2, 3, "
+                       r"3\) is invalid; expected 3 dimensions, the dimension count of "
+                       r"input_tensor; is the input's batch axis missing\? x\[None\] adds it"):
         dml.convolution(X4[0], W4)
     with pytest.raises(dml.ValidationError, match=r"lp_pooling.x.shape: \(2, 5, 6\) is invalid; "
                        r"expected 4 dimensions .* for this window_size: is the batch axis"):

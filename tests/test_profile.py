@@ -80,7 +80,6 @@ def test_cli_writes_json_csv_markdown_and_plot(tmp_path, capsys):
     for r in data["rows"]:
         assert 3 <= r["n"] == len(r["samples"]) <= 4 and r["loops"] >= 1
         assert r["min_s"] <= r["q1_s"] <= r["steady_s"] <= r["q3_s"] <= max(r["samples"])
-        assert r["samples"][0] * r["loops"] >= 0.001 * 0.999 or r["loops"] == 1
         assert r["first_call"] in (("none",) if r["impl"] == "numpy" else
                                    ("compile", "disk cache", "memory cache"))
     assert {r["op"] for r in data["rows"]} == {"tile", "slice1"}

@@ -85,8 +85,11 @@ def output_sizes(c: Checker, input_sizes, filter_sizes, direction, strides, dila
     op = c.int_tuple("output_padding", output_padding, length=nd, lo=0)
     g = c.integer("group_count", group_count, lo=1)
     if len(filter_sizes) != len(input_sizes):
+        hint = ("; is the input's batch axis missing? x[None] adds it"
+                if len(filter_sizes) == len(input_sizes) + 1 else "")
         c.fail("filter_tensor.sizes", tuple(filter_sizes),
-               f"expected {len(input_sizes)} dimensions, the dimension count of input_tensor")
+               f"expected {len(input_sizes)} dimensions, the dimension count of input_tensor"
+               + hint)
     n_, cin = input_sizes[:2]
     if cin % g:
         c.fail("group_count", g, f"expected a divisor of the input channel count {cin}")
