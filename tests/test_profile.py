@@ -239,3 +239,17 @@ def test_peers_that_did_not_run_are_named_with_the_reason(monkeypatch, tmp_path)
     png = tmp_path / "p.png"
     report.plot(rows, png, meta)
     assert png.stat().st_size > 10_000
+
+
+def test_compare_with_one_file_profiles_now_and_compares(tmp_path, capsys):
+    """--compare BASE.json alone: a new profile (the other options as given) against BASE."""
+    base = tmp_path / "base.json"
+    args = ["profile", "--quick", "--ops", "tile", "--devices", "numpy", "--no-peers",
+            "--processes", "1", "--repeat", "3", "--min-time", "0.0005"]
+    assert main(args + ["--json", str(base)]) == 0
+    capsys.readouterr()
+    code = main(args + ["--compare", str(base), "--threshold", "100"])
+    out = capsys.readouterr().out
+    assert code == 0  # nothing 100x slower
+    assert "new/base" in out and "tile (1,1,2,2)" in out
+    assert "1 row compared: " in out  # the numpy device's one row

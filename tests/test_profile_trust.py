@@ -118,7 +118,7 @@ def test_unstable_and_tick_rows_are_flagged_and_named():
     ticks = [row(f"t{i}", samples=(0.008, 0.008, 0.016, 0.008), loops=1) for i in range(3)]
     assert all(t.flags == ["tick"] for t in ticks)
     warnings = checks.warnings(QUIET, [unstable] + ticks)
-    assert any("1 rows are unstable: 'u' on cpu (spread" in w for w in warnings)
+    assert any("1 row is unstable: 'u' on cpu (spread" in w for w in warnings)
     assert any("3 rows sit at multiples of the scheduler's 4 ms tick" in w for w in warnings)
     # one row on a multiple of the tick is chance, not the scheduler
     assert not any("tick" in w for w in checks.warnings(QUIET, ticks[:1]))
@@ -167,7 +167,7 @@ def test_a_slowed_row_is_marked_and_fails_the_comparison(tmp_path, capsys):
     a.write_text(json.dumps(base))
     b.write_text(json.dumps(new))
     assert main(["profile", "--compare", str(a), str(b)]) == 1  # a regression: CI fails
-    assert "1 rows slower by more than 5% beyond the spread" in capsys.readouterr().out
+    assert "1 row slower by more than 5% beyond the spread" in capsys.readouterr().out
     assert main(["profile", "--compare", str(a), str(b), "--threshold", "0.6"]) == 0
 
 

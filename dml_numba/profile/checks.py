@@ -79,7 +79,8 @@ def warnings(meta: dict, rows) -> list[str]:
         names = ", ".join(f"'{r.workload}' on {r.impl} (spread {r.spread:.0%})"
                           for r in unstable[:4])
         more = f" and {len(unstable) - 4} more" if len(unstable) > 4 else ""
-        out.append(f"{len(unstable)} rows are unstable: {names}{more}")
+        out.append(f"{len(unstable)} {'row is' if len(unstable) == 1 else 'rows are'} "
+                   f"unstable: {names}{more}")
     ticks = [r for r in timed if "tick" in r.flags]
     if len(ticks) >= 2:
         names = ", ".join(f"{r.steady_s * 1e3:.2f} ms" for r in ticks[:5])

@@ -73,7 +73,8 @@ def _compare(base_path, new: dict, threshold: float) -> int:
     print(compare.summary(changes))
     worse = compare.regressions(changes, threshold)
     if worse:
-        print(f"{len(worse)} rows slower by more than {threshold:.0%} beyond the spread")
+        print(f"{len(worse)} {'row' if len(worse) == 1 else 'rows'} slower by more than "
+              f"{threshold:.0%} beyond the spread")
         return 1
     return 0
 

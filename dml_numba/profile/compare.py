@@ -76,6 +76,10 @@ def regressions(changes: list[Change], threshold: float) -> list[Change]:
     return [c for c in changes if c.marked and c.ratio > 1 + threshold]
 
 
+def _rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
 def _pct(x: float | None) -> str:
     return "" if x is None else f"{100 * x:.1f}"
 
@@ -104,6 +108,6 @@ def table(changes: list[Change], markdown: bool = False) -> str:
 def summary(changes: list[Change]) -> str:
     marked = [c for c in changes if c.marked]
     slower = sum(c.ratio > 1 for c in marked)
-    return (f"{len(changes)} rows compared: {len(marked)} changed beyond the spread of both runs "
+    return (f"{_rows(len(changes))} compared: {len(marked)} changed beyond the spread of both runs "
             f"({slower} slower, {len(marked) - slower} faster), "
             f"{len(changes) - len(marked)} within it")
