@@ -56,6 +56,7 @@ def import_lowerings(package: str, path) -> None:
 
 def check_options(desc_type, device: str, options: dict) -> None:
     """Refuse unknown options and values not allowed, naming the device and what it takes."""
+    device = split_device(device)[0]
     allowed = dict(getattr(_devices.get(device), "options", {}))
     allowed.update(_options.get((desc_type, device), {}))
     for name, value in options.items():
@@ -101,25 +102,36 @@ def _load(name: str) -> None:
                 mark_unavailable(name, "the backend did not register itself")
 
 
+def split_device(name) -> tuple[str, int | None]:
+    """("cuda", 1) for "cuda:1", (name, None) for a plain name (CUDA's devices are numbered as
+    PyTorch and CuPy number them)."""
+    if isinstance(name, str) and name.startswith("cuda:") and name[5:].isdigit():
+        return "cuda", int(name[5:])
+    return name, None
+
+
 def check_device_name(name) -> None:
     """Refuse a device that is not one of the known names (a list, None, a typo), naming them."""
-    if not isinstance(name, str) or name not in _DEVICE_MODULES:
+    base, _ = split_device(name)
+    if not isinstance(base, str) or base not in _DEVICE_MODULES:
         raise ValidationError(f"compile_operator.device: {name!r} is invalid; expected one of "
-                              f"{', '.join(map(repr, _DEVICE_MODULES))}")
+                              f"{', '.join(map(repr, _DEVICE_MODULES))} (or 'cuda:N', the "
+                              "N-th GPU)")
 
 
 def get_device(name: str):
     check_device_name(name)
-    _load(name)
-    if name in _unavailable:
-        raise DeviceUnavailableError(f"device {name!r} is not usable here: {_unavailable[name]}")
-    return _devices[name]
+    base, index = split_device(name)
+    _load(base)
+    if base in _unavailable:
+        raise DeviceUnavailableError(f"device {name!r} is not usable here: {_unavailable[base]}")
+    return _devices[base] if index is None else _devices[base].on(index)
 
 
 def get_lowering(desc_type, device: str):
     """The factory for a usable device (DeviceUnavailableError otherwise)."""
     get_device(device)
-    return lowering_for(desc_type, device)
+    return lowering_for(desc_type, split_device(device)[0])
 
 
 def device_status() -> dict[str, str]:

@@ -410,7 +410,8 @@ def test_a_0d_array_in_a_tuple_field_is_a_validation_error(make, message):
     assert str(info.value).startswith(message)
 
 
-@pytest.mark.parametrize("device", [["cpu"], {"cpu": 1}, None, 0, "cpuu", "CPU"])
+@pytest.mark.parametrize("device", [["cpu"], {"cpu": 1}, None, 0, "cpuu", "CPU", "cuda:",
+                                    "cuda:x", "cuda:-1", "cpu:0", "cuda:1:0"])
 @pytest.mark.parametrize("entry", ["compile_operator", "functional"])
 def test_a_device_that_is_not_a_name_is_a_validation_error(device, entry):
     x = np.ones((2, 2), np.float32)
@@ -421,4 +422,4 @@ def test_a_device_that_is_not_a_name_is_a_validation_error(device, entry):
         else:
             dml.tile(x, (1, 2), device=device)
     assert str(info.value) == (f"compile_operator.device: {device!r} is invalid; expected one of "
-                               "'numpy', 'cpu', 'cuda'")
+                               "'numpy', 'cpu', 'cuda' (or 'cuda:N', the N-th GPU)")

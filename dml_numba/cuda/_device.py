@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._binding import check_no_overlap, view_host
-from .._errors import ValidationError
+from .._errors import DeviceUnavailableError, ValidationError
 
 
 def is_device_array(cuda, a) -> bool:
@@ -55,6 +55,15 @@ class CudaDevice:
     def __init__(self, cuda):
         self.cuda = cuda
 
+    def on(self, index: int) -> CudaDevice:
+        """This device for the ``index``-th GPU ("cuda:N"): every call runs in its context."""
+        count = len(self.cuda.gpus)
+        if index >= count:
+            raise DeviceUnavailableError(
+                f"device 'cuda:{index}' is not usable here: {count} GPU"
+                f"{'s' if count != 1 else ''} ({', '.join(f'cuda:{i}' for i in range(count))})")
+        return _OnGpu(self.cuda, index)
+
     def call(self, kernel, owner, input_specs, inputs, out, out_desc, stream):
         cuda = self.cuda
         on_device = False
@@ -97,3 +106,16 @@ class CudaDevice:
         if out is not None:
             return out
         return d_out if on_device else d_out.copy_to_host(stream=stream or 0)
+
+
+class _OnGpu(CudaDevice):
+    """The CUDA device pinned to one GPU."""
+
+    def __init__(self, cuda, index: int):
+        super().__init__(cuda)
+        self.index = index
+        self.name = f"cuda:{index}"
+
+    def call(self, *args):
+        with self.cuda.gpus[self.index]:
+            return super().call(*args)

@@ -172,3 +172,17 @@ def test_device_arrays_stay_device_arrays_through_the_functional_layer(cuda, nam
     assert is_device_array(cuda, y) and not isinstance(y, np.ndarray)
     np.testing.assert_allclose(y.copy_to_host(), FUNCTIONAL[name](x, "numpy"))
     assert isinstance(FUNCTIONAL[name](x, "cuda"), np.ndarray)  # host in, host out
+
+
+def test_gpus_are_named_as_pytorch_and_cupy_name_them(cuda):
+    """"cuda:N" is the N-th GPU (the calls run in its context); one past the last is refused
+    with the GPUs there are, before anything is compiled."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for name in (f"cuda:{i}" for i in range(len(cuda.gpus))):
+        np.testing.assert_array_equal(dml.tile(x, (2, 1), device=name), np.tile(x, (2, 1)))
+        desc = dml.functional.slice1_desc(x, (0, 1), (3, 3), (2, 1))
+        np.testing.assert_array_equal(dml.compile_operator(desc, name)(x), x[::2, 1:])
+    n = len(cuda.gpus)
+    with pytest.raises(dml.DeviceUnavailableError, match=rf"device 'cuda:{n}' is not usable here: "
+                       rf"{n} GPUs? \(cuda:0"):
+        dml.tile(x, (2, 1), device=f"cuda:{n}")
