@@ -18,7 +18,7 @@ from . import _interop
 from ._api import compile_operator
 from ._binding import as_array
 from ._cache import cache, freeze
-from ._errors import Checker
+from ._errors import Checker, ValidationError
 from .ops import convolution as _conv
 from .ops import lp_pooling as _pool
 from .ops import padding as _pad
@@ -76,6 +76,19 @@ def _param_key(value):
     return _UNKEYED if frozen is value else frozen
 
 
+def _named(exc: ValidationError, name: str) -> ValidationError:
+    """A descriptor's or binding's error as the functional call's: ``padding.start_padding``
+    where the descriptor says ``Padding1OperatorDesc.start_padding`` (one prefix, the name the
+    user called, whichever check found it)."""
+    message = str(exc)
+    owner, dot, rest = message.partition(".")
+    if dot and owner.endswith("OperatorDesc"):
+        return ValidationError(f"{name}.{rest}")
+    if message.startswith("DataType: "):  # an array's type no DataType has
+        return ValidationError(f"{name}.dtype: {message[len('DataType: '):]}")
+    return exc
+
+
 #: a key part that makes the memo key unhashable: the call runs without the memo
 _UNKEYED = []
 
@@ -88,12 +101,15 @@ def run(name, tensors, params, make_desc, inputs, device, out, like=None):
     key = ("functional", name, tuple([_tensor_key(a) for a in tensors]),
            tuple([_param_key(p) for p in params]), device)
     try:
-        hash(key)
-    except TypeError:  # an unhashable parameter: no memo, same result
-        op = compile_operator(make_desc(), device)
-    else:
-        op = cache.get_or_build(key, lambda: compile_operator(make_desc(), device))
-    result = op(*inputs, out=out)
+        try:
+            hash(key)
+        except TypeError:  # an unhashable parameter: no memo, same result
+            op = compile_operator(make_desc(), device)
+        else:
+            op = cache.get_or_build(key, lambda: compile_operator(make_desc(), device))
+        result = op(*inputs, out=out)
+    except ValidationError as exc:
+        raise _named(exc, name) from None
     k = _interop.kind(like) if like is not None and type(like) is not np.ndarray else None
     return result if k is None or out is not None else _interop.as_kind(result, k)
 

@@ -158,6 +158,20 @@ def test_parameters_take_the_inputs_type_where_exact_and_say_what_to_cast_otherw
         dml.convolution(X4, W4, bias=np.array([0.1, 2.0, 3.0]))
 
 
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_functional_messages_begin_with_the_function_called(name):
+    """One prefix: whichever check finds the problem (the functional layer, the descriptor, the
+    binding), a functional call's message begins with the function's name."""
+    call, oracle = CALLS[name]
+    wrong = np.zeros(oracle(X4).shape, np.float64)
+    with pytest.raises(dml.ValidationError, match=rf"^{name}\.out: dtype float64 is invalid; "
+                       r"expected float32 \(FLOAT32\)$"):
+        call(X4, out=wrong)
+    with pytest.raises(dml.ValidationError, match=rf"^{name}\.") as info:
+        call(X4.astype(np.complex64) if name != "convolution" else X4.astype(np.int16))
+    assert "OperatorDesc" not in str(info.value)
+
+
 # -- the command line ----------------------------------------------------------------------------
 
 def test_version_and_cache_without_a_subcommand(capsys):
