@@ -46,8 +46,10 @@ class CompiledOperator:
         if k is None:
             return self.device.call(self.kernel, self._owner, self._inputs, inputs, out,
                                     self._output, stream)
-        host = [_interop.host_view(a) if _interop.kind(a) else a for a in inputs]
-        view = _interop.host_view(out) if _interop.kind(out) else out
+        host = [_interop.host_view(a) if _interop.kind(a) and not _interop.on_gpu(a) else a
+                for a in inputs]
+        view = _interop.host_view(out) if _interop.kind(out) and not _interop.on_gpu(out) \
+            else out
         result = self.device.call(self.kernel, self._owner, self._inputs, host, view,
                                   self._output, stream)
         return out if out is not None else _interop.as_kind(result, k)

@@ -4,6 +4,9 @@ A PyTorch CPU tensor or a JAX CPU array given to a compiled operator or to the f
 is viewed as a NumPy array without a copy (DLPack, else ``__array__``); the result comes back
 as the kind of the first such input (``torch.from_numpy`` shares the result's memory; JAX
 arrays are immutable, so JAX copies it); an ``out=`` tensor is written in place and returned.
+Device arrays (PyTorch CUDA tensors, CuPy arrays: ``__cuda_array_interface__``) go to the CUDA
+device as they are, and its device result comes back as a CUDA tensor or a CuPy array sharing
+its memory.
 The libraries are recognised by their type's module, so none of them is imported unless it is
 already in use.
 """
@@ -12,17 +15,23 @@ from __future__ import annotations
 import numpy as np
 
 #: the libraries whose host arrays come back as they went in
-KINDS = ("torch", "jax", "jaxlib")
+KINDS = ("torch", "jax", "jaxlib", "cupy")
 
 
 def kind(a) -> str | None:
-    """"torch" or "jax" for those libraries' arrays; None for anything else."""
+    """"torch", "jax" or "cupy" for those libraries' arrays; None for anything else."""
     if type(a) is np.ndarray:
         return None
     k = type(a).__module__.partition(".")[0]
     if k == "jaxlib":
         return "jax"
     return k if k in KINDS else None
+
+
+def on_gpu(a) -> bool:
+    """A device array (``__cuda_array_interface__``): used in place by the CUDA device, never
+    viewed on the host."""
+    return hasattr(a, "__cuda_array_interface__")
 
 
 def host_view(a):
@@ -38,7 +47,16 @@ def host_view(a):
 
 
 def as_kind(result, k: str | None):
-    """``result`` (a NumPy array) as an array of kind ``k``."""
+    """``result`` (a NumPy array, or a device array from the CUDA device) as an array of kind
+    ``k``, without a copy where the library can share it."""
+    if on_gpu(result) and k in ("torch", "cupy"):  # the CUDA array interface shares it
+        if k == "torch":
+            import torch
+
+            return torch.as_tensor(result, device="cuda")
+        import cupy
+
+        return cupy.asarray(result)
     if k == "torch":
         import torch
 

@@ -186,3 +186,12 @@ def test_gpus_are_named_as_pytorch_and_cupy_name_them(cuda):
     with pytest.raises(dml.DeviceUnavailableError, match=rf"device 'cuda:{n}' is not usable here: "
                        rf"{n} GPUs? \(cuda:0"):
         dml.tile(x, (2, 1), device=f"cuda:{n}")
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONAL))
+def test_a_host_tensor_on_the_cuda_device_comes_back_a_tensor(cuda, name):
+    torch = pytest.importorskip("torch", reason="PyTorch is optional: not installed")
+    x = np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4)
+    y = FUNCTIONAL[name](torch.from_numpy(x), "cuda")
+    assert isinstance(y, torch.Tensor)
+    np.testing.assert_allclose(y.numpy(), FUNCTIONAL[name](x, "numpy"))
