@@ -51,6 +51,10 @@ SCRIPT = textwrap.dedent("""
 def run(env_extra, script=SCRIPT, preexec=None, check=True):
     env = dict(os.environ, **env_extra)
     env.pop("DML_NUMBA_DEBUG", None)
+    if "MUTANT_UNDER_TEST" in env:  # mutation testing: the mutated package, not the installed one
+        import dml_numba
+
+        env["PYTHONPATH"] = str(Path(dml_numba.__file__).resolve().parents[1])
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                          preexec_fn=preexec, cwd="/")
     if check:
