@@ -392,7 +392,7 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     w = np.asarray(filter.compute() if hasattr(filter, "compute") else filter)
     b = None if bias is None else np.asarray(bias.compute() if hasattr(bias, "compute") else bias)
     if b is not None and b.ndim == 1:
-        b = b.reshape((1, -1) + (1,) * (x.ndim - 2))
+        b = b.reshape(F.bias_sizes(b.shape, x.ndim))
     desc = F.convolution_desc(x, w, b, strides, dilations, start_padding, end_padding,
                               output_padding, group_count, mode, direction, fused_activation)
     kw = dict(strides=desc.strides, dilations=desc.dilations, group_count=desc.group_count,

@@ -110,7 +110,7 @@ def run(name, tensors, params, make_desc, inputs, device, out, like=None):
         result = op(*inputs, out=out)
     except ValidationError as exc:
         raise _named(exc, name) from None
-    k = _interop.kind(like) if like is not None and type(like) is not np.ndarray else None
+    k = _interop.kind(like)
     return result if k is None or out is not None else _interop.as_kind(result, k)
 
 
@@ -318,7 +318,7 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     if bias is not None:
         bias = _like(x, bias, "convolution", "bias")
         if getattr(bias, "ndim", None) == 1:
-            bias = bias.reshape((1, -1) + (1,) * max(nd, 0))  # (C_out,) -> (1, C_out, 1...)
+            bias = bias.reshape(bias_sizes(bias.shape, nd + 2))
         inputs.append(bias)
 
     params = (strides, dilations, start_padding, end_padding, output_padding, group_count, mode,
@@ -328,17 +328,27 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
                x0)
 
 
+def bias_sizes(sizes, rank: int) -> tuple:
+    """A (C_out,) bias as the operator binds it, (1, C_out, 1...) for an input of ``rank``
+    dimensions; a bias of any other rank as it is."""
+    sizes = tuple(sizes)
+    return (1, sizes[0]) + (1,) * max(rank - 2, 0) if len(sizes) == 1 else sizes
+
+
 def convolution_desc(x, filter, bias=None, strides=None, dilations=None, start_padding=None,
                      end_padding=None, output_padding=None, group_count=1,
                      mode=ConvolutionMode.CROSS_CORRELATION,
                      direction=ConvolutionDirection.FORWARD, fused_activation=None):
     """The descriptor :func:`convolution` runs, from anything with ``shape`` and ``dtype``
-    (``bias`` already shaped (1, C_out, 1...))."""
+    (``bias`` (C_out,) or (1, C_out, 1...))."""
     c = Checker("convolution")
     m = _enum("convolution", "mode", mode, ConvolutionMode)
     direc = _enum("convolution", "direction", direction, ConvolutionDirection)
     inp, flt = TensorDesc.like(x), TensorDesc.like(filter)
-    bdesc = TensorDesc.like(bias) if bias is not None else None
+    bdesc = None
+    if bias is not None:
+        bdesc = TensorDesc.like(bias)
+        bdesc = TensorDesc(bdesc.data_type, bias_sizes(bdesc.sizes, inp.rank))
     nd = max(inp.rank - 2, 0)
     ones, zeros = (1,) * nd, (0,) * nd
     args = tuple(_per_axis(v, nd, default) for v, default in (

@@ -68,12 +68,7 @@ def _fake(name: str):
     build = getattr(functional, f"{name}_desc")
 
     def fake(x, *args):
-        args = [_shape_only(a) for a in args]
-        if name == "convolution" and args[1] is not None and len(args[1].shape) == 1:
-            rank = x.dim()  # a (C_out,) bias as the builder takes it: (1, C_out, 1...)
-            args[1] = SimpleNamespace(shape=(1, args[1].shape[0]) + (1,) * (rank - 2),
-                                      ndim=rank, dtype=args[1].dtype)
-        return x.new_empty(build(_shape_only(x), *args).output.sizes)
+        return x.new_empty(build(_shape_only(x), *map(_shape_only, args)).output.sizes)
 
     return fake
 

@@ -84,14 +84,11 @@ class Row:
     @classmethod
     def timed(cls, w: Workload, impl: str, kind: str, desc, dtype, first: float | None,
               first_kind: str | None, timing: Timing, work: float, **extra) -> Row:
-        q1, q3 = timing.q1_q3()
-        unit = "GB/s" if w.kind == "bytes" else "GFLOP/s"
-        median = timing.median
-        return cls(w.op, w.name, impl, kind, list(desc.output.sizes), dtype.name, first,
-                   first_kind, median, q1, q3, timing.minimum, timing.n, timing.loops,
-                   list(timing.samples), timing.cpu_share, work / median / 1e9, unit,
-                   flags=checks.row_flags(impl, timing.sample_totals(), timing.spread,
-                                          timing.cpu_share), **extra)
+        return cls(op=w.op, workload=w.name, impl=impl, kind=kind,
+                   shape=list(desc.output.sizes), dtype=dtype.name, first_call_s=first,
+                   first_call=first_kind, throughput=work / timing.median / 1e9,
+                   throughput_unit="GB/s" if w.kind == "bytes" else "GFLOP/s",
+                   **measured(impl, timing), **extra)
 
     @property
     def iqr_s(self) -> float:
@@ -107,6 +104,32 @@ class Row:
         if self.impl == "numpy":
             return "numpy (vectorised)"
         return f"{self.impl} ({self.variant})" if self.variant else self.impl
+
+
+def measured(impl: str, timing: Timing) -> dict:
+    """The fields of a row its samples give: median, quartiles, minimum, counts, the calling
+    thread's CPU share, and the flags of :mod:`.checks`."""
+    q1, q3 = timing.q1_q3()
+    return {"steady_s": timing.median, "q1_s": q1, "q3_s": q3, "min_s": timing.minimum,
+            "n": timing.n, "loops": timing.loops, "samples": list(timing.samples),
+            "cpu_share": timing.cpu_share,
+            "flags": checks.row_flags(impl, timing.sample_totals(), timing.spread,
+                                      timing.cpu_share)}
+
+
+def relate(rows: list[Row]) -> None:
+    """Each row's speed-up over its workload's numpy row, and a cuda row's fraction of its
+    workload's device copy limit (where it has one)."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(r.workload, []).append(r)
+    for group in groups.values():
+        ref = next((r.steady_s for r in group if r.impl == "numpy"), None)
+        limit = next((r.steady_s for r in group if r.kind == "limit"), None)
+        for r in group:
+            r.speedup_vs_numpy = ref / r.steady_s if ref else None
+            if r.impl == "cuda" and limit:  # the copy's time over this row's
+                r.of_limit = limit / r.steady_s
 
 
 # -- measuring -------------------------------------------------------------------------------------
@@ -258,7 +281,8 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
                        if not installed(name))
         return {name: f for name, f in every.items() if installed(name)}
 
-    total = sum(len(devices) + (len(peers_of(w)) if peers else 0) for w in chosen)
+    runnable = {w.name: peers_of(w) for w in chosen} if peers else {}
+    total = sum(len(devices) + len(runnable.get(w.name, ())) for w in chosen)
     bar = Progress(total, progress)
     rng = np.random.default_rng(0)
     prepared = []
@@ -269,21 +293,14 @@ def run(ops=None, devices=None, dtype="float32", quick=False, peers=True, progre
     # keeps spinning for a while after it returns and would steal cores from the next
     # measurement (seen: a 0.05 ms kernel timed at 8 ms right after ONNX Runtime).
     pending = _devices(prepared, devices, bar, settings)
-    pending += _peers(prepared, peers_of if peers else None, bar, settings, missing)
-    rows: list[Row] = []
-    for w, *_ in prepared:
-        group = [p.row(dtype) for p in pending if p.workload is w]
-        ref = next((r.steady_s for r in group if r.impl == "numpy"), None)
-        for r in group:
-            r.speedup_vs_numpy = ref / r.steady_s if ref else None
-            if r.of_limit is not None:  # the copy's time over this row's
-                r.of_limit = next(x.steady_s for x in group if x.kind == "limit") / r.steady_s
-        rows += group
+    pending += _peers(prepared, runnable, bar, settings, missing)
+    rows = [p.row(dtype) for w, *_ in prepared for p in pending if p.workload is w]
+    relate(rows)
     if meta is not None:
         machine.finish(meta)
         meta["settings"] = {"min_time_s": settings.min_time, "repeat": settings.repeat,
                             "budget_s": settings.budget, "quick": quick}
-        meta["not_run"] = sorted({tuple(m) for m in missing})
+        meta["not_run"] = sorted(tuple(m) for m in missing)
     return rows
 
 
@@ -311,16 +328,15 @@ def _devices(prepared, devices, bar, settings) -> list[_Pending]:
                 nbytes = desc.output.element_count * desc.output.dtype.itemsize
                 out.append(_Pending(w, "cuda copy (limit)", "limit", desc, None, None,
                                     _sample(Sampler(_cuda_copy(nbytes)), settings), 2 * nbytes))
-                p.extra["of_limit"] = 0.0  # filled in once both are timed
     return out
 
 
-def _peers(prepared, peers_of, bar, settings, missing: list) -> list[_Pending]:
-    """A pending row per peer that can run its workload (none when ``peers_of`` is None); those
-    that cannot go into ``missing`` with the reason."""
+def _peers(prepared, runnable: dict, bar, settings, missing: list) -> list[_Pending]:
+    """A pending row per peer that can run its workload (``runnable``: workload name -> its
+    installed peers); those that cannot go into ``missing`` with the reason."""
     out = []
     for w, desc, inputs, work in prepared:
-        for name, factory in (peers_of(w).items() if peers_of else ()):
+        for name, factory in runnable.get(w.name, {}).items():
             bar.step(f"{w.name} with {name}")
             try:
                 fn = factory(desc, inputs)

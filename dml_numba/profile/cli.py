@@ -32,13 +32,13 @@ def _refusal(args) -> str | None:
         dml.DataType.from_numpy(args.dtype)
     except (TypeError, dml.ValidationError) as exc:
         return f"--dtype {args.dtype!r} is invalid: {exc}"
-    if getattr(args, "min_time", None) is not None and not args.min_time > 0:
+    if args.min_time is not None and not args.min_time > 0:
         return f"--min-time {args.min_time} must be a positive number of seconds"
-    if getattr(args, "repeat", None) is not None and args.repeat < 3:
+    if args.repeat is not None and args.repeat < 3:
         return f"--repeat {args.repeat} must be at least 3 (a spread needs samples)"
-    if getattr(args, "processes", None) is not None and args.processes < 1:
+    if args.processes is not None and args.processes < 1:
         return f"--processes {args.processes} must be at least 1"
-    if len(getattr(args, "compare", None) or []) > 2:
+    if len(args.compare or []) > 2:
         return f"--compare takes BASE.json and at most one NEW.json, got {len(args.compare)}"
     if args.devices:
         status = dml.device_status()
@@ -84,8 +84,8 @@ def main(args) -> int:
     if refusal:
         print(f"profile: {refusal}", file=sys.stderr)
         return 2
-    pair = list(getattr(args, "compare", None) or [])
-    threshold = getattr(args, "threshold", 0.05)
+    pair = list(args.compare or [])
+    threshold = args.threshold
     if len(pair) == 2:  # two files: no profiling
         try:
             new = read_json(pair[1])
@@ -93,10 +93,8 @@ def main(args) -> int:
             print(f"profile: --compare: {exc}", file=sys.stderr)
             return 2
         return _compare(pair[0], new, threshold)
-    settings = Settings.default(args.quick, getattr(args, "min_time", None),
-                                getattr(args, "repeat", None))
-    processes = getattr(args, "processes", None) or (1 if getattr(args, "worker", False) else
-                                                     DEFAULT_PROCESSES[bool(args.quick)])
+    settings = Settings.default(args.quick, args.min_time, args.repeat)
+    processes = args.processes or (1 if args.worker else DEFAULT_PROCESSES[args.quick])
     if processes > 1:
         from .processes import pool, run_workers
 
@@ -110,16 +108,15 @@ def main(args) -> int:
         rows = run(args.ops, args.devices, args.dtype, args.quick, peers=not args.no_peers,
                    settings=settings, meta=meta)
         meta["settings"]["processes"] = 1
-    if getattr(args, "worker", False):  # one of several processes: the parent reports
+    if args.worker:  # one of several processes: the parent reports
         write_json(rows, args.json, meta)
         return 0
     warnings = checks.warnings(meta, rows)
     print(table(rows, warnings))
     if not_run(meta):
         print(f"not run: {not_run(meta)}")
-    for path, text in ((getattr(args, "csv", None), lambda: to_csv(rows)),
-                       (getattr(args, "markdown", None),
-                        lambda: to_markdown(rows, meta, warnings))):
+    for path, text in ((args.csv, lambda: to_csv(rows)),
+                       (args.markdown, lambda: to_markdown(rows, meta, warnings))):
         if path:
             with open(path, "w") as f:
                 f.write(text())

@@ -14,8 +14,9 @@ import subprocess
 import sys
 import tempfile
 
-from . import Row, checks
+from . import Row, measured, relate
 from .report import read_json
+from .timing import Timing
 
 
 def worker_argv(args, repeat: int, path: str) -> list[str]:
@@ -63,16 +64,7 @@ def pool(profiles: list[dict]) -> tuple[list[Row], dict]:
         d = dict(r, samples=samples, n=len(samples), loops=min(row["loops"] for row in same),
                  cpu_share=sum(shares) / len(shares) if shares else None)
         rows.append(_row(d))
-    by_workload: dict = {}
-    for row in rows:
-        by_workload.setdefault(row.workload, []).append(row)
-    for group in by_workload.values():
-        ref = next((x.steady_s for x in group if x.impl == "numpy"), None)
-        limit = next((x.steady_s for x in group if x.kind == "limit"), None)
-        for row in group:
-            row.speedup_vs_numpy = ref / row.steady_s if ref else None
-            if row.of_limit is not None and limit:
-                row.of_limit = limit / row.steady_s
+    relate(rows)
     meta = dict(first["meta"])
     last = profiles[-1]["meta"]
     for key in ("load_after", "others_busy_after", "threading_layer"):
@@ -84,13 +76,8 @@ def pool(profiles: list[dict]) -> tuple[list[Row], dict]:
 
 def _row(d: dict) -> Row:
     """A row rebuilt from its pooled samples (the statistics and flags recomputed)."""
-    from .timing import Timing
-
     t = Timing(d["samples"], d["loops"], d["cpu_share"])
-    q1, q3 = t.q1_q3()
     work = d["throughput"] * d["steady_s"] * 1e9  # bytes or operations, as the worker had them
     fields = {k: v for k, v in d.items() if k in Row.__dataclass_fields__}
-    fields.update(steady_s=t.median, q1_s=q1, q3_s=q3, min_s=t.minimum,
-                  throughput=work / t.median / 1e9,
-                  flags=checks.row_flags(d["impl"], t.sample_totals(), t.spread, t.cpu_share))
+    fields.update(measured(d["impl"], t), throughput=work / t.median / 1e9)
     return Row(**fields)
