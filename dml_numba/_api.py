@@ -42,17 +42,12 @@ class CompiledOperator:
             if out is None or type(out) is np.ndarray:
                 return self.device.call(self.kernel, self._owner, self._inputs, inputs, out,
                                         self._output, stream)
-        k = _interop.kind(out) or _interop.first_kind(inputs)
-        if k is None:
-            return self.device.call(self.kernel, self._owner, self._inputs, inputs, out,
-                                    self._output, stream)
-        host = [_interop.host_view(a) if _interop.kind(a) and not _interop.on_gpu(a) else a
-                for a in inputs]
-        view = _interop.host_view(out) if _interop.kind(out) and not _interop.on_gpu(out) \
-            else out
-        result = self.device.call(self.kernel, self._owner, self._inputs, host, view,
+        result = self.device.call(self.kernel, self._owner, self._inputs,
+                                  [_interop.to_host(a) for a in inputs], _interop.to_host(out),
                                   self._output, stream)
-        return out if out is not None else _interop.as_kind(result, k)
+        if out is not None:
+            return out
+        return _interop.as_kind(result, _interop.first_kind(inputs))
 
     @property
     def source(self) -> str | None:

@@ -34,6 +34,12 @@ def on_gpu(a) -> bool:
     return hasattr(a, "__cuda_array_interface__")
 
 
+def to_host(a):
+    """Another library's host array as a NumPy view of it (:func:`host_view`); anything else,
+    device arrays included, as it is."""
+    return host_view(a) if kind(a) is not None and not on_gpu(a) else a
+
+
 def host_view(a):
     """``a`` as a NumPy array sharing its memory (DLPack where the producer offers it). A
     PyTorch tensor that requires grad is read through ``detach()`` (no gradient flows through
