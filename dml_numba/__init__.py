@@ -14,7 +14,7 @@ _threads.apply()  # before Numba starts its thread pool: see dml_numba/_threads.
 
 import numba  # noqa: E402,F401 - the default device's compiler; the first call should not wait
 
-from . import functional, ops  # noqa: E402
+from . import functional, graph, ops  # noqa: E402
 from ._api import CompiledOperator, compile_operator  # noqa: E402
 from ._cache import cache  # noqa: E402
 from ._dtypes import DataType  # noqa: E402
@@ -22,10 +22,12 @@ from ._errors import DeviceUnavailableError, ValidationError  # noqa: E402
 from ._registry import available_devices, device_status  # noqa: E402
 from ._version import __version__  # noqa: E402
 from .functional import *  # noqa: F403, E402 - padding(), lp_pooling(), ...
+from .graph import *  # noqa: F403, E402 - GraphDesc, compile_graph, ...
 from .ops import *  # noqa: F403, E402 - the descriptors, enums and activations
 from .tensor import TensorDesc  # noqa: E402
 
 __all__ = ["DataType", "TensorDesc", "compile_operator", "CompiledOperator", "ValidationError",
            "DeviceUnavailableError", "cache", "available_devices", "device_status",
-           "__version__"] + ops.__all__ + functional.__all__ + list(functional.OTHER_NAMES)
+           "__version__"] + graph.__all__ + ops.__all__ + functional.__all__ + \
+    list(functional.OTHER_NAMES)
 globals().update(functional.OTHER_NAMES)  # dml_numba.slice is dml_numba.slice1

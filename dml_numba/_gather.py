@@ -63,3 +63,65 @@ def constant_literal(value, data_type: DataType) -> str:
     if data_type == DataType.FLOAT16:
         value = int(np.array(value, np.float16).view(np.uint16))
     return literal(value, storage_dtype(data_type))
+
+
+# -- chains of data-movement operators (ops/gather_chain.py), composed axis by axis -----------
+
+def identity(m: AxisMap) -> bool:
+    """The map reads coordinate ``o`` itself (an axis the operator leaves alone)."""
+    return m.size == m.n and (m.kind in PAD_KINDS and m.a == 0 or m.kind == "modulo"
+                              or m.kind == "affine" and m.a == 0 and m.s == 1)
+
+
+def emit_chain_axis(w: SourceWriter, plans, axis: int, o: str, i: str) -> dict[int, str]:
+    """``i = <input coordinate of the chain read by output coordinate o>`` along ``axis``, the
+    maps applied from the last operator to the first (each level's coordinate in its own name,
+    ``{i}_{level}``). Returns, per level whose CONSTANT padding can fall outside along this
+    axis, the condition that it does not (over the names emitted here)."""
+    cur, conds = o, {}
+    for k in range(len(plans) - 1, -1, -1):
+        m = plans[k].maps[axis]
+        if plans[k].constant is not None:
+            cond = inside(m, cur)
+            if cond:
+                conds[k] = cond
+        if identity(m):
+            continue
+        nxt = i if k == 0 else f"{i}_{k}"
+        emit_map(w, m, cur, nxt)
+        cur = nxt
+    if cur != i:
+        w(f"{i} = {cur}")
+    return conds
+
+
+def merge_conds(per_axis) -> dict[int, str]:
+    """The per-level conditions of several axes joined: level -> 'c0 and c1 ...'."""
+    levels: dict[int, list[str]] = {}
+    for conds in per_axis:
+        for k, c in conds.items():
+            levels.setdefault(k, []).append(c)
+    return {k: " and ".join(f"({c})" if " or " in c else c for c in cs)
+            for k, cs in levels.items()}
+
+
+def emit_select(w: SourceWriter, conds: dict[int, str], store_constant, store_input) -> None:
+    """The element's value: the constant of the level nearest the output whose condition
+    fails (``store_constant(level)``), else the input (``store_input()``)."""
+    first = True
+    for k in sorted(conds, reverse=True):
+        with w.block(f"{'if' if first else 'elif'} not ({conds[k]}):"):
+            store_constant(k)
+        first = False
+    if first:
+        store_input()
+        return
+    with w.block("else:"):
+        store_input()
+
+
+def chain_constants(w: SourceWriter, plans, data_type: DataType) -> None:
+    """``C{level} = <constant>`` for each level that pads with a constant (module level)."""
+    for k, p in enumerate(plans):
+        if p.constant is not None:
+            w(f"C{k} = {constant_literal(p.constant, data_type)}")

@@ -164,7 +164,11 @@ class AxisMap:
         coordinates read by output coordinates ``[lo, hi)`` of one axis, and a mask of those that
         read the input (False: the padding constant). Tested against the generated source's
         (``_gather.emit_map``)."""
-        o = np.arange(lo, hi, dtype=np.int64)
+        return self.at(np.arange(lo, hi, dtype=np.int64))
+
+    def at(self, o):
+        """:meth:`sources` at any array of output coordinates ``o``."""
+        o = np.asarray(o, dtype=np.int64)
         n, a = self.n, self.a
         inside = np.ones(o.shape, bool)
         if self.kind == "shift":

@@ -1,0 +1,105 @@
+"""A chain of data-movement operators on the CPU, fused: one pass over the output, no
+intermediate. A flat (p)range over the output's rows works out each outer axis's composed map
+(the operators' maps applied from the last to the first); the last axis is laid out once, at
+generation time, as runs (a strided copy of the input, or a padding's constant), each run one
+loop. Where the runs would be many (a last axis tiled many times), the row applies the
+composed map element by element instead."""
+from __future__ import annotations
+
+import numpy as np
+
+from .._codegen import SourceWriter, affine, decompose, index
+from .._dims import prod
+from .._dtypes import DataType
+from .._gather import chain_constants, emit_chain_axis, emit_select, merge_conds, storage_dtype
+from .._registry import register
+from ..ops.gather_chain import GatherChainDesc
+from ._emit import CpuKernel, header, make_key
+
+#: a last axis laid out in more runs than this is mapped element by element
+MAX_RUNS = 16
+
+
+def emit(key) -> str:
+    """The fused loop nest of the chain ``key.desc``."""
+    desc = key.desc
+    plans = desc.gather_plans()
+    sizes = desc.output_tensor.sizes
+    rank = len(sizes)
+    w = SourceWriter()
+    loop = header(w, key)
+    runs = desc.runs()
+    with w.block("def kernel(x, y):"):
+        w("# one pass for the chain " + " -> ".join(type(op).op_name() for op in desc.operators)
+          + "; each axis maps the output coordinate through them, last first")
+        chain_constants(w, plans, desc.output_tensor.data_type)
+        if rank == 1 and (loop != "range" or len(runs) > MAX_RUNS):
+            with w.block(f"for j in {loop}({sizes[0]}):"):
+                _element(w, plans, [], [], {}, "j")
+            return w.text()
+        outer = [f"o{d}" for d in range(rank - 1)]
+        inner = [f"i{d}" for d in range(rank - 1)]
+        with w.block(f"for f in {loop}({prod(sizes[:-1])}):"):
+            decompose(w, "f", outer, sizes[:-1])
+            conds = merge_conds([emit_chain_axis(w, plans, d, outer[d], inner[d])
+                                 for d in range(rank - 1)])
+            if len(runs) > MAX_RUNS:
+                with w.block(f"for j in range({sizes[-1]}):"):
+                    _element(w, plans, outer, inner, conds, "j")
+            else:
+                emit_select(w, conds, lambda k: _row(w, runs, outer, inner, k),
+                            lambda: _row(w, runs, outer, inner, -1))
+    return w.text()
+
+
+def _row(w, runs, outer, inner, base: int) -> None:
+    """One output row from its runs; ``base``: the level whose constant the outer axes already
+    chose (-1: none), which a run's own constant overrides only from a level nearer the output.
+    Neighbouring fills of the same constant are one loop."""
+    y = lambda j: f"y[{index(*outer, j)}]"  # noqa: E731
+    items: list = []
+    for run in runs:
+        if run[0] == "copy" and base < 0:
+            items.append(run)
+            continue
+        level = max(base, run[3]) if run[0] == "fill" else base
+        if items and items[-1][0] == "fill" and items[-1][3] == level:
+            items[-1] = ("fill", items[-1][1], items[-1][2] + run[2], level)
+        else:
+            items.append(("fill", run[1], run[2], level))
+    for item in items:
+        j, n = item[1], item[2]
+        if item[0] == "copy":
+            s, step = item[3], item[4]
+            with w.block(f"for t in range({n}):"):
+                w(f"{y(affine([('t', 1)], j))} = x[{index(*inner, affine([('t', step)], s))}]")
+        else:
+            with w.block(f"for t in range({j}, {j + n}):"):
+                w(f"{y('t')} = C{item[3]}")
+
+
+def _element(w, plans, outer, inner, outer_conds, j: str) -> None:
+    """Output element ``j`` of the row: its last-axis map, then the value."""
+    conds = merge_conds([outer_conds, emit_chain_axis(w, plans, len(outer), j, "k")])
+    emit_select(w, conds, lambda k: w(f"y[{index(*outer, j)}] = C{k}"),
+                lambda: w(f"y[{index(*outer, j)}] = x[{index(*inner, 'k')}]"))
+
+
+class GatherChainKernel(CpuKernel):
+    """The fused chain on the CPU (float16 moved as its bits)."""
+
+    def __init__(self, desc, options):
+        key = make_key(desc, options, desc.output_tensor.element_count)
+        dt = storage_dtype(desc.input_tensor.data_type)
+        rank = desc.input_tensor.rank
+        super().__init__(key, emit, [(dt, rank), (dt, rank)], options)
+        self._f16 = desc.input_tensor.data_type == DataType.FLOAT16
+
+    def __call__(self, inputs, out):
+        x = inputs[0]
+        if self._f16:
+            x, out = x.view(np.uint16), out.view(np.uint16)
+        self.fn(x, out)
+
+
+register(GatherChainDesc, "cpu")(GatherChainKernel)

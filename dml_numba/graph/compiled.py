@@ -1,0 +1,199 @@
+"""compile_graph and the compiled graph: plan -> one compiled operator a step -> run."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .. import _interop
+from .._api import CompiledOperator, check_allocatable, compile_operator
+from .._cache import cache, freeze
+from .._errors import ValidationError
+from .._registry import check_device_name, get_device, split_device
+from .desc import GraphDesc
+from .plan import describe, plan
+
+
+class CompiledGraph:
+    """``g(*inputs, out=None)``: the graph inputs in order (or, from an ONNX model, a dict by
+    name); returns its output, or a tuple of its outputs. ``out`` (an array, or a sequence of
+    one array a graph output) is written in place and returned."""
+
+    def __init__(self, graph: GraphDesc, device: str, steps, ops):
+        self.graph = graph
+        self.device = device
+        self.steps = steps
+        self.ops: list[CompiledOperator] = ops
+        self._in = [graph.input_tensor(k) for k in range(graph.input_count)]
+        self._out = [graph.output_tensor(k) for k in range(graph.output_count)]
+        self._local = threading.local()
+        self._cuda = split_device(device)[0] == "cuda"
+
+    # -- what it runs -------------------------------------------------------------------------
+    @property
+    def plan(self) -> str:
+        """The steps in words: which operator runs each, over which graph nodes, reading and
+        writing which tensors (graph inputs, graph outputs, buffers)."""
+        return describe(self.steps, self.graph)
+
+    @property
+    def source(self) -> str:
+        """The generated source of every step's kernel, in order (empty on the "numpy"
+        device)."""
+        return "\n".join(op.source for op in self.ops if op.source)
+
+    def buffers(self) -> dict:
+        """This thread's intermediate buffers by node (allocated on the first call)."""
+        return dict(getattr(self._local, "buffers", {}))
+
+    # -- calling ------------------------------------------------------------------------------
+    def __call__(self, *inputs, out=None):
+        g = self.graph
+        if len(inputs) != g.input_count:
+            raise ValidationError(f"compile_graph: {len(inputs)} inputs are invalid; expected "
+                                  f"{g.input_count} (the graph's input_count)")
+        outs = self._outs(out)
+        kind = _interop.first_kind(inputs)
+        host = [_interop.to_host(a) for a in inputs]
+        for k, (a, t) in enumerate(zip(host, self._in)):
+            self._check(a, t, f"input {k}")
+        if self._cuda:
+            return self._run_cuda(host, outs, out, kind)
+        results = [None] * g.output_count
+        for k, o in enumerate(outs):
+            results[k] = _interop.to_host(o) if o is not None else np.empty(self._out[k].sizes,
+                                                                             self._out[k].dtype)
+            self._check(results[k], self._out[k], f"out[{k}]")
+        self._run(host, results, self._buffer)
+        return self._finish(results, out, kind)
+
+    def _run(self, inputs, results, buffer) -> None:
+        def at(ref):
+            return inputs[ref[1]] if ref[0] == "input" else results[ref[1]] if \
+                ref[0] == "output" else buffer(ref[1], self._shape(ref))
+
+        for step, op in zip(self.steps, self.ops):
+            target = at(step.output)
+            op(*[at(r) for r in step.inputs], out=target)
+            for extra in step.also:
+                results[extra[1]][...] = target
+
+    def _shape(self, ref):
+        t = self.graph.nodes[ref[1]].operator.output
+        return t.sizes, t.dtype
+
+    def _buffer(self, k, shape_dtype):
+        bufs = self._local.__dict__.setdefault("buffers", {})
+        if k not in bufs:
+            bufs[k] = np.empty(*shape_dtype)
+        return bufs[k]
+
+    def _run_cuda(self, host, outs, out, kind):
+        from numba import cuda
+
+        from ..cuda._device import is_device_array
+
+        dev_in = [a if not isinstance(a, np.ndarray) else cuda.to_device(a) for a in host]
+        results = []
+        for k, o in enumerate(outs):
+            o = _interop.to_host(o) if o is not None else None
+            if o is not None and is_device_array(cuda, o):
+                results.append(o)
+            else:
+                results.append(cuda.device_array(self._out[k].sizes, self._out[k].dtype))
+
+        def buffer(k, shape_dtype):
+            bufs = self._local.__dict__.setdefault("buffers", {})
+            if k not in bufs:
+                bufs[k] = cuda.device_array(*shape_dtype)
+            return bufs[k]
+
+        self._run(dev_in, results, buffer)
+        on_device = any(is_device_array(cuda, a) for a in host)
+        final = []
+        for k, r in enumerate(results):
+            o = outs[k]
+            if o is not None:
+                target = _interop.to_host(o)
+                if isinstance(target, np.ndarray):
+                    target[...] = r.copy_to_host()
+                final.append(o)
+            else:
+                final.append(r if on_device else r.copy_to_host())
+        if out is not None:
+            return out
+        if on_device:
+            final = [_interop.as_kind(r, kind) for r in final]
+        return final[0] if len(final) == 1 else tuple(final)
+
+    def _outs(self, out) -> list:
+        n = self.graph.output_count
+        if out is None:
+            return [None] * n
+        if n == 1 and not isinstance(out, (list, tuple)):
+            return [out]
+        if not isinstance(out, (list, tuple)) or len(out) != n:
+            raise ValidationError(f"compile_graph.out: {type(out).__name__} is invalid; expected "
+                                  f"a sequence of {n} arrays (one per graph output)")
+        return list(out)
+
+    @staticmethod
+    def _check(a, t, what):
+        if not hasattr(a, "shape") or tuple(a.shape) != t.sizes or a.dtype != t.dtype:
+            got = (f"{type(a).__name__} {getattr(a, 'dtype', '?')} "
+                   f"{tuple(getattr(a, 'shape', ()))}")
+            raise ValidationError(f"compile_graph.{what}: {got} is invalid; expected "
+                                  f"{t.dtype} {t.sizes} ({t.data_type.name})")
+
+    def _finish(self, results, out, kind):
+        if out is not None:
+            return out
+        results = [_interop.as_kind(r, kind) for r in results]
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def __repr__(self):
+        return (f"<CompiledGraph of {len(self.graph.nodes)} nodes in {len(self.steps)} steps on "
+                f"{self.device!r}>")
+
+
+def compile_graph(graph: GraphDesc, device: str = "cpu", *, fuse: bool = True,
+                  **options) -> CompiledGraph:
+    """Compile ``graph`` for ``device``: on "numpy" node by node (the specification), on "cpu"
+    and "cuda" fused (:mod:`dml_numba.graph.plan`); every step's kernel is cached like any
+    operator's (in memory and on disk). ``fuse=False`` runs the nodes one by one on any device.
+    ``options`` go to every step (``parallel=``)."""
+    if not isinstance(graph, GraphDesc):
+        raise ValidationError(f"compile_graph.graph: {type(graph).__name__} is invalid; expected "
+                              "a GraphDesc")
+    check_device_name(device)
+    key = ("graph", freeze(graph), device, bool(fuse), freeze(tuple(sorted(options.items()))))
+    return cache.get_or_build(key, lambda: _build(graph, device, fuse, options))
+
+
+def _build(graph, device, fuse, options):
+    get_device(device)  # unavailable devices fail here, before anything is compiled
+    steps = plan(graph, fuse=fuse and split_device(device)[0] != "numpy")
+    for s in steps:
+        check_allocatable(s.op)
+    per_step = [_options_for(s.op, device, options) for s in steps]
+    for name, value in options.items():  # an option no step takes is a mistake, not a no-op
+        if not any(name in o for o in per_step):
+            from .._registry import check_options
+
+            check_options(type(steps[0].op.canonical()), device, {name: value})
+    ops = [compile_operator(s.op, device, **o) for s, o in zip(steps, per_step)]
+    return CompiledGraph(graph, device, steps, ops)
+
+
+def _options_for(op, device, options) -> dict:
+    """The options that apply to this step's operator (``algorithm`` is convolution's)."""
+    from .._registry import check_options
+
+    keep = {}
+    for name, value in options.items():
+        try:
+            check_options(type(op.canonical()), device, {name: value})
+        except ValidationError:
+            continue
+        keep[name] = value
+    return keep

@@ -1,0 +1,290 @@
+"""DirectML's graph descriptors (DML_GRAPH_DESC and its node and edge structs), validated.
+
+A graph has ``input_count`` inputs and ``output_count`` outputs; its nodes are operators; input
+edges connect a graph input to a node's input, intermediate edges a node's output to another
+node's input, output edges a node's output to a graph output. Inputs are numbered in each
+operator's binding order (convolution: input, filter, bias); every operator here has one output.
+
+The rules, checked on construction (a ValidationError naming the node or edge): indices in
+range; every present input of every node fed by exactly one edge (an absent bias by none); the
+tensor descs along an edge equal in sizes and data type (strides describe each side's buffer);
+every graph input used, with one sizes/data type across the nodes it feeds; every node output
+used; every graph output produced by exactly one edge; no cycle.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._errors import Checker
+from ..ops._base import DESCRIPTOR_TYPES, OperatorDesc
+from ..tensor import TensorDesc
+
+__all__ = ["GraphDesc", "OperatorGraphNodeDesc", "InputGraphEdgeDesc", "OutputGraphEdgeDesc",
+           "IntermediateGraphEdgeDesc"]
+
+
+def _name(c: Checker, field: str, value):
+    if value is not None and not isinstance(value, str):
+        c.fail(field, value, "expected None or a str")
+    return value
+
+
+@dataclass(frozen=True)
+class OperatorGraphNodeDesc:
+    """DML_OPERATOR_GRAPH_NODE_DESC: an operator descriptor and an optional name (used in
+    error messages)."""
+
+    operator: OperatorDesc
+    name: str | None = None
+
+    def __post_init__(self):
+        c = Checker(type(self).__name__)
+        if type(self.operator) not in DESCRIPTOR_TYPES:
+            c.fail("operator", self.operator, "expected one of dml_numba's operator descriptors")
+        _name(c, "name", self.name)
+
+
+@dataclass(frozen=True)
+class InputGraphEdgeDesc:
+    """DML_INPUT_GRAPH_EDGE_DESC: graph input ``graph_input_index`` feeds input
+    ``to_node_input_index`` of node ``to_node_index``."""
+
+    graph_input_index: int
+    to_node_index: int
+    to_node_input_index: int
+    name: str | None = None
+
+    def __post_init__(self):
+        _edge_fields(self)
+
+
+@dataclass(frozen=True)
+class OutputGraphEdgeDesc:
+    """DML_OUTPUT_GRAPH_EDGE_DESC: output ``from_node_output_index`` of node ``from_node_index``
+    is graph output ``graph_output_index``."""
+
+    from_node_index: int
+    from_node_output_index: int
+    graph_output_index: int
+    name: str | None = None
+
+    def __post_init__(self):
+        _edge_fields(self)
+
+
+@dataclass(frozen=True)
+class IntermediateGraphEdgeDesc:
+    """DML_INTERMEDIATE_GRAPH_EDGE_DESC: output ``from_node_output_index`` of node
+    ``from_node_index`` feeds input ``to_node_input_index`` of node ``to_node_index``."""
+
+    from_node_index: int
+    from_node_output_index: int
+    to_node_index: int
+    to_node_input_index: int
+    name: str | None = None
+
+    def __post_init__(self):
+        _edge_fields(self)
+
+
+def _edge_fields(edge) -> None:
+    c = Checker(type(edge).__name__)
+    for f in edge.__dataclass_fields__:
+        if f == "name":
+            _name(c, "name", edge.name)
+        else:
+            object.__setattr__(edge, f, c.integer(f, getattr(edge, f), lo=0))
+
+
+def _where(kind: str, k: int, edge) -> str:
+    name = getattr(edge, "name", None)
+    return f"{kind}[{k}]" + (f" ({name!r})" if name else "")
+
+
+@dataclass(frozen=True)
+class GraphDesc:
+    """DML_GRAPH_DESC; the node and edge counts are the tuples' lengths.
+
+    >>> import dml_numba as dml
+    >>> t = lambda *s: dml.TensorDesc(dml.DataType.FLOAT32, s)
+    >>> tile = dml.TileOperatorDesc(t(2, 3), t(4, 3), (2, 1))
+    >>> g = GraphDesc(1, 1, (OperatorGraphNodeDesc(tile, "tile"),),
+    ...               (InputGraphEdgeDesc(0, 0, 0),), (OutputGraphEdgeDesc(0, 0, 0),), ())
+    >>> g.input_tensor(0).sizes, g.output_tensor(0).sizes
+    ((2, 3), (4, 3))
+    """
+
+    input_count: int
+    output_count: int
+    nodes: tuple
+    input_edges: tuple
+    output_edges: tuple
+    intermediate_edges: tuple = ()
+
+    def __post_init__(self):
+        c = Checker("GraphDesc")
+        n_in = c.integer("input_count", self.input_count, lo=1)
+        n_out = c.integer("output_count", self.output_count, lo=1)
+        object.__setattr__(self, "input_count", n_in)
+        object.__setattr__(self, "output_count", n_out)
+        for f, cls in (("nodes", OperatorGraphNodeDesc), ("input_edges", InputGraphEdgeDesc),
+                       ("output_edges", OutputGraphEdgeDesc),
+                       ("intermediate_edges", IntermediateGraphEdgeDesc)):
+            seq = getattr(self, f)
+            if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
+                c.fail(f, seq, f"expected a sequence of {cls.__name__}")
+            seq = tuple(seq)
+            for k, item in enumerate(seq):
+                c.instance(f"{f}[{k}]", item, cls, f"a {cls.__name__}")
+            object.__setattr__(self, f, seq)
+        if not self.nodes:
+            c.fail("nodes", self.nodes, "expected at least one node")
+        self._check_edges(c)
+
+    # -- what the rest of the library reads ---------------------------------------------------
+    def node_inputs(self, k: int) -> tuple[tuple[str, TensorDesc], ...]:
+        """(field, desc) of every input slot of node ``k``, in binding order (an absent bias is
+        ``(field, None)``)."""
+        op = self.nodes[k].operator
+        return tuple((f, getattr(op, f)) for f in op.input_fields)
+
+    def node_label(self, k: int) -> str:
+        return _where("nodes", k, self.nodes[k])
+
+    def input_tensor(self, k: int) -> TensorDesc:
+        """Graph input ``k``'s desc (packed): that of the node inputs it feeds."""
+        e = next(e for e in self.input_edges if e.graph_input_index == k)
+        t = self.node_inputs(e.to_node_index)[e.to_node_input_index][1]
+        return TensorDesc(t.data_type, t.sizes)
+
+    def output_tensor(self, k: int) -> TensorDesc:
+        e = next(e for e in self.output_edges if e.graph_output_index == k)
+        t = self.nodes[e.from_node_index].operator.output
+        return TensorDesc(t.data_type, t.sizes)
+
+    def order(self) -> tuple[int, ...]:
+        """The nodes in a topological order (ties by index)."""
+        return self._order
+
+    # -- validation ---------------------------------------------------------------------------
+    def _check_edges(self, c: Checker) -> None:
+        n_nodes = len(self.nodes)
+        fed: dict = {}  # (node, input) -> edge label
+
+        def node_ref(field, edge, attr):
+            k = getattr(edge, attr)
+            if k >= n_nodes:
+                c.fail(f"{field}.{attr}", k, f"expected a node index below {n_nodes} (the number "
+                                             "of nodes)")
+            return k
+
+        def input_slot(field, edge, node):
+            slots = self.node_inputs(node)
+            k = edge.to_node_input_index
+            if k >= len(slots):
+                c.fail(f"{field}.to_node_input_index", k,
+                       f"expected an input index below {len(slots)} (the inputs of "
+                       f"{self.node_label(node)}, {type(self.nodes[node].operator).__name__}: "
+                       f"{', '.join(f for f, _ in slots)})")
+            fname, t = slots[k]
+            if t is None:
+                c.fail(f"{field}.to_node_input_index", k,
+                       f"{self.node_label(node)}'s {fname} is absent from its operator; expected "
+                       "no edge to it")
+            if (node, k) in fed:
+                c.fail(f"{field}.to_node_input_index", k,
+                       f"{self.node_label(node)}'s {fname} is already fed by {fed[(node, k)]}; "
+                       "expected exactly one edge to each node input")
+            fed[(node, k)] = field
+            return fname, t
+
+        def output_slot(field, edge, node):
+            if edge.from_node_output_index != 0:
+                c.fail(f"{field}.from_node_output_index", edge.from_node_output_index,
+                       f"expected 0 ({self.node_label(node)} has one output)")
+            return self.nodes[node].operator.output
+
+        def same(field, t, ref, ref_what):
+            if t.data_type != ref.data_type or t.sizes != ref.sizes:
+                c.fail(field, f"{t.data_type.name} {t.sizes}",
+                       f"expected {ref.data_type.name} {ref.sizes}, {ref_what}")
+
+        graph_inputs: dict = {}
+        for k, e in enumerate(self.input_edges):
+            field = _where("input_edges", k, e)
+            if e.graph_input_index >= self.input_count:
+                c.fail(f"{field}.graph_input_index", e.graph_input_index,
+                       f"expected an index below input_count ({self.input_count})")
+            node = node_ref(field, e, "to_node_index")
+            fname, t = input_slot(field, e, node)
+            if e.graph_input_index in graph_inputs:
+                ref, what = graph_inputs[e.graph_input_index]
+                same(f"{field} ({self.node_label(node)}.{fname})", t, ref,
+                     f"the tensor graph input {e.graph_input_index} is to {what}")
+            else:
+                graph_inputs[e.graph_input_index] = (t, f"{self.node_label(node)}.{fname}")
+        for g in range(self.input_count):
+            if g not in graph_inputs:
+                c.fail("input_edges", f"graph input {g}", "expected an input edge from every "
+                                                          "graph input (it feeds no node)")
+        consumers = {k: [] for k in range(n_nodes)}
+        used = set()
+        for k, e in enumerate(self.intermediate_edges):
+            field = _where("intermediate_edges", k, e)
+            src = node_ref(field, e, "from_node_index")
+            dst = node_ref(field, e, "to_node_index")
+            out = output_slot(field, e, src)
+            fname, t = input_slot(field, e, dst)
+            same(f"{field} ({self.node_label(dst)}.{fname})", t, out,
+                 f"the output tensor of {self.node_label(src)}")
+            consumers[src].append(dst)
+            used.add(src)
+        produced: dict = {}
+        for k, e in enumerate(self.output_edges):
+            field = _where("output_edges", k, e)
+            if e.graph_output_index >= self.output_count:
+                c.fail(f"{field}.graph_output_index", e.graph_output_index,
+                       f"expected an index below output_count ({self.output_count})")
+            src = node_ref(field, e, "from_node_index")
+            output_slot(field, e, src)
+            if e.graph_output_index in produced:
+                c.fail(f"{field}.graph_output_index", e.graph_output_index,
+                       f"graph output {e.graph_output_index} is already produced by "
+                       f"{produced[e.graph_output_index]}; expected exactly one edge to each "
+                       "graph output")
+            produced[e.graph_output_index] = field
+            used.add(src)
+        for g in range(self.output_count):
+            if g not in produced:
+                c.fail("output_edges", f"graph output {g}", "expected an output edge to every "
+                                                            "graph output (nothing produces it)")
+        for k in range(n_nodes):
+            for i, (fname, t) in enumerate(self.node_inputs(k)):
+                if t is not None and (k, i) not in fed:
+                    c.fail(f"{self.node_label(k)}.{fname}", "unconnected",
+                           "expected an input or intermediate edge to every present node input")
+            if k not in used:
+                c.fail(f"{self.node_label(k)}.output", "unconnected",
+                       "expected an intermediate or output edge from every node output")
+        object.__setattr__(self, "_order", self._toposort(c, consumers))
+
+    def _toposort(self, c: Checker, consumers) -> tuple[int, ...]:
+        indegree = {k: 0 for k in consumers}
+        for dsts in consumers.values():
+            for d in dsts:
+                indegree[d] += 1
+        ready = sorted(k for k, v in indegree.items() if v == 0)
+        order = []
+        while ready:
+            k = ready.pop(0)
+            order.append(k)
+            for d in consumers[k]:
+                indegree[d] -= 1
+                if indegree[d] == 0:
+                    ready.append(d)
+            ready.sort()
+        if len(order) < len(consumers):
+            cycle = sorted(k for k, v in indegree.items() if v > 0)
+            c.fail("intermediate_edges", ", ".join(self.node_label(k) for k in cycle),
+                   "expected a directed acyclic graph; these nodes lie on or behind a cycle")
+        return tuple(order)

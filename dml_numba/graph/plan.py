@@ -1,0 +1,168 @@
+"""What a compiled graph runs: its nodes rewritten into steps, fused where the result stays the
+same. Pure Python over descriptors (no compiling here), so the plan can be read and tested.
+
+Rewrites, applied on the "cpu" and "cuda" devices (the "numpy" device runs the nodes as they
+are, the specification):
+
+* **zero padding into a window**: a CONSTANT padding with value +0 of the spatial axes only,
+  whose output is read as the input of a FORWARD convolution or an LP pooling, becomes that
+  operator's own start/end padding (both read zeros there; LP pooling counts them as 0);
+* **data-movement chains**: padding, slice and tile nodes each feeding only the next become one
+  :class:`~dml_numba.ops.gather_chain.GatherChainDesc`, one pass with no intermediate.
+
+A node output that other nodes still read lives in a buffer allocated once per compiled graph
+(per thread) and reused by every call; one that is a graph output is written straight into it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..ops.convolution import ConvolutionDirection, ConvolutionOperatorDesc
+from ..ops.gather_chain import GatherChainDesc
+from ..ops.lp_pooling import LpPooling1OperatorDesc
+from ..ops.padding import Padding1OperatorDesc, PaddingMode
+from .desc import GraphDesc
+
+#: where a step reads or writes: ("input", k) a graph input, ("output", k) a graph output,
+#: ("buffer", k) the buffer of (what was) node k's output
+Ref = tuple
+
+
+@dataclass
+class Node:
+    """A node while the rewrites run: its operator, where each present input comes from, the
+    graph nodes it stands for."""
+
+    op: object
+    sources: list
+    covers: tuple
+    chain: tuple = ()  # data-movement operators fused so far (in order), when op is one of them
+
+
+@dataclass(frozen=True)
+class Step:
+    """One compiled operator of the graph: ``op`` (a descriptor) reads ``inputs`` and writes
+    ``output``; ``nodes`` are the graph nodes it computes, ``also`` further graph outputs that
+    receive a copy of its result."""
+
+    op: object
+    inputs: tuple
+    output: Ref
+    nodes: tuple
+    also: tuple = ()
+
+
+def _data_movement(op) -> bool:
+    return hasattr(op.canonical(), "gather_plan")
+
+
+def _zero_spatial_padding(op) -> tuple | None:
+    """(start, end) of the spatial axes when ``op`` is a CONSTANT padding by +0 of those only."""
+    p = op.canonical()
+    if not isinstance(p, Padding1OperatorDesc) or p.padding_mode != PaddingMode.CONSTANT:
+        return None
+    if p.padding_value != 0 or math.copysign(1.0, float(p.padding_value)) < 0:
+        return None
+    if any(p.start_padding[:2]) or any(p.end_padding[:2]) or p.input_tensor.rank < 3:
+        return None
+    return p.start_padding[2:], p.end_padding[2:]
+
+
+def _fold_padding(consumer, pad, src_tensor):
+    """``consumer`` (convolution or LP pooling) reading ``src_tensor`` with ``pad`` added to its
+    own padding, or None where the rule does not apply."""
+    c = consumer.canonical()
+    if isinstance(c, ConvolutionOperatorDesc):
+        if c.direction != ConvolutionDirection.FORWARD:
+            return None
+    elif not isinstance(c, LpPooling1OperatorDesc):
+        return None
+    start, end = pad
+    return replace(c, input_tensor=src_tensor,
+                   start_padding=tuple(a + b for a, b in zip(c.start_padding, start)),
+                   end_padding=tuple(a + b for a, b in zip(c.end_padding, end)))
+
+
+def plan(graph: GraphDesc, fuse: bool = True) -> list[Step]:
+    """The steps that compute ``graph``, in order."""
+    nodes: dict[int, Node] = {}
+    for k in range(len(graph.nodes)):
+        nodes[k] = Node(graph.nodes[k].operator, [None] * len(graph.node_inputs(k)), (k,))
+    for e in graph.input_edges:
+        nodes[e.to_node_index].sources[e.to_node_input_index] = ("input", e.graph_input_index)
+    for e in graph.intermediate_edges:
+        nodes[e.to_node_index].sources[e.to_node_input_index] = ("node", e.from_node_index)
+    outputs: dict[int, list[int]] = {}
+    for e in sorted(graph.output_edges, key=lambda e: e.graph_output_index):
+        outputs.setdefault(e.from_node_index, []).append(e.graph_output_index)
+    order = list(graph.order())
+
+    def readers(k):
+        return [j for j in order if j in nodes and ("node", k) in nodes[j].sources]
+
+    def drop_if_unread(k):
+        if k not in outputs and not readers(k):
+            del nodes[k]
+
+    if fuse:
+        for k in order:  # zero padding into the window operator reading it
+            n = nodes.get(k)
+            while n is not None and n.sources and n.sources[0] and n.sources[0][0] == "node":
+                p = n.sources[0][1]
+                pad = _zero_spatial_padding(nodes[p].op) if not nodes[p].chain else None
+                folded = _fold_padding(n.op, pad, nodes[p].op.input_tensor) if pad else None
+                if folded is None:
+                    break
+                n.op, n.sources[0], n.covers = folded, nodes[p].sources[0], nodes[p].covers + \
+                    n.covers
+                drop_if_unread(p)
+        for k in order:  # chains of data movement, each link read by the next alone
+            n = nodes.get(k)
+            if n is None or not _data_movement(n.op):
+                continue
+            n.chain = n.chain or (n.op,)
+            src = n.sources[0]
+            if src[0] == "node" and src[1] in nodes and _data_movement(nodes[src[1]].op) \
+                    and src[1] not in outputs and readers(src[1]) == [k]:
+                p = nodes.pop(src[1])
+                n.chain = (p.chain or (p.op,)) + n.chain
+                n.sources[0] = p.sources[0]
+                n.covers = p.covers + n.covers
+    steps = []
+    for k in order:
+        n = nodes.get(k)
+        if n is None:
+            continue
+        op = n.op
+        if len(n.chain) > 1:
+            op = GatherChainDesc(n.chain[0].input_tensor, n.chain[-1].output_tensor, n.chain)
+        sources = tuple(("buffer", s[1]) if s[0] == "node" else s for s in n.sources
+                        if s is not None)
+        sources = tuple(_final(s, outputs) for s in sources)
+        outs = outputs.get(k, [])
+        target = ("output", outs[0]) if outs else ("buffer", k)
+        steps.append(Step(op, sources, target, tuple(sorted(n.covers)),
+                          tuple(("output", g) for g in outs[1:])))
+    return steps
+
+
+def _final(ref: Ref, outputs) -> Ref:
+    """A node output that is also a graph output is read from there (it has no buffer)."""
+    if ref[0] == "buffer" and ref[1] in outputs:
+        return ("output", outputs[ref[1]][0])
+    return ref
+
+
+def describe(steps, graph: GraphDesc) -> str:
+    """The plan in words, one line a step."""
+    lines = []
+    for i, s in enumerate(steps):
+        what = type(s.op).__name__
+        if isinstance(s.op, GatherChainDesc):
+            what += " of " + " -> ".join(type(o).op_name() for o in s.op.operators)
+        names = ", ".join(graph.node_label(k) for k in s.nodes)
+        ins = ", ".join(f"{r[0]} {r[1]}" for r in s.inputs)
+        outs = ", ".join(f"{r[0]} {r[1]}" for r in (s.output,) + s.also)
+        lines.append(f"step {i}: {what} [{names}]: {ins} -> {outs}")
+    return "\n".join(lines)
