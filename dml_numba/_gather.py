@@ -19,7 +19,9 @@ def emit_map(w: SourceWriter, m: AxisMap, o: str, i: str) -> None:
     if k == "shift":
         w(f"{i} = {affine([(o, 1)], -a)}")
     elif k == "clamp":
-        w(f"{i} = min(max({affine([(o, 1)], -a)}, 0), {n - 1})")
+        # "+ 0" where nothing is subtracted: a prange index is unsigned, and max() of an
+        # unsigned and a signed integer is a float in Numba; o + 0 is signed
+        w(f"{i} = min(max({affine([(o, 1)], -a) if a else f'{o} + 0'}, 0), {n - 1})")
     elif k in ("reflect", "symmetric"):
         period = 2 * (n - 1) if k == "reflect" else 2 * n
         if period == 0:

@@ -118,3 +118,19 @@ def test_constant_padding_with_a_non_finite_value(device, value):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     y = dml.padding(x, (1, 0), (0, 2), "constant", value, device=device)
     np.testing.assert_array_equal(y, np.pad(x, ((1, 0), (0, 2)), constant_values=value))
+
+
+@pytest.mark.parametrize("mode", list(dml.PaddingMode))
+@pytest.mark.parametrize("start, end", [((0,), (3,)), ((2,), (0,)), ((0,), (0,))])
+def test_one_dimensional_parallel_kernels_compile_for_every_mode(mode, start, end):
+    """A 1-D parallel kernel's loop index is unsigned: an EDGE map with nothing in front once
+    compared it with a signed 0 (a float in Numba) and did not compile."""
+    x = np.arange(5, dtype=np.float32)
+    out = (5 + start[0] + end[0],)
+    t = dml.DataType.FLOAT32
+    desc = dml.Padding1OperatorDesc(dml.TensorDesc(t, (5,)), dml.TensorDesc(t, out), mode, t, 4,
+                                    start, end)
+    np_mode = {0: "constant", 1: "edge", 2: "reflect", 3: "symmetric", 4: "wrap"}[int(mode)]
+    kw = {"constant_values": 4} if mode == dml.PaddingMode.CONSTANT else {}
+    np.testing.assert_array_equal(dml.compile_operator(desc, "cpu", parallel=True)(x),
+                                  np.pad(x, [(start[0], end[0])], mode=np_mode, **kw))

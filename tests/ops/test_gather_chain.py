@@ -1,0 +1,171 @@
+"""The fused data-movement chain (padding, slice, tile in any order and number): every device
+against the chain run with NumPy's own functions (numpy.pad, slicing, numpy.tile), bit for bit;
+validation; the generated source is one pass with no intermediate."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dml_numba as dml
+from dml_numba.ops.gather_chain import GatherChainDesc
+
+SETTINGS = settings(max_examples=20, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow])
+NP_MODE = {dml.PaddingMode.CONSTANT: "constant", dml.PaddingMode.EDGE: "edge",
+           dml.PaddingMode.REFLECTION: "reflect", dml.PaddingMode.SYMMETRIC: "symmetric",
+           dml.PaddingMode.WRAP: "wrap"}
+
+
+def T(dtype, shape):
+    return dml.TensorDesc(dml.DataType.from_numpy(dtype), shape)
+
+
+def pad(dtype, shape, start, end, mode=dml.PaddingMode.CONSTANT, value=0):
+    out = tuple(n + a + b for n, a, b in zip(shape, start, end))
+    dt = dml.DataType.from_numpy(dtype)
+    desc = dml.Padding1OperatorDesc(T(dtype, shape), T(dtype, out), mode, dt, value, start, end)
+
+    def oracle(x):
+        kw = {"constant_values": value} if mode == dml.PaddingMode.CONSTANT else {}
+        return np.pad(x, list(zip(start, end)), mode=NP_MODE[mode], **kw)
+    return desc, oracle
+
+
+def slice1(dtype, shape, offsets, sizes, strides):
+    out = tuple(1 + (n - 1) // abs(s) for n, s in zip(sizes, strides))
+    desc = dml.Slice1OperatorDesc(T(dtype, shape), T(dtype, out), offsets, sizes, strides)
+
+    def oracle(x):
+        idx = tuple(slice(o, o + n, s) if s > 0 else slice(o + n - 1, o - 1 if o else None, s)
+                    for o, n, s in zip(offsets, sizes, strides))
+        return x[idx]
+    return desc, oracle
+
+
+def tile(dtype, shape, reps):
+    out = tuple(n * r for n, r in zip(shape, reps))
+    return dml.TileOperatorDesc(T(dtype, shape), T(dtype, out), reps), lambda x: np.tile(x, reps)
+
+
+def chain(links, dtype, shape):
+    descs = [d for d, _ in links]
+    return GatherChainDesc(T(dtype, shape), descs[-1].output_tensor, descs)
+
+
+def run_oracles(links, x):
+    for _, oracle in links:
+        x = oracle(x)
+    return x
+
+
+@st.composite
+def chains(draw, dtypes=(np.float32, np.float16, np.int8, np.uint64, np.float64, np.int32)):
+    """A random chain of 1-5 data-movement operators on a random small tensor."""
+    dtype = draw(st.sampled_from(dtypes))
+    rank = draw(st.integers(1, 4))
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
+    links, cur = [], shape
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["pad", "slice", "tile"]))
+        if kind == "pad":
+            mode = draw(st.sampled_from(list(dml.PaddingMode)))
+            pads = st.lists(st.integers(0, 4), min_size=rank, max_size=rank)
+            value = draw(st.integers(-9, 9)) if np.dtype(dtype).kind == "i" else \
+                draw(st.integers(0, 9))
+            link = pad(dtype, cur, tuple(draw(pads)), tuple(draw(pads)), mode, value)
+        elif kind == "slice":
+            offs, sizes, steps = [], [], []
+            for n in cur:
+                o = draw(st.integers(0, n - 1))
+                offs.append(o)
+                sizes.append(draw(st.integers(1, n - o)))
+                steps.append(draw(st.sampled_from([1, 1, 2, 3, -1, -2])))
+            link = slice1(dtype, cur, tuple(offs), tuple(sizes), tuple(steps))
+        else:
+            link = tile(dtype, cur, tuple(draw(st.lists(st.integers(1, 3), min_size=rank,
+                                                        max_size=rank))))
+        links.append(link)
+        cur = link[0].output_tensor.sizes
+    return dtype, shape, links
+
+
+def _input(dtype, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    return rng.integers(0, 100, size=shape).astype(dtype)
+
+
+@SETTINGS
+@given(case=chains(), device=st.sampled_from(["numpy", "cpu"]))
+def test_chain_equals_numpy_functions_one_by_one(case, device):
+    dtype, shape, links = case
+    x = _input(dtype, shape)
+    y = dml.compile_operator(chain(links, dtype, shape), device)(x)
+    np.testing.assert_array_equal(y, run_oracles(links, x))
+
+
+@settings(max_examples=8, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(case=chains(dtypes=(np.float32, np.int16)))
+def test_parallel_chain_equals_numpy_functions(case):
+    dtype, shape, links = case
+    x = _input(dtype, shape, 1)
+    y = dml.compile_operator(chain(links, dtype, shape), "cpu", parallel=True)(x)
+    np.testing.assert_array_equal(y, run_oracles(links, x))
+
+
+def test_nearest_constant_wins_where_two_paddings_fall_outside():
+    """Output corner (0, 0) lies outside the last padding (constant 7); (1, 1) lies inside it
+    but outside the first (constant -1); the later padding writes over the earlier."""
+    f = np.float32
+    links = [pad(f, (2, 2), (1, 1), (0, 0), value=-1), pad(f, (3, 3), (1, 0), (0, 1), value=7)]
+    x = np.array([[1, 2], [3, 4]], f)
+    y = dml.compile_operator(chain(links, f, (2, 2)), "cpu")(x)
+    np.testing.assert_array_equal(y, [[7, 7, 7, 7], [-1, -1, -1, 7], [-1, 1, 2, 7],
+                                      [-1, 3, 4, 7]])
+
+
+def test_long_tiled_row_maps_element_by_element():
+    """A last axis tiled into more runs than a row is laid out in: the element-wise path."""
+    from dml_numba.cpu.gather_chain import MAX_RUNS
+
+    f = np.int32
+    links = [tile(f, (2, 3), (1, MAX_RUNS + 3)), slice1(f, (2, 3 * (MAX_RUNS + 3)), (0, 1),
+                                                         (2, 3 * (MAX_RUNS + 3) - 1), (1, 1))]
+    d = chain(links, f, (2, 3))
+    assert len(d.runs()) > MAX_RUNS
+    x = np.arange(6, dtype=f).reshape(2, 3)
+    np.testing.assert_array_equal(dml.compile_operator(d, "cpu")(x), run_oracles(links, x))
+
+
+def test_source_is_one_pass_without_intermediate():
+    f = np.float32
+    links = [pad(f, (2, 3, 8, 8), (0, 0, 2, 2), (0, 0, 2, 2), dml.PaddingMode.REFLECTION),
+             slice1(f, (2, 3, 12, 12), (0, 0, 0, 0), (2, 3, 12, 12), (1, 1, 2, 2)),
+             tile(f, (2, 3, 6, 6), (1, 1, 2, 2))]
+    src = dml.compile_operator(chain(links, f, (2, 3, 8, 8)), "cpu").source
+    assert src.count("def kernel(x, y)") == 1 and src.count("def ") == 2  # kernel and where()
+    assert "np.empty" not in src and "padding -> slice -> tile" in src
+    assert src.count("= x[") >= 1 and "y[" in src
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda f: GatherChainDesc(T(f, (2, 2)), T(f, (2, 2)), ()), "operators: () is invalid"),
+    (lambda f: GatherChainDesc(T(f, (2, 2)), T(f, (4, 2)), (tile(f, (2, 2), (2, 1))[0],
+                                                          "x")), "operators[1]"),
+    (lambda f: GatherChainDesc(T(f, (2, 3)), T(f, (4, 2)), (tile(f, (2, 2), (2, 1))[0],)),
+     "operators[0].input_tensor.sizes: (2, 2) is invalid; expected (2, 3)"),
+    (lambda f: GatherChainDesc(T(f, (2, 2)), T(f, (4, 2)),
+                               (tile(f, (2, 2), (2, 1))[0], tile(f, (2, 2), (1, 1))[0])),
+     "operators[1].input_tensor.sizes: (2, 2) is invalid; expected (4, 2), the sizes of "
+     "operators[0].output_tensor"),
+    (lambda f: GatherChainDesc(T(np.int8, (2, 2)), T(f, (4, 2)), (tile(f, (2, 2), (2, 1))[0],)),
+     "operators[0].input_tensor.data_type: 'FLOAT32' is invalid; expected INT8"),
+    (lambda f: GatherChainDesc(T(f, (2, 2)), T(f, (4, 4)), (tile(f, (2, 2), (2, 1))[0],)),
+     "output_tensor.sizes: (4, 4) is invalid; expected (4, 2)"),
+])
+def test_validation_names_the_link(bad, message):
+    with pytest.raises(dml.ValidationError, match="GatherChainDesc") as e:
+        bad(np.float32)
+    assert message in str(e.value)
