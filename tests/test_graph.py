@@ -1,0 +1,366 @@
+"""DirectML's graphs: validation names the node or edge; every graph runs on numpy (node by node,
+the specification) and fused on cpu, equal to the node-by-node result (bit for bit for data
+movement) and to NumPy's own functions where they exist; fusion shows in the plan and the
+source; intermediate buffers are allocated once."""
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dml_numba as dml
+from tests.helpers import assert_close
+
+F32 = dml.DataType.FLOAT32
+N, IN, OUT, MID = (dml.OperatorGraphNodeDesc, dml.InputGraphEdgeDesc, dml.OutputGraphEdgeDesc,
+                   dml.IntermediateGraphEdgeDesc)
+R = dml.PaddingMode.REFLECTION
+
+
+def t(*sizes, dtype=F32):
+    return dml.TensorDesc(dtype, sizes)
+
+
+def pad(shape, start, end, mode=dml.PaddingMode.CONSTANT, value=0, dtype=F32):
+    value = float(value) if dtype.is_float else int(value)
+    out = tuple(n + a + b for n, a, b in zip(shape, start, end))
+    return dml.Padding1OperatorDesc(t(*shape, dtype=dtype), t(*out, dtype=dtype), mode, dtype,
+                                    value, start, end)
+
+
+def slice1(shape, offsets, sizes, strides, dtype=F32):
+    out = tuple(1 + (n - 1) // abs(s) for n, s in zip(sizes, strides))
+    return dml.Slice1OperatorDesc(t(*shape, dtype=dtype), t(*out, dtype=dtype), offsets, sizes,
+                                  strides)
+
+
+def tile(shape, reps, dtype=F32):
+    return dml.TileOperatorDesc(t(*shape, dtype=dtype), t(*(n * r for n, r in zip(shape, reps)),
+                                                          dtype=dtype), reps)
+
+
+def chain_graph(*ops):
+    """ops[0] -> ops[1] -> ... as a graph of one input and one output."""
+    nodes = tuple(N(op, f"n{k}") for k, op in enumerate(ops))
+    return dml.GraphDesc(1, 1, nodes, (IN(0, 0, 0),), (OUT(len(ops) - 1, 0, 0),),
+                         tuple(MID(k, 0, k + 1, 0) for k in range(len(ops) - 1)))
+
+
+def conv(xs, ws, pads=(0, 0), groups=1, act=None, bias=False):
+    x, w = np.zeros(xs, np.float32), np.zeros(ws, np.float32)
+    b = np.zeros(ws[0], np.float32) if bias else None
+    return dml.functional.convolution_desc(x, w, b, start_padding=pads, end_padding=pads,
+                                           group_count=groups, fused_activation=act)
+
+
+def pool(xs, window, strides, pads=(0, 0), p=2):
+    return dml.functional.lp_pooling_desc(np.zeros(xs, np.float32), window, strides, pads, pads,
+                                          p=p)
+
+
+def rand(shape, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    return rng.integers(0, 100, size=shape).astype(dtype)
+
+
+def run_both(graph, *inputs, exact=True):
+    ref = dml.compile_graph(graph, "numpy")(*inputs)
+    got = dml.compile_graph(graph, "cpu")(*inputs)
+    refs, gots = (ref, got) if isinstance(ref, tuple) else ((ref,), (got,))
+    for r, g in zip(refs, gots):
+        if exact:
+            np.testing.assert_array_equal(g, r)
+        else:
+            assert_close(g, r, g.dtype)
+    return ref, got
+
+
+# -- the catalogue ------------------------------------------------------------------------------
+
+def test_pad_slice_tile_is_one_gather_equal_to_numpy_functions():
+    g = chain_graph(pad((2, 3, 6, 7), (0, 0, 2, 1), (0, 0, 1, 2), R),
+                    slice1((2, 3, 9, 10), (0, 0, 1, 0), (2, 3, 8, 10), (1, 1, 2, -1)),
+                    tile((2, 3, 4, 10), (1, 2, 1, 2)))
+    x = rand((2, 3, 6, 7))
+    ref, got = run_both(g, x)
+    padded = np.pad(x, [(0, 0), (0, 0), (2, 1), (1, 2)], mode="reflect")
+    oracle = np.tile(padded[:, :, 1:9:2, ::-1], (1, 2, 1, 2))
+    np.testing.assert_array_equal(got, oracle)
+    cg = dml.compile_graph(g, "cpu")
+    assert len(cg.steps) == 1 and "GatherChainDesc of padding -> slice -> tile" in cg.plan
+    assert cg.source.count("def kernel(x, y)") == 1 and "np.empty" not in cg.source
+    cg(x)
+    assert cg.buffers() == {}  # no intermediate at all
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int8, np.uint64, np.float64])
+def test_chain_of_every_dtype_class_moves_bits(dtype):
+    dt = dml.DataType.from_numpy(dtype)
+    g = chain_graph(tile((3, 4), (2, 1), dtype=dt),
+                    pad((6, 4), (1, 2), (0, 1), dml.PaddingMode.CONSTANT, 7, dtype=dt),
+                    pad((7, 7), (1, 0), (1, 1), dml.PaddingMode.WRAP, dtype=dt))
+    x = rand((3, 4), dtype)
+    _, got = run_both(g, x)
+    oracle = np.pad(np.pad(np.tile(x, (2, 1)), [(1, 0), (2, 1)], constant_values=7),
+                    [(1, 1), (0, 1)], mode="wrap")
+    np.testing.assert_array_equal(got, oracle)
+
+
+def test_a_node_feeding_two_nodes_and_two_outputs():
+    """pad feeds slice and tile; slice is an output and feeds tile2; its buffer is kept."""
+    p = pad((1, 2, 4, 4), (0, 0, 1, 1), (0, 0, 1, 1), R)
+    s = slice1((1, 2, 6, 6), (0, 0, 0, 0), (1, 2, 6, 6), (1, 1, 2, 2))
+    tl = tile((1, 2, 6, 6), (1, 1, 1, 2))
+    t2 = tile((1, 2, 3, 3), (2, 1, 1, 1))
+    g = dml.GraphDesc(1, 3, (N(p, "pad"), N(s, "slice"), N(tl, "tile"), N(t2, "tile2")),
+                      (IN(0, 0, 0),), (OUT(1, 0, 0), OUT(2, 0, 1), OUT(3, 0, 2)),
+                      (MID(0, 0, 1, 0), MID(0, 0, 2, 0), MID(1, 0, 3, 0)))
+    x = rand((1, 2, 4, 4))
+    ref, got = run_both(g, x)
+    padded = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)], mode="reflect")
+    np.testing.assert_array_equal(got[0], padded[:, :, ::2, ::2])
+    np.testing.assert_array_equal(got[1], np.tile(padded, (1, 1, 1, 2)))
+    np.testing.assert_array_equal(got[2], np.tile(padded[:, :, ::2, ::2], (2, 1, 1, 1)))
+    cg = dml.compile_graph(g, "cpu")
+    # the padding is read twice: it runs once into a buffer; tile2 reads output 0 in place
+    assert len(cg.steps) == 4 and "buffer 0" in cg.plan and "output 0 -> output 2" in cg.plan
+
+
+def test_one_node_output_as_two_graph_outputs():
+    g = dml.GraphDesc(1, 2, (N(tile((2, 2), (1, 2))),), (IN(0, 0, 0),),
+                      (OUT(0, 0, 1), OUT(0, 0, 0)))
+    x = rand((2, 2))
+    a, b = dml.compile_graph(g, "cpu")(x)
+    np.testing.assert_array_equal(a, np.tile(x, (1, 2)))
+    np.testing.assert_array_equal(b, a)
+
+
+def test_zero_padding_folds_into_convolution_and_pooling():
+    x, w = rand((2, 4, 9, 9)), rand((6, 4, 3, 3), seed=1)
+    z = pad((2, 4, 9, 9), (0, 0, 1, 2), (0, 0, 2, 1))
+    c = conv((2, 4, 12, 12), (6, 4, 3, 3), act=dml.ActivationReluOperatorDesc())
+    lp = pool((2, 6, 10, 10), (2, 2), (2, 2))
+    zp = pad((2, 6, 10, 10), (0, 0, 1, 1), (0, 0, 1, 1))
+    lp2 = pool((2, 6, 12, 12), (3, 3), (3, 3))
+    nodes = (N(z, "pad0"), N(c, "conv"), N(zp, "pad1"), N(lp2, "pool"))
+    g = dml.GraphDesc(2, 1, nodes, (IN(0, 0, 0), IN(1, 1, 1)), (OUT(3, 0, 0),),
+                      (MID(0, 0, 1, 0), MID(1, 0, 2, 0), MID(2, 0, 3, 0)))
+    run_both(g, x, w, exact=False)
+    cg = dml.compile_graph(g, "cpu")
+    assert [type(s.op).__name__ for s in cg.steps] == ["ConvolutionOperatorDesc",
+                                                       "LpPooling1OperatorDesc"]
+    assert cg.steps[0].op.start_padding == (1, 2) and cg.steps[0].op.end_padding == (2, 1)
+    assert cg.steps[0].op.input_tensor.sizes == (2, 4, 9, 9)
+    assert cg.steps[1].op.start_padding == (1, 1)
+    assert lp is not None
+
+
+def test_padding_that_cannot_fold_stays_a_step():
+    """Non-zero constant, -0.0, a padded channel axis, a BACKWARD convolution: no fold."""
+    x, w = rand((1, 2, 5, 5)), rand((2, 2, 3, 3), seed=2)
+    for p in (pad((1, 2, 5, 5), (0, 0, 1, 1), (0, 0, 1, 1), value=1.0),
+              pad((1, 2, 5, 5), (0, 0, 1, 1), (0, 0, 1, 1), value=-0.0)):
+        g = dml.GraphDesc(2, 1, (N(p), N(conv((1, 2, 7, 7), (2, 2, 3, 3)))),
+                          (IN(0, 0, 0), IN(1, 1, 1)), (OUT(1, 0, 0),), (MID(0, 0, 1, 0),))
+        run_both(g, x, w, exact=False)
+        assert len(dml.compile_graph(g, "cpu").steps) == 2
+
+
+def test_intermediate_buffers_are_allocated_once_and_per_thread():
+    x, w = rand((1, 2, 6, 6)), rand((2, 2, 3, 3), seed=3)
+    r = pad((1, 2, 6, 6), (0, 0, 1, 1), (0, 0, 1, 1), R)
+    c = conv((1, 2, 8, 8), (2, 2, 3, 3))
+    s = slice1((1, 2, 6, 6), (0, 0, 0, 0), (1, 2, 6, 6), (1, 1, 1, 2))
+    g = dml.GraphDesc(2, 1, (N(r), N(c), N(s)), (IN(0, 0, 0), IN(1, 1, 1)), (OUT(2, 0, 0),),
+                      (MID(0, 0, 1, 0), MID(1, 0, 2, 0)))
+    cg = dml.compile_graph(g, "cpu")
+    first = cg(x, w)
+    bufs = cg.buffers()
+    assert sorted(bufs) == [0, 1]
+    second = cg(x, w)
+    assert all(cg.buffers()[k] is bufs[k] for k in bufs)
+    np.testing.assert_array_equal(first, second)
+    other = {}
+    th = threading.Thread(target=lambda: (cg(x, w), other.update(cg.buffers())))
+    th.start()
+    th.join()
+    assert sorted(other) == [0, 1] and all(other[k] is not bufs[k] for k in bufs)
+
+
+def test_out_is_written_in_place_and_returned():
+    g = chain_graph(tile((2, 3), (2, 2)), slice1((4, 6), (0, 0), (4, 6), (2, 1)))
+    x = rand((2, 3))
+    out = np.empty((2, 6), np.float32)
+    assert dml.compile_graph(g, "cpu")(x, out=out) is out
+    np.testing.assert_array_equal(out, np.tile(x, (2, 2))[::2])
+
+
+def test_compiled_graphs_are_cached():
+    g = chain_graph(tile((2, 3), (2, 2)))
+    assert dml.compile_graph(g, "cpu") is dml.compile_graph(g, "cpu")
+    assert dml.compile_graph(g, "cpu") is not dml.compile_graph(g, "cpu", fuse=False)
+
+
+def test_unfused_graph_on_cpu_runs_node_by_node():
+    g = chain_graph(tile((2, 3), (2, 2)), slice1((4, 6), (0, 0), (4, 6), (2, 1)))
+    cg = dml.compile_graph(g, "cpu", fuse=False)
+    assert len(cg.steps) == 2
+    np.testing.assert_array_equal(cg(rand((2, 3))), np.tile(rand((2, 3)), (2, 2))[::2])
+
+
+# -- random graphs ------------------------------------------------------------------------------
+
+@st.composite
+def graphs(draw):
+    """A random valid graph: each node reads the graph input or an earlier node's output; the
+    nodes nobody reads are the outputs, and perhaps one read node besides."""
+    rank = 4
+    shape = (1, 2) + tuple(draw(st.lists(st.integers(2, 5), min_size=2, max_size=2)))
+    tensors = [("input", shape)]
+    nodes, srcs = [], []
+    for _ in range(draw(st.integers(1, 6))):
+        src = draw(st.integers(0, len(tensors) - 1))
+        cur = tensors[src][1]
+        kind = draw(st.sampled_from(["pad", "pad", "slice", "tile", "pool"]))
+        if kind == "pad":
+            mode = draw(st.sampled_from(list(dml.PaddingMode)))
+            pads = st.lists(st.integers(0, 2), min_size=2, max_size=2)
+            op = pad(cur, (0, 0) + tuple(draw(pads)), (0, 0) + tuple(draw(pads)), mode,
+                     float(draw(st.sampled_from([0, 0, 3]))))
+        elif kind == "slice":
+            offs, sizes, steps = [], [], []
+            for n in cur:
+                o = draw(st.integers(0, n - 1))
+                offs.append(o)
+                sizes.append(draw(st.integers(1, n - o)))
+                steps.append(draw(st.sampled_from([1, 2, -1])))
+            op = slice1(cur, tuple(offs), tuple(sizes), tuple(steps))
+        elif kind == "tile":
+            op = tile(cur, tuple(draw(st.lists(st.integers(1, 2), min_size=rank,
+                                               max_size=rank))))
+        else:
+            window = tuple(min(2, n) for n in cur[2:])
+            op = pool(cur, window, (1, 1), p=draw(st.sampled_from([1, 2])))
+        nodes.append(op)
+        srcs.append(src)
+        tensors.append(("node", op.output_tensor.sizes))
+    read = {s - 1 for s in srcs if s > 0}
+    outs = [k for k in range(len(nodes)) if k not in read]
+    if read and draw(st.booleans()):
+        outs.append(draw(st.sampled_from(sorted(read))))
+    node_descs = tuple(N(op, f"n{k}") for k, op in enumerate(nodes))
+    ins = tuple(IN(0, k, 0) for k, s in enumerate(srcs) if s == 0)
+    mids = tuple(MID(s - 1, 0, k, 0) for k, s in enumerate(srcs) if s > 0)
+    return dml.GraphDesc(1, len(outs), node_descs, ins,
+                         tuple(OUT(k, 0, i) for i, k in enumerate(outs)), mids), shape
+
+
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(case=graphs())
+def test_random_graphs_fused_equal_node_by_node(case):
+    g, shape = case
+    x = rand(shape, seed=4)
+    ref = dml.compile_graph(g, "numpy")(x)
+    got = dml.compile_graph(g, "cpu")(x)
+    refs, gots = (ref, got) if isinstance(ref, tuple) else ((ref,), (got,))
+    pooled = any(isinstance(n.operator, dml.LpPooling1OperatorDesc) for n in g.nodes)
+    for r, o in zip(refs, gots):
+        if pooled:
+            assert_close(o, r, np.float32)
+        else:
+            np.testing.assert_array_equal(o, r)
+
+
+# -- validation ---------------------------------------------------------------------------------
+
+TL = tile((2, 2), (1, 2))
+TL2 = tile((2, 4), (2, 1))
+CONV = conv((1, 2, 4, 4), (2, 2, 3, 3), bias=True)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: dml.GraphDesc(0, 1, (N(TL),), (), (OUT(0, 0, 0),)), "GraphDesc.input_count: 0"),
+    (lambda: dml.GraphDesc(1, 1, (), (IN(0, 0, 0),), (OUT(0, 0, 0),)), "at least one node"),
+    (lambda: dml.GraphDesc(1, 1, (TL,), (IN(0, 0, 0),), (OUT(0, 0, 0),)),
+     "GraphDesc.nodes[0]: TileOperatorDesc"),
+    (lambda: dml.GraphDesc(2, 1, (N(TL),), (IN(1, 0, 0), IN(0, 0, 0)), (OUT(0, 0, 0),)),
+     "input_edges[1].to_node_input_index: 0 is invalid; nodes[0]'s input_tensor is already fed "
+     "by input_edges[0]"),
+    (lambda: dml.GraphDesc(1, 1, (N(TL),), (IN(1, 0, 0),), (OUT(0, 0, 0),)),
+     "input_edges[0].graph_input_index: 1 is invalid; expected an index below input_count (1)"),
+    (lambda: dml.GraphDesc(1, 1, (N(TL),), (IN(0, 3, 0),), (OUT(0, 0, 0),)),
+     "input_edges[0].to_node_index: 3 is invalid"),
+    (lambda: dml.GraphDesc(1, 1, (N(TL, "t"),), (IN(0, 0, 1),), (OUT(0, 0, 0),)),
+     "to_node_input_index: 1 is invalid; expected an input index below 1 (the inputs of "
+     "nodes[0] ('t')"),
+    (lambda: dml.GraphDesc(1, 1, (N(TL, "t"), N(TL2, "u")), (IN(0, 0, 0), IN(0, 1, 0)),
+                           (OUT(1, 0, 0),)),
+     "input_edges[1] (nodes[1] ('u').input_tensor): 'FLOAT32 (2, 4)' is invalid; expected "
+     "FLOAT32 (2, 2), the tensor graph input 0 is to nodes[0] ('t').input_tensor"),
+    (lambda: dml.GraphDesc(1, 1, (N(TL, "a"), N(TL, "b")), (IN(0, 0, 0),), (OUT(1, 0, 0),),
+                           (MID(0, 0, 1, 0, "e"),)),
+     "intermediate_edges[0] ('e') (nodes[1] ('b').input_tensor): 'FLOAT32 (2, 2)' is invalid; "
+     "expected FLOAT32 (2, 4), the output tensor of nodes[0] ('a')"),
+    (lambda: dml.GraphDesc(1, 1, (N(TL, "a"),), (IN(0, 0, 0),), (OUT(0, 1, 0),)),
+     "output_edges[0].from_node_output_index: 1 is invalid; expected 0 (nodes[0] ('a') has one "
+     "output)"),
+    (lambda: dml.GraphDesc(1, 2, (N(TL),), (IN(0, 0, 0),), (OUT(0, 0, 0),)),
+     "output_edges: 'graph output 1' is invalid; expected an output edge to every graph output"),
+    (lambda: dml.GraphDesc(1, 1, (N(TL),), (IN(0, 0, 0),), (OUT(0, 0, 0), OUT(0, 0, 0))),
+     "output_edges[1].graph_output_index: 0 is invalid; graph output 0 is already produced by "
+     "output_edges[0]"),
+    (lambda: dml.GraphDesc(2, 1, (N(TL),), (IN(0, 0, 0),), (OUT(0, 0, 0),)),
+     "input_edges: 'graph input 1' is invalid; expected an input edge from every graph input"),
+    (lambda: dml.GraphDesc(1, 1, (N(TL, "t"), N(TL2)), (IN(0, 0, 0),), (OUT(0, 0, 0),)),
+     "GraphDesc.nodes[1].input_tensor: 'unconnected' is invalid"),
+    (lambda: dml.GraphDesc(1, 1, (N(TL, "t"), N(TL2, "u")), (IN(0, 0, 0),), (OUT(0, 0, 0),),
+                           (MID(0, 0, 1, 0),)),
+     "GraphDesc.nodes[1] ('u').output: 'unconnected' is invalid; expected an intermediate or "
+     "output edge from every node output"),
+    (lambda: dml.GraphDesc(1, 1, (N(TL), N(tile((2, 2), (1, 1)), "loop")), (IN(0, 0, 0),),
+                           (OUT(0, 0, 0),), (MID(1, 0, 1, 0),)),
+     "expected a directed acyclic graph; these nodes lie on or behind a cycle"),
+    (lambda: dml.GraphDesc(2, 1, (N(conv((1, 2, 4, 4), (2, 2, 3, 3)), "c"),),
+                           (IN(0, 0, 0), IN(1, 0, 1), IN(1, 0, 2)), (OUT(0, 0, 0),)),
+     "input_edges[2].to_node_input_index: 2 is invalid; nodes[0] ('c')'s bias_tensor is absent "
+     "from its operator; expected no edge to it"),
+    (lambda: dml.GraphDesc(2, 1, (N(CONV, "c"),), (IN(0, 0, 0), IN(1, 0, 1)), (OUT(0, 0, 0),)),
+     "GraphDesc.nodes[0] ('c').bias_tensor: 'unconnected' is invalid"),
+    (lambda: IN(-1, 0, 0), "InputGraphEdgeDesc.graph_input_index: -1 is invalid"),
+    (lambda: MID(0, 0, 1, 0, name=3), "IntermediateGraphEdgeDesc.name: 3 is invalid"),
+])
+def test_validation_names_the_node_or_edge(make, message):
+    with pytest.raises(dml.ValidationError) as e:
+        make()
+    assert message in str(e.value), str(e.value)
+
+
+def test_a_cycle_among_several_nodes_is_refused():
+    a, b = tile((2, 2), (1, 1)), tile((2, 2), (1, 1))
+    with pytest.raises(dml.ValidationError, match="cycle"):
+        dml.GraphDesc(1, 1, (N(TL), N(a, "a"), N(b, "b")), (IN(0, 0, 0),), (OUT(0, 0, 0),),
+                      (MID(1, 0, 2, 0), MID(2, 0, 1, 0)))
+
+
+def test_calls_are_checked_before_anything_runs():
+    g = chain_graph(tile((2, 3), (2, 2)))
+    cg = dml.compile_graph(g, "cpu")
+    with pytest.raises(dml.ValidationError, match="0 inputs are invalid; expected 1"):
+        cg()
+    with pytest.raises(dml.ValidationError, match=r"input 0: ndarray float64 \(2, 3\) is invalid; "
+                                                  r"expected float32 \(2, 3\)"):
+        cg(np.zeros((2, 3)))
+    with pytest.raises(dml.ValidationError, match="out"):
+        cg(rand((2, 3)), out=np.zeros((4, 6), np.float64))
+    with pytest.raises(dml.ValidationError, match="GraphDesc"):
+        dml.compile_graph("graph", "cpu")
+    with pytest.raises(dml.ValidationError, match="device"):
+        dml.compile_graph(g, "gpu")
+    with pytest.raises(dml.ValidationError, match="parallel: 'yes' is invalid"):
+        dml.compile_graph(g, "cpu", parallel="yes")
+    with pytest.raises(dml.ValidationError, match="'algorithm'"):
+        dml.compile_graph(g, "cpu", algorithm="blocked")  # no step takes it
