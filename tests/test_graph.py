@@ -364,3 +364,61 @@ def test_calls_are_checked_before_anything_runs():
         dml.compile_graph(g, "cpu", parallel="yes")
     with pytest.raises(dml.ValidationError, match="'algorithm'"):
         dml.compile_graph(g, "cpu", algorithm="blocked")  # no step takes it
+
+
+# -- a padding operator folded into the convolution's own input reads (CPU) ---------------------
+
+NP_MODE = {"EDGE": "edge", "REFLECTION": "reflect", "SYMMETRIC": "symmetric", "WRAP": "wrap"}
+
+
+@pytest.mark.parametrize("mode", list(NP_MODE))
+@pytest.mark.parametrize("xs, ws, groups, kind", [
+    ((2, 8, 12, 20), (8, 1, 3, 3), 8, "blocked-depthwise"),
+    ((1, 4, 9, 30), (4, 4, 5, 5), 1, "blocked"),
+    ((2, 32, 20, 20), (32, 8, 3, 3), 4, "blocked-staged"),
+])
+def test_mode_padding_folds_into_the_blocked_convolution(mode, xs, ws, groups, kind):
+    """The padding never exists as a tensor: phase 1 of the blocked kernel reads the input
+    through the mode's map; the result equals np.pad followed by the convolution."""
+    k = ws[-1] // 2
+    p = pad(xs, (0, 0, k, k + 1), (0, 0, k + 1, k), dml.PaddingMode[mode])
+    padded = tuple(n + (2 * k + 1 if i >= 2 else 0) for i, n in enumerate(xs))
+    c = conv(padded, ws, groups=groups, act=dml.ActivationReluOperatorDesc(), bias=True)
+    g = dml.GraphDesc(3, 1, (N(p, "pad"), N(c, "conv")), (IN(0, 0, 0), IN(1, 1, 1), IN(2, 1, 2)),
+                      (OUT(1, 0, 0),), (MID(0, 0, 1, 0),))
+    x, w, b = rand(xs), rand(ws, seed=1), rand((1, ws[0], 1, 1), seed=2)
+    cg = dml.compile_graph(g, "cpu")
+    assert len(cg.steps) == 1 and cg.steps[0].options == (("input_padding", mode),)
+    assert cg.ops[0].kernel.key.kernel == kind
+    assert f"with a {cg.ops[0].kernel.plan.fold} padding folded in" in cg.source
+    pads = [(0, 0), (0, 0), (k, k + 1), (k + 1, k)]
+    ref = dml.convolution(np.pad(x, pads, mode=NP_MODE[mode]), w, b, group_count=groups,
+                          fused_activation=dml.ActivationReluOperatorDesc(), device="numpy")
+    assert_close(cg(x, w, b), ref, np.float32)
+
+
+def test_mode_padding_stays_a_step_where_the_kernel_cannot_fold_it():
+    """A stride-2 last axis (rows stored by phase), a convolution with padding of its own, a
+    direct-sized layer, the numpy device: the padding runs as its own step."""
+    x, w = rand((1, 2, 8, 8)), rand((2, 2, 3, 3), seed=1)
+    p = pad((1, 2, 8, 8), (0, 0, 1, 1), (0, 0, 1, 1), R)
+    strided = dml.functional.convolution_desc(np.zeros((1, 2, 10, 10), np.float32), w,
+                                              strides=(1, 2))
+    padded_too = conv((1, 2, 10, 10), (2, 2, 3, 3), pads=(1, 1))
+    for c in (strided, padded_too):
+        g = dml.GraphDesc(2, 1, (N(p), N(c)), (IN(0, 0, 0), IN(1, 1, 1)), (OUT(1, 0, 0),),
+                          (MID(0, 0, 1, 0),))
+        run_both(g, x, w, exact=False)
+        assert len(dml.compile_graph(g, "cpu").steps) == 2
+
+
+def test_input_padding_option_is_refused_where_it_cannot_apply():
+    c = dml.functional.convolution_desc(np.zeros((1, 2, 10, 10), np.float32),
+                                        np.zeros((2, 2, 3, 3), np.float32), strides=(1, 2),
+                                        start_padding=(1, 1), end_padding=(1, 1))
+    with pytest.raises(dml.ValidationError, match="input_padding: 'REFLECTION' is invalid"):
+        dml.compile_operator(c, "cpu", input_padding="REFLECTION")
+    with pytest.raises(dml.ValidationError, match="input_padding"):
+        dml.compile_operator(c, "numpy", input_padding="REFLECTION")
+    with pytest.raises(dml.ValidationError, match="'CONSTANT' is invalid"):
+        dml.compile_operator(c, "cpu", input_padding="CONSTANT")

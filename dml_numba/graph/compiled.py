@@ -172,7 +172,8 @@ def compile_graph(graph: GraphDesc, device: str = "cpu", *, fuse: bool = True,
 
 def _build(graph, device, fuse, options):
     get_device(device)  # unavailable devices fail here, before anything is compiled
-    steps = plan(graph, fuse=fuse and split_device(device)[0] != "numpy")
+    base = split_device(device)[0]
+    steps = plan(graph, fuse=fuse and base != "numpy", device=base)
     for s in steps:
         check_allocatable(s.op)
     per_step = [_options_for(s.op, device, options) for s in steps]
@@ -181,7 +182,8 @@ def _build(graph, device, fuse, options):
             from .._registry import check_options
 
             check_options(type(steps[0].op.canonical()), device, {name: value})
-    ops = [compile_operator(s.op, device, **o) for s, o in zip(steps, per_step)]
+    ops = [compile_operator(s.op, device, **o, **dict(s.options))
+           for s, o in zip(steps, per_step)]
     return CompiledGraph(graph, device, steps, ops)
 
 

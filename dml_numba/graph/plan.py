@@ -7,6 +7,10 @@ are, the specification):
 * **zero padding into a window**: a CONSTANT padding with value +0 of the spatial axes only,
   whose output is read as the input of a FORWARD convolution or an LP pooling, becomes that
   operator's own start/end padding (both read zeros there; LP pooling counts them as 0);
+* **any other padding into a convolution** (CPU): an EDGE, REFLECTION, SYMMETRIC or WRAP
+  padding of the spatial axes in front of a FORWARD convolution without padding of its own
+  becomes that convolution's padding, read through the mode's map in the blocked kernel's
+  phase 1 (``input_padding``), where the automatic choice runs the blocked kernel;
 * **data-movement chains**: padding, slice and tile nodes each feeding only the next become one
   :class:`~dml_numba.ops.gather_chain.GatherChainDesc`, one pass with no intermediate.
 
@@ -38,6 +42,7 @@ class Node:
     sources: list
     covers: tuple
     chain: tuple = ()  # data-movement operators fused so far (in order), when op is one of them
+    options: tuple = ()  # compile options the rewrites add (("input_padding", mode),)
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class Step:
     output: Ref
     nodes: tuple
     also: tuple = ()
+    options: tuple = ()
 
 
 def _data_movement(op) -> bool:
@@ -69,6 +75,33 @@ def _zero_spatial_padding(op) -> tuple | None:
     return p.start_padding[2:], p.end_padding[2:]
 
 
+def _mode_spatial_padding(op) -> tuple | None:
+    """(mode name, start, end) when ``op`` pads the spatial axes only, in a mode other than
+    CONSTANT."""
+    p = op.canonical()
+    if not isinstance(p, Padding1OperatorDesc) or p.padding_mode == PaddingMode.CONSTANT:
+        return None
+    if any(p.start_padding[:2]) or any(p.end_padding[:2]) or p.input_tensor.rank < 3:
+        return None
+    return p.padding_mode.name, p.start_padding[2:], p.end_padding[2:]
+
+
+def _fold_mode_padding(consumer, padding, src_tensor, device):
+    """``consumer`` (a FORWARD convolution without padding of its own) reading ``src_tensor``
+    through ``padding`` (mode, start, end) in its own input reads, where the device's kernel
+    can (the CPU's blocked kernels); None elsewhere."""
+    c = consumer.canonical()
+    if device != "cpu" or not isinstance(c, ConvolutionOperatorDesc) or \
+            c.direction != ConvolutionDirection.FORWARD or any(c.start_padding) or \
+            any(c.end_padding):
+        return None
+    mode, start, end = padding
+    folded = replace(c, input_tensor=src_tensor, start_padding=start, end_padding=end)
+    from ..cpu.convolution import folds_padding
+
+    return folded if folds_padding(folded, mode) else None
+
+
 def _fold_padding(consumer, pad, src_tensor):
     """``consumer`` (convolution or LP pooling) reading ``src_tensor`` with ``pad`` added to its
     own padding, or None where the rule does not apply."""
@@ -84,8 +117,8 @@ def _fold_padding(consumer, pad, src_tensor):
                    end_padding=tuple(a + b for a, b in zip(c.end_padding, end)))
 
 
-def plan(graph: GraphDesc, fuse: bool = True) -> list[Step]:
-    """The steps that compute ``graph``, in order."""
+def plan(graph: GraphDesc, fuse: bool = True, device: str = "cpu") -> list[Step]:
+    """The steps that compute ``graph`` on ``device``, in order."""
     nodes: dict[int, Node] = {}
     for k in range(len(graph.nodes)):
         nodes[k] = Node(graph.nodes[k].operator, [None] * len(graph.node_inputs(k)), (k,))
@@ -112,11 +145,20 @@ def plan(graph: GraphDesc, fuse: bool = True) -> list[Step]:
                 p = n.sources[0][1]
                 pad = _zero_spatial_padding(nodes[p].op) if not nodes[p].chain else None
                 folded = _fold_padding(n.op, pad, nodes[p].op.input_tensor) if pad else None
-                if folded is None:
+                options = ()
+                if folded is None and not nodes[p].chain and not n.options:
+                    mode = _mode_spatial_padding(nodes[p].op)
+                    folded = mode and _fold_mode_padding(n.op, mode, nodes[p].op.input_tensor,
+                                                         device)
+                    options = (("input_padding", mode[0]),) if folded else ()
+                if not folded:
                     break
                 n.op, n.sources[0], n.covers = folded, nodes[p].sources[0], nodes[p].covers + \
                     n.covers
+                n.options = options
                 drop_if_unread(p)
+                if options:
+                    break
         for k in order:  # chains of data movement, each link read by the next alone
             n = nodes.get(k)
             if n is None or not _data_movement(n.op):
@@ -143,7 +185,7 @@ def plan(graph: GraphDesc, fuse: bool = True) -> list[Step]:
         outs = outputs.get(k, [])
         target = ("output", outs[0]) if outs else ("buffer", k)
         steps.append(Step(op, sources, target, tuple(sorted(n.covers)),
-                          tuple(("output", g) for g in outs[1:])))
+                          tuple(("output", g) for g in outs[1:]), n.options))
     return steps
 
 
@@ -164,5 +206,6 @@ def describe(steps, graph: GraphDesc) -> str:
         names = ", ".join(graph.node_label(k) for k in s.nodes)
         ins = ", ".join(f"{r[0]} {r[1]}" for r in s.inputs)
         outs = ", ".join(f"{r[0]} {r[1]}" for r in (s.output,) + s.also)
-        lines.append(f"step {i}: {what} [{names}]: {ins} -> {outs}")
+        opts = "".join(f" ({k}={v})" for k, v in s.options)
+        lines.append(f"step {i}: {what}{opts} [{names}]: {ins} -> {outs}")
     return "\n".join(lines)

@@ -195,3 +195,54 @@ def test_a_host_tensor_on_the_cuda_device_comes_back_a_tensor(cuda, name):
     y = FUNCTIONAL[name](torch.from_numpy(x), "cuda")
     assert isinstance(y, torch.Tensor)
     np.testing.assert_allclose(y.numpy(), FUNCTIONAL[name](x, "numpy"))
+
+
+# -- graphs ---------------------------------------------------------------------------------------
+
+def _graph_catalogue():
+    from tests.test_graph import IN, MID, OUT, N, R, chain_graph, conv, pad, pool, slice1, tile
+
+    chain = chain_graph(pad((1, 2, 3, 4), (0, 0, 1, 2), (0, 0, 2, 1), R),
+                        pad((1, 2, 6, 7), (0, 0, 1, 0), (0, 0, 0, 1), value=5.0),
+                        slice1((1, 2, 7, 8), (0, 0, 0, 1), (1, 2, 7, 7), (1, 1, 2, -2)),
+                        tile((1, 2, 4, 4), (1, 1, 1, 2)))
+    z = pad((1, 2, 4, 4), (0, 0, 1, 1), (0, 0, 1, 1))
+    c = conv((1, 2, 6, 6), (2, 2, 3, 3), act=dml.ActivationReluOperatorDesc())
+    lp = pool((1, 2, 4, 4), (2, 2), (2, 2))
+    s = slice1((1, 2, 4, 4), (0, 0, 0, 0), (1, 2, 4, 4), (1, 1, 2, 1))
+    mixed = dml.GraphDesc(2, 2, (N(z), N(c), N(lp), N(s)), (IN(0, 0, 0), IN(1, 1, 1)),
+                          (OUT(2, 0, 0), OUT(3, 0, 1)),
+                          (MID(0, 0, 1, 0), MID(1, 0, 2, 0), MID(1, 0, 3, 0)))
+    rng = np.random.default_rng(0)
+    return {"chain": (chain, [rng.standard_normal((1, 2, 3, 4)).astype(np.float32)]),
+            "conv-fan-out": (mixed, [rng.standard_normal((1, 2, 4, 4)).astype(np.float32),
+                                     rng.standard_normal((2, 2, 3, 3)).astype(np.float32)])}
+
+
+@pytest.mark.parametrize("name", ["chain", "conv-fan-out"])
+def test_graphs_agree_with_node_by_node(cuda, name):
+    g, inputs = _graph_catalogue()[name]
+    ref = dml.compile_graph(g, "numpy")(*inputs)
+    cg = dml.compile_graph(g, "cuda")
+    got = cg(*inputs)
+    refs, gots = (ref, got) if isinstance(ref, tuple) else ((ref,), (got,))
+    for r, o in zip(refs, gots):
+        assert isinstance(o, np.ndarray)
+        np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-6)
+    if name == "chain":
+        assert len(cg.steps) == 1 and "gather_chain" in cg.source
+    # device arrays in: device arrays out, intermediates on the device
+    d_out = cg(*[cuda.to_device(a) for a in inputs])
+    d_outs = d_out if isinstance(d_out, tuple) else (d_out,)
+    for r, o in zip(refs, d_outs):
+        assert not isinstance(o, np.ndarray)
+        np.testing.assert_allclose(o.copy_to_host(), r, rtol=1e-5, atol=1e-6)
+
+
+def test_onnx_model_on_cuda(cuda):
+    pytest.importorskip("onnx", reason="the onnx package is in the [test] extra")
+    from dml_numba.onnx import compile_model
+    from tests.test_onnx import _pad_model
+
+    y = compile_model(_pad_model(), "cuda")(np.array([[1, 2, 3, 4]], np.float32))
+    np.testing.assert_array_equal(y, [[2, 1, 2, 3, 4, 3]])

@@ -12,12 +12,15 @@ their plan in ``blocked/plan.py``, their padding phase in ``blocked/padding.py``
 """
 from __future__ import annotations
 
+import dataclasses
+
+from ..._errors import ValidationError
 from ..._registry import register
 from ...ops.convolution import ConvolutionOperatorDesc
 from . import direct, gemm
 from .blocked import BlockedKernel
 from .blocked import emit as emit_blocked
-from .blocked.plan import BlockPlan, block_plan, pack_filter, pointwise_as_1d
+from .blocked.plan import FOLDS, BlockPlan, block_plan, can_fold, pack_filter, pointwise_as_1d
 from .choice import RULES, choose_algorithm, choose_rule
 from .direct import DirectKernel
 from .gemm import GemmKernel
@@ -39,9 +42,37 @@ def emit(key) -> str:
 
 
 def make_kernel(desc, options):
-    """The kernel of ``desc``: ``options["algorithm"]`` or the automatic choice."""
+    """The kernel of ``desc``: ``options["algorithm"]`` or the automatic choice.
+    ``options["input_padding"]`` (a PaddingMode name but CONSTANT): the start/end padding is
+    that mode's fold of the input instead of zeros, read in the blocked kernel's phase 1 (what a
+    graph's padding operator in front of the convolution becomes: :func:`folds_padding`)."""
+    mode = options.get("input_padding")
+    if mode is not None:
+        plan = folded_plan(desc, mode)
+        if plan is None or options.get("algorithm") not in (None, "blocked"):
+            raise ValidationError(
+                f"compile_operator.input_padding: {mode!r} is invalid; expected None for this "
+                "descriptor (a folded padding needs the blocked kernel: FORWARD, float32 or "
+                "float16, a unit stride along the last axis)")
+        return BlockedKernel(desc, options, plan=plan)
     return KERNELS[options.get("algorithm") or choose_algorithm(desc)](desc, options)
 
 
+def folded_plan(desc, mode: str):
+    """The blocked plan of ``desc`` with the padding mode ``mode`` folded into phase 1, or None
+    where it cannot be."""
+    plan = block_plan(desc)
+    if not can_fold(desc, plan) or mode not in FOLDS:
+        return None
+    return dataclasses.replace(plan, fold=FOLDS[mode])
+
+
+def folds_padding(desc, mode: str) -> bool:
+    """Whether a padding of ``mode`` in front of ``desc`` (``desc`` already carrying its sizes
+    as start/end padding) folds into the kernel the automatic choice would run."""
+    return folded_plan(desc, mode) is not None and choose_algorithm(desc) == "blocked"
+
+
 register(ConvolutionOperatorDesc, "cpu",
-         options={"algorithm": (None, "direct", "gemm", "blocked")})(make_kernel)
+         options={"algorithm": (None, "direct", "gemm", "blocked"),
+                  "input_padding": (None,) + tuple(FOLDS)})(make_kernel)

@@ -21,7 +21,7 @@ from ...._dims import prod
 from ....ops.convolution import geometry
 from ..._emit import header, helper_header
 from .padding import emit_pad_phase
-from .plan import Layout, needs_copy
+from .plan import Layout, fold_of, needs_copy
 from .tile import SIMD_IMPORT, Vec, emit_activation_pass, row_block_terms, slot_share
 
 
@@ -43,7 +43,7 @@ def emit(key) -> str:
                 w(f"xo = s * {lay.plane_in}")
                 emit_pad_phase(w, "range", 1, lay.size_in, lay.front, lay.padded, split,
                                geometry(d).padded_sizes()[-1], plane="f", base="xo",
-                               lanes=lay.lanes)
+                               lanes=lay.lanes, fold=fold_of(lay, d))
                 w(f"plane(xp, {args}, f, xo)")
             else:
                 w(f"plane(x, {args}, f, f * {lay.plane_in})  # nothing to pad: read in place")

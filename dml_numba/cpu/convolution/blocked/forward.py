@@ -31,7 +31,7 @@ from ...._dims import prod
 from ....ops.convolution import geometry
 from ..._emit import header, helper_header
 from .padding import emit_pad_phase
-from .plan import Layout, needs_copy
+from .plan import Layout, fold_of, needs_copy
 from .tile import (
     SIMD_IMPORT,
     TileSpec,
@@ -93,7 +93,8 @@ def _emit_whole_input_kernel(w, loop, d, lay: Layout, coords, runs: Runs) -> Non
     with w.block(f"def kernel(x, {_args(d)}, xp):"):
         if needs_copy(d):
             emit_pad_phase(w, loop, lay.batch * lay.cin, lay.size_in, lay.front, lay.padded,
-                           d.strides[-1], geometry(d).padded_sizes()[-1], lanes=lay.lanes)
+                           d.strides[-1], geometry(d).padded_sizes()[-1], lanes=lay.lanes,
+                           fold=fold_of(lay, d))
         else:
             w("xp = x  # nothing to pad")
         w("# phase 2: register-blocked tiles")
@@ -126,7 +127,8 @@ def _emit_staged_kernel(w, loop, d, lay: Layout, coords, outer, runs: Runs) -> N
         with w.block(f"for c in range({cg}):"):
             emit_pad_phase(w, "range", 1, lay.size_in, lay.front, lay.padded, d.strides[-1],
                            geometry(d).padded_sizes()[-1], plane=f"n * {lay.cin} + g * {cg} + c",
-                           base=f"xs + c * {lay.plane_in}", lanes=lay.lanes)
+                           base=f"xs + c * {lay.plane_in}", lanes=lay.lanes,
+                           fold=fold_of(lay, d))
 
 
 def _tile(w, names, d, lay: Layout, plan, mb: int, runs: Runs, outer) -> None:

@@ -2,8 +2,12 @@
 the tiles read (whole vectors where a run holds one; a strided last axis stored by phase)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ...._codegen import affine, decompose
 from ...._dims import prod
+from ...._gather import emit_map
+from ....ops._base import AxisMap
 
 
 def emit_run(w, lanes, dst, n, src=None, stride: int = 1) -> None:
@@ -34,13 +38,16 @@ def emit_run(w, lanes, dst, n, src=None, stride: int = 1) -> None:
 
 
 def emit_pad_phase(w, loop, planes, size_in, front, P, split: int = 1, row=None,
-                    plane=None, base=None, lanes: int = 0) -> None:
+                    plane=None, base=None, lanes: int = 0, fold=None) -> None:
     """Phase 1 of the blocked kernels: ``xp`` (``planes`` planes of spatial sizes ``P``) holds
     ``x`` at offset ``front`` (cropped to ``P``) and zeros elsewhere; one row per iteration.
     ``split`` > 1 stores each row by phases of that stride: padded element ``j`` of a row at
     ``(j % split) * (P[-1] // split) + j // split``, so that a strided window reads consecutive
     elements; ``row`` is then the padded row's length (at most ``P[-1]``). With ``plane`` (an
     expression), only that input plane, written from ``xp[base]`` on."""
+    if fold is not None:
+        _emit_fold_phase(w, loop, planes, size_in, front, P, row, plane, base, lanes, *fold)
+        return
     nd = len(P)
     q = P[-1] // split
     row = P[-1] if row is None else row
@@ -77,3 +84,62 @@ def emit_pad_phase(w, loop, planes, size_in, front, P, split: int = 1, row=None,
                 emit_run(w, lanes, f"dst + {lo + n_copy}", P[-1] - lo - n_copy)
         with w.block("else:"):
             emit_run(w, lanes, "dst", P[-1])
+
+
+def _emit_fold_phase(w, loop, planes, size_in, front, P, row, plane, base, lanes, kind,
+                     extent) -> None:
+    """Phase 1 with a padding operator folded in: inside the padded extent (``extent``, the
+    sizes the windows reach) each padded element reads the input through the padding's map
+    (``kind``: 'clamp', 'reflect', 'symmetric' or 'wrap'), so the padding never exists as a
+    tensor of its own; beyond the extent (rows and columns only overhanging tiles read), zeros.
+    The last axis is laid out once as runs: the interior one vector copy, the mirrored or
+    repeated edges element by element."""
+    nd = len(P)
+    row = P[-1] if row is None else row
+    w(f"# phase 1: the input{'' if plane is None else ' plane'} with a {kind} padding folded in "
+      "(read through its map), one padded row per iteration")
+    pc = [f"p{i}" for i in range(nd - 1)]
+    sc = [f"s{i}" for i in range(nd - 1)]
+    if plane is not None:
+        w(f"nc = {plane}")
+    with w.block(f"for r in {loop}({(1 if plane is not None else planes) * prod(P[:-1])}):"):
+        if plane is None:
+            decompose(w, "r", ["nc"] + pc, [planes] + list(P[:-1]))
+            w(f"dst = r * {P[-1]}")
+        else:
+            decompose(w, "r", pc, list(P[:-1]))
+            w(f"dst = {base} + r * {P[-1]}")
+        conds = [f"{p} < {extent[i]}" for i, p in enumerate(pc) if extent[i] < P[i]]
+        with w.block(f"if {' and '.join(conds)}:" if conds else "if True:"):
+            src = "nc"
+            for i, p in enumerate(pc):
+                emit_map(w, AxisMap(kind, size_in[i], extent[i], front[i]), p, sc[i])
+                src = f"({src}) * {size_in[i]} + {sc[i]}"
+            w(f"src = ({src}) * {size_in[-1]}")
+            cols = min(row, extent[-1])
+            idx, _ = AxisMap(kind, size_in[-1], cols, front[-1]).at(np.arange(cols))
+            j = 0
+            for k, n, s, step in _runs(idx.tolist()):
+                if step == 1:
+                    emit_run(w, lanes, affine([("dst", 1)], j), n, affine([("src", 1)], s))
+                else:
+                    with w.block(f"for t in range({n}):"):
+                        w(f"xp[{affine([('dst', 1), ('t', 1)], j)}] = "
+                          f"x[{affine([('src', 1), ('t', step)], s)}]")
+                j = k + n
+            emit_run(w, lanes, f"dst + {cols}", P[-1] - cols)
+        with w.block("else:"):
+            emit_run(w, lanes, "dst", P[-1])
+
+
+def _runs(idx):
+    """``idx`` as (start, count, first, step) runs of steps +1 or -1 (or single elements)."""
+    out, j = [], 0
+    while j < len(idx):
+        k = j + 1
+        step = idx[k] - idx[j] if k < len(idx) and abs(idx[k] - idx[j]) == 1 else 1
+        while k < len(idx) and idx[k] - idx[k - 1] == step:
+            k += 1
+        out.append((j, k - j, idx[j], step))
+        j = k
+    return out

@@ -40,6 +40,10 @@ class BlockPlan:
     staged: bool = False  # FORWARD: each (image, group) padded into a per-thread buffer first
     phases: int = 1  # BACKWARD: last-axis stride phases in one tile (2: stored interleaved)
     flat: bool = False  # FORWARD: tiles of ``vectors`` walk the padded plane flattened
+    #: FORWARD, unit last-axis stride: the padding is not zeros but the input folded as this
+    #: AxisMap kind ("clamp", "reflect", "symmetric", "wrap"): a padding operator in front,
+    #: folded into phase 1 (graphs; ``compile_operator(..., input_padding=...)``)
+    fold: str = ""
 
     @property
     def accumulators(self) -> int:
@@ -59,7 +63,8 @@ class BlockPlan:
         """The tile in the generated module's title: lanes, channels, rows, vectors[, phases]
         [, flat]."""
         return (f"{self.lanes} {self.mb} {self.rows} {self.vectors}"
-                + (f" {self.phases}" if self.phases > 1 else "") + (" flat" if self.flat else ""))
+                + (f" {self.phases}" if self.phases > 1 else "") + (" flat" if self.flat else "")
+                + (f" {self.fold}" if self.fold else ""))
 
 
 def budget_for(host: Host, taps: int, spatial: int) -> int:
@@ -244,6 +249,7 @@ class Layout:
     ostride: tuple  # element strides of the output planes' axes
     plane_in: int  # elements of one padded input plane
     plane_out: int  # elements of one output plane
+    fold: str = ""  # the plan's folded padding (BlockPlan.fold)
 
     @classmethod
     def of(cls, key) -> Layout:
@@ -258,7 +264,25 @@ class Layout:
                    tuple(d.input_tensor.sizes[2:]), out, tuple(d.filter_tensor.sizes[2:]), nd,
                    d.group_count, mg, blocks, mg - (blocks - 1) * p.mb, tuple(front),
                    tuple(padded), tuple(prod(padded[i + 1:]) for i in range(nd)),
-                   tuple(prod(out[i + 1:]) for i in range(nd)), prod(padded), prod(out))
+                   tuple(prod(out[i + 1:]) for i in range(nd)), prod(padded), prod(out),
+                   p.fold)
+
+
+def fold_of(lay: Layout, desc):
+    """``(kind, extent)`` of phase 1's folded padding (None: zeros): the AxisMap kind and the
+    padded sizes the windows reach."""
+    return (lay.fold, geometry(desc).padded_sizes()) if lay.fold else None
+
+
+#: PaddingMode names -> the AxisMap kinds a blocked kernel can fold into phase 1
+FOLDS = {"EDGE": "clamp", "REFLECTION": "reflect", "SYMMETRIC": "symmetric", "WRAP": "wrap"}
+
+
+def can_fold(desc, plan) -> bool:
+    """Whether ``plan``'s phase 1 can read the padding through a map: FORWARD, a unit stride
+    along the last axis (the rows are not stored by phase), a copy made at all."""
+    return (plan is not None and desc.direction == ConvolutionDirection.FORWARD
+            and desc.strides[-1] == 1 and needs_copy(desc))
 
 
 def pack_filter(desc, w, plan: BlockPlan) -> np.ndarray:

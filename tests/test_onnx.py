@@ -1,0 +1,233 @@
+"""ONNX models through graphs: ONNX's own backend node tests for the operators we map, random
+chains built with onnx.helper against ONNX Runtime at several opsets, and errors that name the
+first unsupported node and attribute."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dml_numba as dml
+
+onnx = pytest.importorskip("onnx", reason="the onnx package is in the [test] extra")
+from onnx import TensorProto as TP  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
+
+from dml_numba.onnx import compile_model  # noqa: E402
+
+PREFIXES = ("test_pad", "test_lppool", "test_conv_", "test_convtranspose", "test_tile",
+            "test_slice", "test_reflect_pad", "test_edge_pad", "test_wrap_pad",
+            "test_constant_pad")
+#: backend cases DirectML's operators cannot express, and why
+REFUSED = {"test_slice_start_out_of_bounds": "non-empty slice"}
+
+
+def _backend_cases():
+    import warnings
+
+    from onnx.backend.test.case.node import collect_testcases
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases(None)
+    return {c.name: c for c in cases if c.name.startswith(PREFIXES)}
+
+
+CASES = _backend_cases()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("device", ["numpy", "cpu"])
+def test_onnx_backend_node_cases(name, device):
+    case = CASES[name]
+    model = case.model
+    names = [i.name for i in model.graph.input]
+    for inputs, outputs in case.data_sets:
+        feed = dict(zip(names, inputs))
+        # DirectML takes pads, repeats, starts and weights as parameters: fixed at load time
+        consts = {k: v for k, v in feed.items() if k != names[0]}
+        if name in REFUSED:
+            with pytest.raises(dml.ValidationError, match=REFUSED[name]):
+                compile_model(model, device, constants=consts)
+            return
+        y = compile_model(model, device, constants=consts)(feed[names[0]])
+        np.testing.assert_allclose(y, outputs[0], rtol=1e-4, atol=1e-5)
+
+
+def test_backend_catalogue_is_not_empty():
+    assert len(CASES) >= 35, sorted(CASES)
+
+
+# -- random chains against ONNX Runtime ---------------------------------------------------------
+
+def _ort():
+    return pytest.importorskip("onnxruntime", reason="ONNX Runtime is in the [test] extra")
+
+
+def _chain_model(draw, opset):
+    """A random chain Pad -> Conv (+activation) -> LpPool -> Slice -> Tile, each present or not."""
+    rng = np.random.default_rng(draw(st.integers(0, 1000)))
+    c = draw(st.integers(1, 3))
+    shape = [1, c, draw(st.integers(5, 9)), draw(st.integers(5, 9))]
+    nodes, inits, cur, k = [], [], "x", 0
+
+    def name():
+        nonlocal k
+        k += 1
+        return f"t{k}"
+
+    if draw(st.booleans()):
+        mode = draw(st.sampled_from(["constant", "reflect", "edge"] +
+                                    (["wrap"] if opset >= 19 else [])))
+        pads = [0, 0, draw(st.integers(0, 2)), draw(st.integers(0, 2)), 0, 0,
+                draw(st.integers(0, 2)), draw(st.integers(0, 2))]
+        out = name()
+        inits.append(numpy_helper.from_array(np.array(pads, np.int64), "pads"))
+        nodes.append(helper.make_node("Pad", [cur, "pads"], [out], mode=mode))
+        shape = [n + pads[i] + pads[i + 4] for i, n in enumerate(shape)]
+        cur = out
+    if draw(st.booleans()):
+        cout = draw(st.sampled_from([c, 2 * c]))
+        group = draw(st.sampled_from([1, c]))
+        kh = draw(st.integers(1, 3))
+        w = rng.standard_normal((cout, c // group, kh, kh)).astype(np.float32)
+        inits += [numpy_helper.from_array(w, "W"),
+                  numpy_helper.from_array(rng.standard_normal(cout).astype(np.float32), "B")]
+        out = name()
+        p = draw(st.integers(0, 1))
+        nodes.append(helper.make_node("Conv", [cur, "W", "B"], [out], group=group,
+                                      pads=[p, p, p, p], kernel_shape=[kh, kh]))
+        shape = [1, cout, shape[2] + 2 * p - kh + 1, shape[3] + 2 * p - kh + 1]
+        cur = out
+        act = draw(st.sampled_from([None, "Relu", "LeakyRelu", "Sigmoid", "Tanh"]))
+        if act:
+            out = name()
+            nodes.append(helper.make_node(act, [cur], [out]))
+            cur = out
+    if draw(st.booleans()) and min(shape[2:]) >= 2:
+        out = name()
+        nodes.append(helper.make_node("LpPool", [cur], [out], kernel_shape=[2, 2],
+                                      strides=[2, 2], p=draw(st.sampled_from([1, 2, 3]))))
+        shape = shape[:2] + [(n - 2) // 2 + 1 for n in shape[2:]]
+        cur = out
+    if draw(st.booleans()):
+        step = draw(st.sampled_from([1, 2, -1]))
+        out = name()
+        inits += [numpy_helper.from_array(np.array(v, np.int64), n) for v, n in
+                  (([0 if step > 0 else -1], "st"), ([100 if step > 0 else -100], "en"),
+                   ([3], "ax"), ([step], "sp"))]
+        nodes.append(helper.make_node("Slice", [cur, "st", "en", "ax", "sp"], [out]))
+        shape[3] = len(range(shape[3])[::step])
+        cur = out
+    reps = [1, 1, draw(st.integers(1, 2)), draw(st.integers(1, 2))]
+    inits.append(numpy_helper.from_array(np.array(reps, np.int64), "reps"))
+    nodes.append(helper.make_node("Tile", [cur, "reps"], ["y"]))
+    shape = [n * r for n, r in zip(shape, reps)]
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TP.FLOAT,
+                                                                         [1, c, None, None])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, shape)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), opset=st.sampled_from([13, 18, 19]))
+def test_random_chains_match_onnx_runtime(data, opset):
+    ort = _ort()
+    model = _chain_model(data.draw, opset)
+    onnx.checker.check_model(model)
+    # the input's height and width are symbolic: fixed with input_shapes
+    rng = np.random.default_rng(1)
+    h = data.draw(st.integers(5, 9))
+    w = data.draw(st.integers(5, 9))
+    c = model.graph.input[0].type.tensor_type.shape.dim[1].dim_value
+    x_shape = (1, c, h, w)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {"x": x})[0]
+    model.graph.output[0].type.tensor_type.ClearField("shape")
+    for device in ("numpy", "cpu"):
+        y = compile_model(model, device, input_shapes={"x": x_shape})({"x": x})
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+
+
+# -- loading and errors -------------------------------------------------------------------------
+
+def _pad_model(mode="reflect", node_name="p"):
+    node = helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode, name=node_name)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [1, 6])],
+                          [helper.make_tensor("pads", TP.INT64, [4], [0, 1, 0, 1])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_a_model_from_a_path_with_inputs_by_name(tmp_path):
+    path = tmp_path / "pad.onnx"
+    onnx.save(_pad_model(), str(path))
+    m = compile_model(str(path), "cpu")
+    x = np.array([[1, 2, 3, 4]], np.float32)
+    np.testing.assert_array_equal(m({"x": x}), [[2, 1, 2, 3, 4, 3]])
+    np.testing.assert_array_equal(m(x), m({"x": x}))
+    with pytest.raises(dml.ValidationError, match="expected \\['x'\\]"):
+        m({"z": x})
+
+
+def test_conv_and_its_activation_become_one_fused_node():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((2, 1, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT,
+                                                                     [1, 1, 4, 4])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [1, 2, 4, 4])],
+                          [numpy_helper.from_array(w, "W"),
+                           numpy_helper.from_array(np.array(-0.5, np.float32), "lo"),
+                           numpy_helper.from_array(np.array(0.5, np.float32), "hi")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m = compile_model(model, "cpu")
+    assert len(m.graph.nodes) == 1
+    assert isinstance(m.graph.nodes[0].operator.fused_activation,
+                      dml.ElementWiseClipOperatorDesc)
+    x = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
+    ref = dml.convolution(x, w, start_padding=(1, 1), end_padding=(1, 1), device="numpy")
+    np.testing.assert_allclose(m(x), np.clip(ref, -0.5, 0.5), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.graph.node[0].__setattr__("op_type", "Resize"),
+     "Resize 'p' (node 0).op_type: 'Resize' is invalid; expected one of Pad"),
+    (lambda m: m.graph.node[0].attribute[0].__setattr__("s", b"mirror"),
+     "Pad 'p' (node 0).mode: 'mirror' is invalid; expected one of constant, reflect, edge, wrap"),
+    (lambda m: m.graph.input[0].type.tensor_type.shape.dim[1].__setattr__("dim_param", "W"),
+     "input 'x' has the symbolic dimension 'W'; expected static shapes"),
+    (lambda m: m.graph.output[0].type.tensor_type.shape.dim[1].__setattr__("dim_value", 7),
+     "output 'y' is declared (1, 7); its nodes compute (1, 6)"),
+])
+def test_errors_name_the_node_and_attribute(change, message):
+    model = _pad_model()
+    change(model)
+    with pytest.raises(dml.ValidationError) as e:
+        compile_model(model, "cpu")
+    assert message in str(e.value), str(e.value)
+
+
+def test_an_activation_not_after_a_convolution_is_refused():
+    node = helper.make_node("Relu", ["x"], ["y"], name="r")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [2])])
+    with pytest.raises(dml.ValidationError, match="Relu 'r' \\(node 0\\).input\\[0\\]: 'x' is "
+                                                  "invalid; expected the output of a Conv"):
+        compile_model(helper.make_model(g), "cpu")
+
+
+def test_a_parameter_that_is_not_constant_is_named():
+    node = helper.make_node("Tile", ["x", "r"], ["y"], name="t")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.FLOAT, [2]),
+                                        helper.make_tensor_value_info("r", TP.INT64, [1])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [4])])
+    model = helper.make_model(g)
+    with pytest.raises(dml.ValidationError, match="Tile 't' \\(node 0\\).repeats: 'r' is "
+                                                  "invalid; expected a constant"):
+        compile_model(model, "cpu")
+    m = compile_model(model, "cpu", constants={"r": np.array([2])})
+    np.testing.assert_array_equal(m(np.array([1, 2], np.float32)), [1, 2, 1, 2])
+    with pytest.raises(dml.ValidationError, match="constants: 'q' is invalid"):
+        compile_model(model, "cpu", constants={"q": np.array([2])})
