@@ -171,9 +171,9 @@ def test_padding_that_cannot_fold_stays_a_step():
 
 def test_intermediate_buffers_are_allocated_once_and_per_thread():
     x, w = rand((1, 2, 6, 6)), rand((2, 2, 3, 3), seed=3)
-    r = pad((1, 2, 6, 6), (0, 0, 1, 1), (0, 0, 1, 1), R)
+    r = pad((1, 2, 6, 6), (0, 0, 1, 1), (0, 0, 1, 1), value=1.0)  # neither folds
     c = conv((1, 2, 8, 8), (2, 2, 3, 3))
-    s = slice1((1, 2, 6, 6), (0, 0, 0, 0), (1, 2, 6, 6), (1, 1, 1, 2))
+    s = slice1((1, 2, 6, 6), (0, 0, 0, 0), (1, 2, 6, 6), (1, 1, 1, -2))
     g = dml.GraphDesc(2, 1, (N(r), N(c), N(s)), (IN(0, 0, 0), IN(1, 1, 1)), (OUT(2, 0, 0),),
                       (MID(0, 0, 1, 0), MID(1, 0, 2, 0)))
     cg = dml.compile_graph(g, "cpu")
@@ -422,3 +422,42 @@ def test_input_padding_option_is_refused_where_it_cannot_apply():
         dml.compile_operator(c, "numpy", input_padding="REFLECTION")
     with pytest.raises(dml.ValidationError, match="'CONSTANT' is invalid"):
         dml.compile_operator(c, "cpu", input_padding="CONSTANT")
+
+
+@pytest.mark.parametrize("window, offsets, strides", [
+    ("conv", (0, 0, 0, 0), (1, 1, 2, 1)),
+    ("conv", (0, 0, 1, 1), (1, 1, 2, 3)),
+    ("pool", (0, 0, 0, 0), (1, 1, 2, 1)),
+    ("pool", (0, 0, 1, 1), (1, 1, 1, 2)),
+])
+def test_a_slice_after_a_window_computes_only_the_kept_windows(window, offsets, strides):
+    x, w = rand((2, 3, 11, 12)), rand((3, 3, 3, 3), seed=5)
+    op = conv((2, 3, 11, 12), (3, 3, 3, 3), pads=(1, 1)) if window == "conv" else \
+        pool((2, 3, 11, 12), (3, 2), (1, 1), pads=(1, 1))
+    sizes = op.output_tensor.sizes
+    s = slice1(sizes, offsets, tuple(n - o for n, o in zip(sizes, offsets)), strides)
+    nodes = (N(op), N(s))
+    ins = (IN(0, 0, 0), IN(1, 0, 1)) if window == "conv" else (IN(0, 0, 0),)
+    g = dml.GraphDesc(len(ins), 1, nodes, ins, (OUT(1, 0, 0),), (MID(0, 0, 1, 0),))
+    args = (x, w) if window == "conv" else (x,)
+    ref, got = run_both(g, *args, exact=False)
+    full = dml.compile_operator(op, "numpy")(*args)
+    idx = tuple(slice(o, None, k) for o, k in zip(offsets, strides))
+    assert_close(got, full[idx], np.float32)
+    cg = dml.compile_graph(g, "cpu")
+    assert len(cg.steps) == 1 and cg.steps[0].op.output_tensor.sizes == got.shape
+    assert cg.steps[0].op.strides == tuple(a * b for a, b in zip(op.strides, strides[2:]))
+
+
+def test_a_slice_the_window_cannot_express_stays_a_step():
+    """Reversed, a slice of the channels, an offset past the start padding (the first kept
+    window would start before the padded input)."""
+    x, w = rand((1, 2, 8, 8)), rand((2, 2, 3, 3), seed=5)
+    op = conv((1, 2, 8, 8), (2, 2, 3, 3))
+    for s in (slice1((1, 2, 6, 6), (0, 0, 0, 0), (1, 2, 6, 6), (1, 1, -1, 1)),
+              slice1((1, 2, 6, 6), (0, 1, 0, 0), (1, 1, 6, 6), (1, 1, 1, 1)),
+              slice1((1, 2, 6, 6), (0, 0, 1, 0), (1, 2, 5, 6), (1, 1, 2, 1))):
+        g = dml.GraphDesc(2, 1, (N(op), N(s)), (IN(0, 0, 0), IN(1, 0, 1)), (OUT(1, 0, 0),),
+                          (MID(0, 0, 1, 0),))
+        run_both(g, x, w, exact=False)
+        assert len(dml.compile_graph(g, "cpu").steps) == 2

@@ -11,6 +11,9 @@ are, the specification):
   padding of the spatial axes in front of a FORWARD convolution without padding of its own
   becomes that convolution's padding, read through the mode's map in the blocked kernel's
   phase 1 (``input_padding``), where the automatic choice runs the blocked kernel;
+* **a slice after a window**: a slice with positive strides along the spatial axes of the
+  output of a FORWARD convolution or an LP pooling (read by nothing else) becomes that
+  operator's strides and start padding: only the kept windows are computed;
 * **data-movement chains**: padding, slice and tile nodes each feeding only the next become one
   :class:`~dml_numba.ops.gather_chain.GatherChainDesc`, one pass with no intermediate.
 
@@ -22,10 +25,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .._errors import ValidationError
 from ..ops.convolution import ConvolutionDirection, ConvolutionOperatorDesc
 from ..ops.gather_chain import GatherChainDesc
 from ..ops.lp_pooling import LpPooling1OperatorDesc
 from ..ops.padding import Padding1OperatorDesc, PaddingMode
+from ..ops.slice import Slice1OperatorDesc
 from .desc import GraphDesc
 
 #: where a step reads or writes: ("input", k) a graph input, ("output", k) a graph output,
@@ -102,6 +107,40 @@ def _fold_mode_padding(consumer, padding, src_tensor, device):
     return folded if folds_padding(folded, mode) else None
 
 
+def _fold_slice(window_op, sl):
+    """``window_op`` (a FORWARD convolution or an LP pooling) computing only what the slice
+    ``sl`` after it keeps: positive strides and offsets along the spatial axes become its
+    strides and start padding (the same windows, each computed once, none thrown away); None
+    where the slice touches the batch or channel axes, reverses, or reaches windows the
+    operator cannot express."""
+    w, s = window_op.canonical(), sl.canonical()
+    if not isinstance(s, Slice1OperatorDesc) or not (
+            isinstance(w, LpPooling1OperatorDesc) or isinstance(w, ConvolutionOperatorDesc)
+            and w.direction == ConvolutionDirection.FORWARD):
+        return None
+    sizes = w.output_tensor.sizes
+    if any(s.input_window_offsets[:2]) or tuple(s.input_window_sizes[:2]) != sizes[:2] or \
+            tuple(s.input_window_strides[:2]) != (1, 1) or min(s.input_window_strides) < 0:
+        return None
+    window = w.window_size if isinstance(w, LpPooling1OperatorDesc) else w.filter_tensor.sizes[2:]
+    strides, start, end = [], [], []
+    for i, (o, k) in enumerate(zip(s.input_window_offsets[2:], s.input_window_strides[2:])):
+        count = s.output_tensor.sizes[i + 2]
+        stride = w.strides[i] * k
+        front = w.start_padding[i] - o * w.strides[i]
+        if front < 0:
+            return None
+        reach = (count - 1) * stride + (window[i] - 1) * w.dilations[i] + 1
+        strides.append(stride)
+        start.append(front)
+        end.append(max(0, reach - w.input_tensor.sizes[i + 2] - front))
+    try:
+        return replace(w, output_tensor=s.output_tensor, strides=tuple(strides),
+                       start_padding=tuple(start), end_padding=tuple(end))
+    except ValidationError:
+        return None
+
+
 def _fold_padding(consumer, pad, src_tensor):
     """``consumer`` (convolution or LP pooling) reading ``src_tensor`` with ``pad`` added to its
     own padding, or None where the rule does not apply."""
@@ -159,6 +198,17 @@ def plan(graph: GraphDesc, fuse: bool = True, device: str = "cpu") -> list[Step]
                 drop_if_unread(p)
                 if options:
                     break
+        for k in order:  # a slice after a window operator: only the windows it keeps
+            n = nodes.get(k)
+            src = n.sources[0] if n is not None and n.sources else None
+            if src is None or src[0] != "node" or src[1] not in nodes or src[1] in outputs \
+                    or readers(src[1]) != [k] or nodes[src[1]].chain:
+                continue
+            folded = _fold_slice(nodes[src[1]].op, n.op)
+            if folded is not None:
+                p = nodes.pop(src[1])
+                n.op, n.sources, n.covers, n.options = folded, p.sources, p.covers + n.covers, \
+                    p.options
         for k in order:  # chains of data movement, each link read by the next alone
             n = nodes.get(k)
             if n is None or not _data_movement(n.op):
