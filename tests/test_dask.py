@@ -214,3 +214,72 @@ def test_the_device_is_checked_when_the_graph_is_built(call):
         call("cpuu")
     with pytest.raises(dml.ValidationError, match="compile_operator.device: None is invalid"):
         call(None)
+
+
+# -- graphs: one task per output block ----------------------------------------------------------
+
+def _dask_graphs():
+    from tests.test_graph import IN, MID, OUT, N, R, conv, pad, pool, rand, slice1, tile
+
+    x = rand((2, 4, 13, 15), seed=7)
+    w = rand((4, 1, 3, 3), seed=8)
+    p = pad((2, 4, 13, 15), (0, 0, 2, 1), (0, 0, 1, 2), R)
+    c = conv((2, 4, 16, 18), (4, 1, 3, 3), groups=4, act=dml.ActivationReluOperatorDesc())
+    lp = pool((2, 4, 14, 16), (2, 2), (2, 2))
+    s = slice1((2, 4, 7, 8), (0, 0, 0, 0), (2, 4, 7, 8), (1, 1, 2, 1))
+    pipeline = dml.GraphDesc(2, 1, (N(p), N(c), N(lp), N(s)), (IN(0, 0, 0), IN(1, 1, 1)),
+                             (OUT(3, 0, 0),), (MID(0, 0, 1, 0), MID(1, 0, 2, 0),
+                                               MID(2, 0, 3, 0)))
+    chain = dml.GraphDesc(1, 1, (N(pad((2, 4, 13, 15), (0, 0, 9, 1), (0, 0, 3, 16),
+                                       dml.PaddingMode.SYMMETRIC)),
+                                 N(slice1((2, 4, 25, 32), (0, 0, 1, 0), (2, 4, 24, 32),
+                                          (1, 1, 3, -2))),
+                                 N(tile((2, 4, 8, 16), (1, 1, 2, 1))),
+                                 N(pad((2, 4, 16, 16), (0, 0, 4, 0), (0, 0, 0, 5), value=3.0))),
+                             (IN(0, 0, 0),), (OUT(3, 0, 0),),
+                             (MID(0, 0, 1, 0), MID(1, 0, 2, 0), MID(2, 0, 3, 0)))
+    # a node read by two: the padding feeds a convolution and a tile, joined by... a second
+    # output is not blockable; the fan-out joins through the padding read twice instead
+    zc = conv((2, 4, 13, 15), (4, 4, 3, 3), pads=(1, 1))
+    wt = rand((4, 4, 3, 3), seed=9)
+    tr = dml.functional.convolution_desc(np.zeros((2, 4, 13, 15), np.float32),
+                                         np.zeros((4, 2, 2, 2), np.float32), strides=(2, 2),
+                                         direction=dml.ConvolutionDirection.BACKWARD)
+    wtr = rand((4, 2, 2, 2), seed=10)
+    mixed = dml.GraphDesc(3, 1, (N(zc), N(tr)), (IN(0, 0, 0), IN(1, 0, 1), IN(2, 1, 1)),
+                          (OUT(1, 0, 0),), (MID(0, 0, 1, 0),))
+    return {"pipeline": (pipeline, x, (w,), False), "chain": (chain, x, (), True),
+            "conv-transposed": (mixed, x, (wt, wtr), False)}
+
+
+DASK_GRAPHS = _dask_graphs()
+
+
+@pytest.mark.parametrize("name", list(DASK_GRAPHS))
+@pytest.mark.parametrize("chunks", [(1, 2, 5, 6), (2, 4, 13, 15), (1, 1, 2, 3)])
+def test_graph_per_block_equals_the_whole_graph(name, chunks):
+    g, x, params, exact = DASK_GRAPHS[name]
+    y = dd.graph(g, da.from_array(x, chunks=chunks), *params)
+    ref = dml.compile_graph(g, "numpy")(x, *params)
+    layer = [k for k in dict(y.dask) if k[0] == y.name]
+    assert len(layer) == y.npartitions  # one task per output block
+    got = y.compute(scheduler="threads")
+    (assert_exact(got, ref) if exact else assert_close(got, ref, np.float32))
+
+
+def test_graph_on_a_local_cluster_and_its_errors():
+    from distributed import Client, LocalCluster
+
+    g, x, params, _ = DASK_GRAPHS["pipeline"]
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=40) as cluster, Client(cluster):
+        got = dd.graph(g, da.from_array(x, chunks=(1, 2, 4, 5)), *params).compute()
+    assert_close(got, dml.compile_graph(g, "numpy")(x, *params), np.float32)
+    with pytest.raises(dml.ValidationError, match="1 params are invalid; expected 0"):
+        dd.graph(DASK_GRAPHS["chain"][0], da.from_array(x), params[0])
+    with pytest.raises(dml.ValidationError, match="x: float64"):
+        dd.graph(g, da.from_array(x.astype(np.float64)), *params)
+    two = dml.GraphDesc(1, 2, g.nodes[:1], (dml.InputGraphEdgeDesc(0, 0, 0),),
+                        (dml.OutputGraphEdgeDesc(0, 0, 0), dml.OutputGraphEdgeDesc(0, 0, 1)))
+    with pytest.raises(dml.ValidationError, match="output_count 2 is invalid"):
+        dd.graph(two, da.from_array(x))
