@@ -13,7 +13,7 @@ from benchmarks._harness import machine
 
 MARKER = "<!-- analysis: kept when the tables above are regenerated -->"
 SUITES = ["bench_data_movement", "bench_lp_pooling", "bench_dispatch", "bench_convolution",
-          "bench_threading", "bench_latency", "bench_memory", "bench_dask"]
+          "bench_threading", "bench_latency", "bench_memory", "bench_dask", "bench_graph"]
 
 
 def main(argv=None):

@@ -6,6 +6,8 @@ loop. Where the runs would be many (a last axis tiled many times), the row appli
 composed map element by element instead."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .._codegen import SourceWriter, affine, decompose, index
@@ -14,10 +16,23 @@ from .._dtypes import DataType
 from .._gather import chain_constants, emit_chain_axis, emit_select, merge_conds, storage_dtype
 from .._registry import register
 from ..ops.gather_chain import GatherChainDesc
-from ._emit import CpuKernel, header, make_key
+from ._emit import CpuKernel, Host, RowReads, header, make_key
 
 #: a last axis laid out in more runs than this is mapped element by element
 MAX_RUNS = 16
+
+
+#: copy runs with these steps are read a vector at a time (one load and a shuffle)
+VECTOR_STEPS = (-4, -3, -2, -1, 1, 2, 3, 4)
+
+
+def row_lanes(desc, host: Host | None = None) -> int:
+    """Elements a vector of the host moves (its bytes over the element's); 0 where no copy
+    run of the last axis holds a whole vector with a step read that way."""
+    itemsize = storage_dtype(desc.input_tensor.data_type).itemsize
+    lanes = (host or Host.current()).lanes * 4 // itemsize
+    fits = any(r[0] == "copy" and r[4] in VECTOR_STEPS and r[2] >= lanes for r in desc.runs())
+    return lanes if fits and len(desc.runs()) <= MAX_RUNS else 0
 
 
 def emit(key) -> str:
@@ -26,8 +41,10 @@ def emit(key) -> str:
     plans = desc.gather_plans()
     sizes = desc.output_tensor.sizes
     rank = len(sizes)
+    lanes = key.plan.lanes
     w = SourceWriter()
-    loop = header(w, key)
+    loop = header(w, key, imports=("from dml_numba.cpu._simd import vload_stride, vstore_raw",)
+                  if lanes else ())
     runs = desc.runs()
     with w.block("def kernel(x, y):"):
         w("# one pass for the chain " + " -> ".join(type(op).op_name() for op in desc.operators)
@@ -48,15 +65,19 @@ def emit(key) -> str:
                     _element(w, plans, outer, inner, conds, "j")
             else:
                 emit_select(w, conds, lambda k: _row(w, runs, outer, inner, k),
-                            lambda: _row(w, runs, outer, inner, -1))
+                            lambda: _row(w, runs, outer, inner, -1, lanes))
     return w.text()
 
 
-def _row(w, runs, outer, inner, base: int) -> None:
+def _row(w, runs, outer, inner, base: int, lanes: int = 0) -> None:
     """One output row from its runs; ``base``: the level whose constant the outer axes already
     chose (-1: none), which a run's own constant overrides only from a level nearer the output.
-    Neighbouring fills of the same constant are one loop."""
+    Neighbouring fills of the same constant are one loop. ``lanes``: copy runs of a step in
+    VECTOR_STEPS holding a vector are read and written a vector at a time on row views."""
     y = lambda j: f"y[{index(*outer, j)}]"  # noqa: E731
+    if lanes:
+        w(f"xr = x[{index(*inner)}]" if inner else "xr = x")
+        w(f"yr = y[{index(*outer)}]" if outer else "yr = y")
     items: list = []
     for run in runs:
         if run[0] == "copy" and base < 0:
@@ -71,6 +92,14 @@ def _row(w, runs, outer, inner, base: int) -> None:
         j, n = item[1], item[2]
         if item[0] == "copy":
             s, step = item[3], item[4]
+            if lanes and step in VECTOR_STEPS and n >= lanes:
+                with w.block(f"for t in range({n // lanes}):"):
+                    w(f"vstore_raw(yr, {affine([('t', lanes)], j)}, vload_stride(xr, "
+                      f"{affine([('t', lanes * step)], s)}, {step}, {lanes}))")
+                if n % lanes:  # the last vector overlaps the one before
+                    w(f"vstore_raw(yr, {j + n - lanes}, vload_stride(xr, "
+                      f"{s + (n - lanes) * step}, {step}, {lanes}))")
+                continue
             with w.block(f"for t in range({n}):"):
                 w(f"{y(affine([('t', 1)], j))} = x[{index(*inner, affine([('t', step)], s))}]")
         else:
@@ -89,7 +118,8 @@ class GatherChainKernel(CpuKernel):
     """The fused chain on the CPU (float16 moved as its bits)."""
 
     def __init__(self, desc, options):
-        key = make_key(desc, options, desc.output_tensor.element_count)
+        key = dataclasses.replace(make_key(desc, options, desc.output_tensor.element_count),
+                                  plan=RowReads(row_lanes(desc)))
         dt = storage_dtype(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
         super().__init__(key, emit, [(dt, rank), (dt, rank)], options)

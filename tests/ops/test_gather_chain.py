@@ -169,3 +169,22 @@ def test_validation_names_the_link(bad, message):
     with pytest.raises(dml.ValidationError, match="GatherChainDesc") as e:
         bad(np.float32)
     assert message in str(e.value)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.float64])
+@pytest.mark.parametrize("step", [1, -1, 2, -3, 4, 5])
+def test_long_rows_move_a_vector_at_a_time(dtype, step):
+    """Rows long enough for whole vectors: the copy runs of steps -4..4 are read with one load
+    and a shuffle (an overlapping last vector for the remainder), other steps element by
+    element; every dtype size (the lanes are the vector's bytes over the element's)."""
+    shape = (3, 300)  # a step-4 run holds a 64-lane int8 vector too
+    n = 300 + 7
+    links = [pad(dtype, shape, (0, 3), (1, 4), dml.PaddingMode.REFLECTION),
+             slice1(dtype, (4, n), (1, 1), (3, n - 2), (1, step)),
+             tile(dtype, (3, 1 + (n - 3) // abs(step)), (1, 2))]
+    d = chain(links, dtype, shape)
+    x = _input(dtype, shape, 2)
+    op = dml.compile_operator(d, "cpu")
+    vectored = abs(step) <= 4
+    assert ("vload_stride" in op.source) == vectored
+    np.testing.assert_array_equal(op(x), run_oracles(links, x))
