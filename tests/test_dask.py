@@ -104,6 +104,9 @@ def test_distributed_local_cluster():
                       silence_logs=40) as cluster, Client(cluster) as client:
         for _, lazy, eager, exact in CASES:  # chunk corners: the threaded tests above
             _check(lazy, eager, exact, CHUNKINGS["ragged"])
+        g, x, params, _ = DASK_GRAPHS["pipeline"]  # a graph, block by block on the workers
+        got = dd.graph(g, da.from_array(x, chunks=(1, 2, 4, 5)), *params).compute()
+        assert_close(got, dml.compile_graph(g, "numpy")(x, *params), np.float32)
         assert len(client.scheduler_info()["workers"]) == 2
 
 
@@ -267,14 +270,9 @@ def test_graph_per_block_equals_the_whole_graph(name, chunks):
     (assert_exact(got, ref) if exact else assert_close(got, ref, np.float32))
 
 
-def test_graph_on_a_local_cluster_and_its_errors():
-    from distributed import Client, LocalCluster
-
+def test_graph_errors():
+    """(A graph on a LocalCluster: test_distributed_local_cluster.)"""
     g, x, params, _ = DASK_GRAPHS["pipeline"]
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=40) as cluster, Client(cluster):
-        got = dd.graph(g, da.from_array(x, chunks=(1, 2, 4, 5)), *params).compute()
-    assert_close(got, dml.compile_graph(g, "numpy")(x, *params), np.float32)
     with pytest.raises(dml.ValidationError, match="1 params are invalid; expected 0"):
         dd.graph(DASK_GRAPHS["chain"][0], da.from_array(x), params[0])
     with pytest.raises(dml.ValidationError, match="x: float64"):

@@ -105,7 +105,7 @@ def test_chain_equals_numpy_functions_one_by_one(case, device):
     np.testing.assert_array_equal(y, run_oracles(links, x))
 
 
-@settings(max_examples=8, deadline=None, derandomize=True,
+@settings(max_examples=5, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(case=chains(dtypes=(np.float32, np.int16)))
 def test_parallel_chain_equals_numpy_functions(case):

@@ -86,6 +86,16 @@ EXTRA = [  # (make, expected 'Owner.field' at the start of the message)
     (lambda: dml.Padding1OperatorDesc(T(I32, (2,)), T(I32, (3,)), 0, 99, 1, (1,), (0,)), r"Padding1OperatorDesc.padding_value_data_type"),
     (lambda: dml.TileOperatorDesc(T(F32, (2,)), T(F32, (4,)), 2), r"TileOperatorDesc.repeats"),
     (lambda: dml.TileOperatorDesc(T(F32, (2,)), "not a tensor", (2,)), r"TileOperatorDesc.output_tensor"),
+    # the fused data-movement chain
+    (lambda: dml.GatherChainDesc(T(F32, (2,)), T(F32, (2,)), ()), r"GatherChainDesc.operators"),
+    (lambda: dml.GatherChainDesc(T(F32, (2,)), T(F32, (2,)), ("tile",)),
+     r"GatherChainDesc.operators\[0\]"),
+    (lambda: dml.GatherChainDesc(T(I32, (2,)), T(F32, (4,)), (
+        dml.TileOperatorDesc(T(F32, (2,)), T(F32, (4,)), (2,)),)),
+     r"GatherChainDesc.operators\[0\].input_tensor.data_type"),
+    (lambda: dml.GatherChainDesc(T(F32, (3,)), T(F32, (4,)), (
+        dml.TileOperatorDesc(T(F32, (2,)), T(F32, (4,)), (2,)),)),
+     r"GatherChainDesc.operators\[0\].input_tensor.sizes"),
     # a rule only the functional layer reaches (a descriptor checks ranks first)
     (lambda: dml.convolution(np.ones((1, 1, 5), np.float32), np.ones((1, 1, 2, 2), np.float32),
                             device="numpy"), r"convolution.filter_tensor.sizes"),
