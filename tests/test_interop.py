@@ -9,7 +9,18 @@ import dml_numba as dml
 from dml_numba import _interop
 from dml_numba.__main__ import main
 
-torch = pytest.importorskip("torch", reason="PyTorch is optional: the interop tests need it")
+
+@pytest.fixture(scope="module")
+def torch():
+    """PyTorch, for the tests that need it (its PyPI wheel is several GB with CUDA, so it is not
+    in the test extras; the other tests here run without it)."""
+    return pytest.importorskip("torch", reason="PyTorch is optional: not installed")
+
+
+@pytest.fixture(scope="module")
+def jax():
+    return pytest.importorskip("jax", reason="JAX is in the [test] extra")
+
 
 F32 = np.float32
 RNG = np.random.default_rng(5)
@@ -37,7 +48,7 @@ def test_every_function_is_in_the_table():
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
-def test_a_tensor_in_gives_a_tensor_out(name):
+def test_a_tensor_in_gives_a_tensor_out(name, torch):
     call, oracle = CALLS[name]
     y = call(torch.from_numpy(X4.copy()))
     assert isinstance(y, torch.Tensor) and y.dtype == torch.float32
@@ -46,7 +57,7 @@ def test_a_tensor_in_gives_a_tensor_out(name):
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
-def test_a_tensor_out_is_written_in_place(name):
+def test_a_tensor_out_is_written_in_place(name, torch):
     call, oracle = CALLS[name]
     expected = oracle(X4)
     out = torch.full(expected.shape, -7.0)
@@ -57,7 +68,7 @@ def test_a_tensor_out_is_written_in_place(name):
     np.testing.assert_allclose(out2.numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
-def test_compiled_operators_take_and_give_tensors_without_copying_the_input():
+def test_compiled_operators_take_and_give_tensors_without_copying_the_input(torch):
     desc = dml.TileOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, (2, 3)),
                                 dml.TensorDesc(dml.DataType.FLOAT32, (4, 3)), (2, 1))
     op = dml.compile_operator(desc, "cpu")
@@ -75,18 +86,35 @@ def test_compiled_operators_take_and_give_tensors_without_copying_the_input():
         op(x.double())
 
 
-def test_tensor_parameters_are_values():
+def test_tensor_parameters_are_values(torch):
     x = torch.from_numpy(X4.copy())
     a = dml.convolution(x, W4, strides=torch.tensor([2, 2]))
     b = dml.convolution(x, W4, strides=torch.tensor([1, 2]))
     assert a.shape == (1, 3, 2, 2) and b.shape == (1, 3, 3, 2)
 
 
-def test_jax_arrays_come_back_as_jax_arrays():
-    jax = pytest.importorskip("jax", reason="JAX is optional: not installed")
-    y = dml.tile(jax.numpy.asarray(X4), (1, 1, 1, 2))
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_jax_arrays_come_back_as_jax_arrays(name, jax):
+    call, oracle = CALLS[name]
+    y = call(jax.numpy.asarray(X4))
+    assert isinstance(y, jax.Array) and y.dtype == jax.numpy.float32
+    np.testing.assert_allclose(np.asarray(y), oracle(X4), rtol=1e-5, atol=1e-5)
+
+
+def test_compiled_operators_and_graphs_take_and_give_jax_arrays(jax):
+    desc = dml.TileOperatorDesc(dml.TensorDesc(dml.DataType.FLOAT32, (2, 3)),
+                                dml.TensorDesc(dml.DataType.FLOAT32, (4, 3)), (2, 1))
+    x = jax.numpy.arange(6, dtype=jax.numpy.float32).reshape(2, 3)
+    y = dml.compile_operator(desc, "cpu")(x)
     assert isinstance(y, jax.Array)
-    np.testing.assert_array_equal(np.asarray(y), np.tile(X4, (1, 1, 1, 2)))
+    np.testing.assert_array_equal(np.asarray(y), np.tile(np.arange(6, dtype=F32).reshape(2, 3),
+                                                         (2, 1)))
+    g = dml.GraphDesc(1, 1, (dml.OperatorGraphNodeDesc(desc),), (dml.InputGraphEdgeDesc(0, 0, 0),),
+                      (dml.OutputGraphEdgeDesc(0, 0, 0),))
+    z = dml.compile_graph(g, "cpu")(x)
+    assert isinstance(z, jax.Array) and np.array_equal(np.asarray(z), np.asarray(y))
+    with pytest.raises(dml.ValidationError, match="dtype float16 is invalid; expected float32"):
+        dml.compile_operator(desc, "cpu")(x.astype(jax.numpy.float16))
 
 
 # -- NumPy's conventions -----------------------------------------------------------------------
