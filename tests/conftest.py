@@ -20,9 +20,34 @@ if "NUMBA_ENABLE_CUDASIM" not in os.environ and not shutil.which("nvidia-smi"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
 
+# The CUDA kernels the group's tests build are also written down here (one file a process), so
+# the PTX check sees them whatever process it runs in.
+_RECORD = "DML_NUMBA_TEST_CUDA_KERNELS_DIR"
+_OWN_RECORD = None
+if _RECORD not in os.environ:
+    _OWN_RECORD = os.environ[_RECORD] = tempfile.mkdtemp(prefix="dml_numba_test_cuda_")
+
+
 def pytest_unconfigure(config):
-    if _OWN_CACHE:
-        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
+    for own in (_OWN_CACHE, _OWN_RECORD):
+        if own:
+            shutil.rmtree(own, ignore_errors=True)
+
+
+def recorded_cuda_descs() -> set:
+    """The descriptors of every CUDA kernel a test of the group built, in any process."""
+    import pickle
+    from pathlib import Path
+
+    descs = set()
+    for path in Path(os.environ[_RECORD]).glob("*.pkl"):
+        with open(path, "rb") as f:
+            while True:
+                try:
+                    descs.update(pickle.load(f))
+                except EOFError:
+                    break
+    return descs
 
 
 def pytest_addoption(parser):
@@ -82,7 +107,14 @@ def _cuda_kernels_stay_in_their_group(request):
     """A test outside the CUDA group must not build CUDA kernels: under pytest-xdist it could
     run in another worker, after the PTX check, and its kernels would escape it."""
     if _builds_cuda_kernels(request.node):
+        before = _cuda_keys()
         yield
+        new = {k.desc for k in _cuda_keys() - before}
+        if new:  # written down for the PTX check (this run's own private folder)
+            import pickle
+
+            with open(os.path.join(os.environ[_RECORD], f"{os.getpid()}.pkl"), "ab") as f:
+                pickle.dump(sorted(new, key=repr), f)
         return
     before = _cuda_keys()
     yield

@@ -86,12 +86,13 @@ def test_the_graph_catalogue_compiles_to_ptx(tmp_path):
 
 @pytest.mark.ptx
 def test_every_cuda_kernel_the_run_created_compiles_to_ptx(tmp_path):
-    """Every kernel the CUDA tests built (they run before this, in this process: the suite
-    groups them, tests/conftest.py), beyond the catalogue checked above."""
+    """Every kernel the CUDA tests built (they run before this: the suite groups them, and
+    each writes down the kernels it built, tests/conftest.py), beyond the catalogue checked
+    above."""
     pytest.importorskip("numba.cuda")
-    from tests.conftest import _cuda_keys
+    from tests.conftest import _cuda_keys, recorded_cuda_descs
 
-    descs = {k.desc for k in _cuda_keys()} - _catalogue_descs()
+    descs = ({k.desc for k in _cuda_keys()} | recorded_cuda_descs()) - _catalogue_descs()
     if not descs:
         pytest.skip("no CUDA test ran before this one (run the whole suite or tests/)")
     _compile_all(descs, tmp_path)
