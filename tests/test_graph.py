@@ -258,7 +258,7 @@ def graphs(draw):
                          tuple(OUT(k, 0, i) for i, k in enumerate(outs)), mids), shape
 
 
-@settings(max_examples=10, deadline=None, derandomize=True,
+@settings(max_examples=8, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(case=graphs())
 def test_random_graphs_fused_equal_node_by_node(case):
@@ -377,12 +377,12 @@ DEPTHWISE, DENSE, STAGED = (((2, 8, 12, 20), (8, 1, 3, 3), 8, "blocked-depthwise
 
 
 @pytest.mark.parametrize("mode, xs, ws, groups, kind", [
-    ("REFLECTION", *DEPTHWISE), ("WRAP", *DEPTHWISE), ("EDGE", *DENSE), ("SYMMETRIC", *DENSE),
-    ("REFLECTION", *STAGED)])
+    ("REFLECTION", *DEPTHWISE), ("EDGE", *DEPTHWISE), ("SYMMETRIC", *DENSE), ("WRAP", *STAGED)])
 def test_mode_padding_folds_into_the_blocked_convolution(mode, xs, ws, groups, kind):
     """The padding never exists as a tensor: phase 1 of the blocked kernel reads the input
     through the mode's map; the result equals np.pad followed by the convolution. (Every
-    kernel's phase 1 is the same emitter: each mode once, each kernel at least once.)"""
+    kernel's phase 1 is the same emitter, each mode's map the shared one: each mode once, each
+    kernel at least once.)"""
     k = ws[-1] // 2
     p = pad(xs, (0, 0, k, k + 1), (0, 0, k + 1, k), dml.PaddingMode[mode])
     padded = tuple(n + (2 * k + 1 if i >= 2 else 0) for i, n in enumerate(xs))

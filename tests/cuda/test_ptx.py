@@ -70,20 +70,6 @@ def test_the_case_catalogue_compiles_to_ptx(tmp_path):
     _compile_all(descs, tmp_path)
 
 
-@pytest.mark.subprocess
-def test_the_graph_catalogue_compiles_to_ptx(tmp_path):
-    """Every step of the CUDA graph catalogue (fused chains, windows with folded padding), in
-    any worker, whatever ran before."""
-    pytest.importorskip("numba.cuda")
-    from dml_numba.graph.plan import plan
-    from tests.cuda.test_cuda import _graph_catalogue
-
-    descs = {dml._api.packed(s.op.canonical()) for g, _ in _graph_catalogue().values()
-             for s in plan(g, device="cuda")}
-    assert any(type(d).__name__ == "GatherChainDesc" for d in descs)
-    _compile_all(descs, tmp_path)
-
-
 @pytest.mark.ptx
 def test_every_cuda_kernel_the_run_created_compiles_to_ptx(tmp_path):
     """Every kernel the CUDA tests built (they run before this: the suite groups them, and
