@@ -120,3 +120,15 @@ def tensor(*sizes, dtype=None):
 def invalid(owner: str, field: str, value, expected: str) -> str:
     """The complete ValidationError message for ``owner.field`` holding ``value``."""
     return f"{owner}.{field}: {value!r} is invalid; {expected}"
+
+
+def draw_window(draw, st, shape, steps):
+    """A random slice window of ``shape`` (hypothesis's ``draw`` and strategies ``st``):
+    offsets, sizes and strides (from ``steps``), one per axis."""
+    offs, sizes, strides = [], [], []
+    for n in shape:
+        o = draw(st.integers(0, n - 1))
+        offs.append(o)
+        sizes.append(draw(st.integers(1, n - o)))
+        strides.append(draw(st.sampled_from(steps)))
+    return tuple(offs), tuple(sizes), tuple(strides)

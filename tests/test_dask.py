@@ -259,7 +259,7 @@ DASK_GRAPHS = _dask_graphs()
 
 
 @pytest.mark.parametrize("name", list(DASK_GRAPHS))
-@pytest.mark.parametrize("chunks", [(1, 2, 5, 6), (2, 4, 13, 15), (1, 1, 2, 3)])
+@pytest.mark.parametrize("chunks", [(1, 2, 5, 6), (1, 1, 2, 3)])  # ragged; smaller than halos
 def test_graph_per_block_equals_the_whole_graph(name, chunks):
     g, x, params, exact = DASK_GRAPHS[name]
     y = dd.graph(g, da.from_array(x, chunks=chunks), *params)

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dml_numba as dml
-from tests.helpers import assert_close
+from tests.helpers import assert_close, draw_window
 
 F32 = dml.DataType.FLOAT32
 N, IN, OUT, MID = (dml.OperatorGraphNodeDesc, dml.InputGraphEdgeDesc, dml.OutputGraphEdgeDesc,
@@ -231,13 +231,7 @@ def graphs(draw):
             op = pad(cur, (0, 0) + tuple(draw(pads)), (0, 0) + tuple(draw(pads)), mode,
                      float(draw(st.sampled_from([0, 0, 3]))))
         elif kind == "slice":
-            offs, sizes, steps = [], [], []
-            for n in cur:
-                o = draw(st.integers(0, n - 1))
-                offs.append(o)
-                sizes.append(draw(st.integers(1, n - o)))
-                steps.append(draw(st.sampled_from([1, 2, -1])))
-            op = slice1(cur, tuple(offs), tuple(sizes), tuple(steps))
+            op = slice1(cur, *draw_window(draw, st, cur, [1, 2, -1]))
         elif kind == "tile":
             op = tile(cur, tuple(draw(st.lists(st.integers(1, 2), min_size=rank,
                                                max_size=rank))))
@@ -258,14 +252,11 @@ def graphs(draw):
                          tuple(OUT(k, 0, i) for i, k in enumerate(outs)), mids), shape
 
 
-@settings(max_examples=8, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(case=graphs())
-def test_random_graphs_fused_equal_node_by_node(case):
-    g, shape = case
-    x = rand(shape, seed=4)
+def agrees_with_node_by_node(g, x, device):
+    """``g`` on ``device`` against the node-by-node graph on "numpy": bit for bit without a
+    pooling, within the tolerance with one."""
     ref = dml.compile_graph(g, "numpy")(x)
-    got = dml.compile_graph(g, "cpu")(x)
+    got = dml.compile_graph(g, device)(x)
     refs, gots = (ref, got) if isinstance(ref, tuple) else ((ref,), (got,))
     pooled = any(isinstance(n.operator, dml.LpPooling1OperatorDesc) for n in g.nodes)
     for r, o in zip(refs, gots):
@@ -273,6 +264,14 @@ def test_random_graphs_fused_equal_node_by_node(case):
             assert_close(o, r, np.float32)
         else:
             np.testing.assert_array_equal(o, r)
+
+
+@settings(max_examples=8, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(case=graphs())
+def test_random_graphs_fused_equal_node_by_node(case):
+    g, shape = case
+    agrees_with_node_by_node(g, rand(shape, seed=4), "cpu")
 
 
 # -- validation ---------------------------------------------------------------------------------

@@ -296,15 +296,14 @@ def _emit_row(w, outer, inner, m, constant: bool, lanes: int = 0, steps_loop: st
         raise AssertionError(f"unknown AxisMap kind {m.kind!r}")
 
 
-class GatherKernel(CpuKernel):
-    """Data movement (an index map per axis) on the CPU."""
+class MoveKernel(CpuKernel):
+    """A kernel moving elements of one input to the output (``kernel(x, y)``, float16 moved as
+    its bits)."""
 
-    def __init__(self, desc, options):
-        key = gather_key(desc, options)
+    def __init__(self, key: KernelKey, emit, desc, options):
         dt = storage_dtype(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
-        plan = desc.gather_plan()
-        super().__init__(key, lambda k: emit_gather(k, plan), [(dt, rank), (dt, rank)], options)
+        super().__init__(key, emit, [(dt, rank), (dt, rank)], options)
         self._f16 = desc.input_tensor.data_type == DataType.FLOAT16
 
     def __call__(self, inputs, out):
@@ -312,3 +311,11 @@ class GatherKernel(CpuKernel):
         if self._f16:
             x, out = x.view(np.uint16), out.view(np.uint16)
         self.fn(x, out)
+
+
+class GatherKernel(MoveKernel):
+    """Data movement (an index map per axis) on the CPU."""
+
+    def __init__(self, desc, options):
+        plan = desc.gather_plan()
+        super().__init__(gather_key(desc, options), lambda k: emit_gather(k, plan), desc, options)

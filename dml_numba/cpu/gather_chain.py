@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from .._codegen import SourceWriter, affine, decompose, index
 from .._dims import prod
-from .._dtypes import DataType
 from .._gather import chain_constants, emit_chain_axis, emit_select, merge_conds, storage_dtype
 from .._registry import register
 from ..ops.gather_chain import GatherChainDesc
-from ._emit import CpuKernel, Host, RowReads, header, make_key
+from ._emit import Host, MoveKernel, RowReads, header, make_key
 
 #: a last axis laid out in more runs than this is mapped element by element
 MAX_RUNS = 16
@@ -114,22 +111,13 @@ def _element(w, plans, outer, inner, outer_conds, j: str) -> None:
                 lambda: w(f"y[{index(*outer, j)}] = x[{index(*inner, 'k')}]"))
 
 
-class GatherChainKernel(CpuKernel):
-    """The fused chain on the CPU (float16 moved as its bits)."""
+class GatherChainKernel(MoveKernel):
+    """The fused chain on the CPU."""
 
     def __init__(self, desc, options):
         key = dataclasses.replace(make_key(desc, options, desc.output_tensor.element_count),
                                   plan=RowReads(row_lanes(desc)))
-        dt = storage_dtype(desc.input_tensor.data_type)
-        rank = desc.input_tensor.rank
-        super().__init__(key, emit, [(dt, rank), (dt, rank)], options)
-        self._f16 = desc.input_tensor.data_type == DataType.FLOAT16
-
-    def __call__(self, inputs, out):
-        x = inputs[0]
-        if self._f16:
-            x, out = x.view(np.uint16), out.view(np.uint16)
-        self.fn(x, out)
+        super().__init__(key, emit, desc, options)
 
 
 register(GatherChainDesc, "cpu")(GatherChainKernel)

@@ -258,19 +258,13 @@ def test_random_graphs_agree_with_node_by_node(cuda):
     """A few random graphs of the host suite's strategy (tiny shapes) on the CUDA device."""
     from hypothesis import HealthCheck, given, settings
 
-    from tests.helpers import assert_close
-    from tests.test_graph import graphs, rand
+    from tests.test_graph import agrees_with_node_by_node, graphs, rand
 
     @settings(max_examples=2, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow])
     @given(case=graphs())
     def check(case):
         g, shape = case
-        x = rand(shape, seed=4)
-        ref = dml.compile_graph(g, "numpy")(x)
-        got = dml.compile_graph(g, "cuda")(x)
-        for r, o in zip(ref if isinstance(ref, tuple) else (ref,),
-                        got if isinstance(got, tuple) else (got,)):
-            assert_close(o, r, np.float32)
+        agrees_with_node_by_node(g, rand(shape, seed=4), "cuda")
 
     check()

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import dml_numba as dml
 from dml_numba.ops.gather_chain import GatherChainDesc
+from tests.helpers import draw_window
 
 SETTINGS = settings(max_examples=20, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -74,13 +75,7 @@ def chains(draw, dtypes=(np.float32, np.float16, np.int8, np.uint64, np.float64,
                 draw(st.integers(0, 9))
             link = pad(dtype, cur, tuple(draw(pads)), tuple(draw(pads)), mode, value)
         elif kind == "slice":
-            offs, sizes, steps = [], [], []
-            for n in cur:
-                o = draw(st.integers(0, n - 1))
-                offs.append(o)
-                sizes.append(draw(st.integers(1, n - o)))
-                steps.append(draw(st.sampled_from([1, 1, 2, 3, -1, -2])))
-            link = slice1(dtype, cur, tuple(offs), tuple(sizes), tuple(steps))
+            link = slice1(dtype, cur, *draw_window(draw, st, cur, [1, 1, 2, 3, -1, -2]))
         else:
             link = tile(dtype, cur, tuple(draw(st.lists(st.integers(1, 3), min_size=rank,
                                                         max_size=rank))))

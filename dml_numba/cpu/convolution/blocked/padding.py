@@ -2,6 +2,8 @@
 the tiles read (whole vectors where a run holds one; a strided last axis stored by phase)."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from ...._codegen import affine, decompose
@@ -37,6 +39,22 @@ def emit_run(w, lanes, dst, n, src=None, stride: int = 1) -> None:
           + (f"x[{affine([(src, 1), ('t', stride)])}]" if src else "0"))
 
 
+@contextmanager
+def _rows(w, loop, planes, P, plane, base, pc):
+    """The loop over phase 1's padded rows: ``nc`` the plane, ``pc`` the row's coordinates,
+    ``dst`` where the row starts in ``xp`` (one plane, ``plane``, from ``base`` on)."""
+    if plane is not None:
+        w(f"nc = {plane}")
+    with w.block(f"for r in {loop}({(1 if plane is not None else planes) * prod(P[:-1])}):"):
+        if plane is None:
+            decompose(w, "r", ["nc"] + pc, [planes] + list(P[:-1]))
+            w(f"dst = r * {P[-1]}")
+        else:
+            decompose(w, "r", pc, list(P[:-1]))
+            w(f"dst = {base} + r * {P[-1]}")
+        yield
+
+
 def emit_pad_phase(w, loop, planes, size_in, front, P, split: int = 1, row=None,
                     plane=None, base=None, lanes: int = 0, fold=None) -> None:
     """Phase 1 of the blocked kernels: ``xp`` (``planes`` planes of spatial sizes ``P``) holds
@@ -54,15 +72,7 @@ def emit_pad_phase(w, loop, planes, size_in, front, P, split: int = 1, row=None,
     w(f"# phase 1: the input{'' if plane is None else ' plane'} with its zero padding, one "
       "padded row per iteration" + (f", split by the stride {split}" if split > 1 else ""))
     pc = [f"p{i}" for i in range(nd - 1)]
-    if plane is not None:
-        w(f"nc = {plane}")
-    with w.block(f"for r in {loop}({(1 if plane is not None else planes) * prod(P[:-1])}):"):
-        if plane is None:
-            decompose(w, "r", ["nc"] + pc, [planes] + list(P[:-1]))
-            w(f"dst = r * {P[-1]}")
-        else:
-            decompose(w, "r", pc, list(P[:-1]))
-            w(f"dst = {base} + r * {P[-1]}")
+    with _rows(w, loop, planes, P, plane, base, pc):
         conds = [f"{p} >= {front[i]} and {p} < {front[i] + size_in[i]}" for i, p in enumerate(pc)]
         lo = min(front[-1], row)
         n_copy = max(0, min(size_in[-1], row - front[-1]))
@@ -100,15 +110,7 @@ def _emit_fold_phase(w, loop, planes, size_in, front, P, row, plane, base, lanes
       "(read through its map), one padded row per iteration")
     pc = [f"p{i}" for i in range(nd - 1)]
     sc = [f"s{i}" for i in range(nd - 1)]
-    if plane is not None:
-        w(f"nc = {plane}")
-    with w.block(f"for r in {loop}({(1 if plane is not None else planes) * prod(P[:-1])}):"):
-        if plane is None:
-            decompose(w, "r", ["nc"] + pc, [planes] + list(P[:-1]))
-            w(f"dst = r * {P[-1]}")
-        else:
-            decompose(w, "r", pc, list(P[:-1]))
-            w(f"dst = {base} + r * {P[-1]}")
+    with _rows(w, loop, planes, P, plane, base, pc):
         conds = [f"{p} < {extent[i]}" for i, p in enumerate(pc) if extent[i] < P[i]]
         with w.block(f"if {' and '.join(conds)}:" if conds else "if True:"):
             src = "nc"
