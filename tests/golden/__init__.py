@@ -152,9 +152,28 @@ def _conv(xs, ws, s=(1, 1), p=(1, 1), g=1, direction=0, dtype="float32"):
                                            dml.ActivationReluOperatorDesc())
 
 
+def _chain():
+    """Reflection padding, every other row and column, tiled 2 x 2: one fused gather."""
+    import numpy as np
+
+    import dml_numba as dml
+    from dml_numba.functional import padding_desc, slice1_desc, tile_desc
+
+    p = padding_desc(np.empty((2, 4, 64, 64), np.float32), (0, 0, 4, 4), (0, 0, 4, 4),
+                     "reflection")
+    s = slice1_desc(np.empty(p.output.sizes, np.float32), (0, 0, 0, 0), p.output.sizes,
+                    (1, 1, 2, 2))
+    t = tile_desc(np.empty(s.output.sizes, np.float32), (1, 1, 2, 2))
+    return dml.GatherChainDesc(p.input_tensor, t.output_tensor, (p, s, t))
+
+
 def representative() -> dict:
     """name -> (descriptor, options, device): the kernels kept in full."""
     return {
+        "cpu_gather_chain": (_chain(), {}, "cpu"),
+        "cuda_gather_chain": (_chain(), {}, "cuda"),
+        "cpu_depthwise_3x3_reflection_folded": (_conv((8, 64, 56, 56), (64, 1, 3, 3), g=64),
+                                                {"input_padding": "REFLECTION"}, "cpu"),
         "cpu_dense_3x3_flat_staged": (_conv((8, 64, 56, 56), (64, 64, 3, 3)), {}, "cpu"),
         "cpu_strided_3x3s2": (_conv((8, 64, 56, 56), (128, 64, 3, 3), s=(2, 2)), {}, "cpu"),
         "cpu_grouped_3x3": (_conv((8, 256, 28, 28), (256, 32, 3, 3), g=8), {}, "cpu"),
@@ -171,12 +190,12 @@ def representative() -> dict:
 
 
 def representative_sources() -> dict:
-    from dml_numba.cpu import convolution as cc
+    from dml_numba._registry import lowering_for
 
     out = {}
     for name, (desc, opts, device) in representative().items():
         if device == "cpu":
-            out[name] = cc.make_kernel(desc, {"parallel": None, **opts}).source
+            out[name] = lowering_for(type(desc), "cpu")(desc, {"parallel": None, **opts}).source
         else:
             import dml_numba.cuda as dc
 
