@@ -413,10 +413,10 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
 
 # -- graphs: one task per output block, the combined halo of every node --------------------------
 
-def _graph_block(graph, device, region, in_box, out_box, params):
+def _graph_block(graph, device, region, in_box, need, params):
     from .graph.blocks import run_block
 
-    return run_block(graph, device, region, in_box, out_box, params)
+    return run_block(graph, device, region, in_box, need, params)
 
 
 def graph(graph, x, *params, device="cpu", chunks=None):
@@ -462,9 +462,9 @@ def graph(graph, x, *params, device="cpu", chunks=None):
     dsk = {}
     for idx in itertools.product(*(range(len(c)) for c in chunks)):
         box = tuple((b[i], b[i + 1]) for b, i in zip(out_bounds, idx))
-        _, in_box = needs(graph, box)
+        need, in_box = needs(graph, box)
         region = None if in_box is None else _region_task(
             x, [_spans(in_bounds[d], lo, hi) for d, (lo, hi) in enumerate(in_box)])
-        dsk[(name,) + idx] = (_graph_block, graph, device, region, in_box, box, values)
+        dsk[(name,) + idx] = (_graph_block, graph, device, region, in_box, need, values)
     hlg = HighLevelGraph.from_collections(name, dsk, dependencies=[x])
     return Array(hlg, name, chunks, dtype=tout.dtype)

@@ -94,8 +94,10 @@ class _Fail:
 
 
 def _attrs(node) -> dict:
+    """The node's attributes by name, strings decoded (ONNX stores them as bytes)."""
     onnx = _onnx()
-    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    values = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    return {k: v.decode() if isinstance(v, bytes) else v for k, v in values.items()}
 
 
 class _Loader:
@@ -227,8 +229,7 @@ class _Loader:
             value = 0 if v is None else np.asarray(v).reshape(-1)[0].item()
         axes = self.ints(node.input[3] if len(node.input) > 3 else "", fail, "axes",
                          optional=True)
-        mode = a.get("mode", b"constant")
-        mode = mode.decode() if isinstance(mode, bytes) else mode
+        mode = a.get("mode", "constant")
         if mode not in _PAD_MODES:
             fail("mode", mode, f"expected one of {', '.join(_PAD_MODES)}")
         axes = list(range(rank)) if axes is None else [ax % rank for ax in axes]
@@ -251,8 +252,7 @@ class _Loader:
         return (a.get("strides", [1] * nd), a.get("dilations", [1] * nd), pads[:nd], pads[nd:])
 
     def _auto_pad(self, a, fail, in_sizes, kernel, strides, dilations, start, end):
-        mode = a.get("auto_pad", b"NOTSET")
-        mode = mode.decode() if isinstance(mode, bytes) else mode
+        mode = a.get("auto_pad", "NOTSET")
         if mode in ("NOTSET", "VALID"):
             return (start, end) if mode == "NOTSET" else ([0] * len(start), [0] * len(end))
         if mode not in ("SAME_UPPER", "SAME_LOWER"):
@@ -288,8 +288,7 @@ class _Loader:
         strides, dil, start, end = self._window(a, fail, nd)
         kernel = a.get("kernel_shape", list(w.shape[2:]))
         outpad = list(a.get("output_padding", [0] * nd))
-        mode = a.get("auto_pad", b"NOTSET")
-        mode = mode.decode() if isinstance(mode, bytes) else mode
+        mode = a.get("auto_pad", "NOTSET")
         if direction == ConvolutionDirection.BACKWARD and ("output_shape" in a
                                                          or mode.startswith("SAME")):
             # ONNX's rule: the output size asked for (or input * stride for SAME) fixes the
@@ -368,7 +367,7 @@ class _Loader:
         if node.op_type == "Clip":
             lo, hi = self._clip_bounds(node, fail, a, conv.output.dtype)
             desc = act.ElementWiseClipOperatorDesc(lo, hi)
-        elif node.op_type == "Gelu" and a.get("approximate", b"none") not in (b"none", "none"):
+        elif node.op_type == "Gelu" and a.get("approximate", "none") != "none":
             fail("approximate", a["approximate"], "expected 'none' (DirectML's GELU is exact)")
         else:
             desc = _ACTIVATIONS[node.op_type](a)

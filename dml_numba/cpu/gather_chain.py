@@ -28,8 +28,9 @@ def row_lanes(desc, host: Host | None = None) -> int:
     run of the last axis holds a whole vector with a step read that way."""
     itemsize = storage_dtype(desc.input_tensor.data_type).itemsize
     lanes = (host or Host.current()).lanes * 4 // itemsize
-    fits = any(r[0] == "copy" and r[4] in VECTOR_STEPS and r[2] >= lanes for r in desc.runs())
-    return lanes if fits and len(desc.runs()) <= MAX_RUNS else 0
+    runs = desc.runs()
+    fits = any(r[0] == "copy" and r[4] in VECTOR_STEPS and r[2] >= lanes for r in runs)
+    return lanes if fits and len(runs) <= MAX_RUNS else 0
 
 
 def emit(key) -> str:

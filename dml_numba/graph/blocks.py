@@ -18,6 +18,7 @@ from .._errors import ValidationError
 from ..ops.convolution import ConvolutionDirection, ConvolutionOperatorDesc
 from ..ops.lp_pooling import LpPooling1OperatorDesc
 from .desc import GraphDesc
+from .plan import window
 
 
 def _union(a, b):
@@ -30,13 +31,6 @@ def _union(a, b):
 
 def _empty(box) -> bool:
     return any(hi <= lo for lo, hi in box)
-
-
-def _window(op):
-    """(strides, dilated extents, start padding) of a FORWARD window operator's spatial axes."""
-    k = op.window_size if isinstance(op, LpPooling1OperatorDesc) else op.filter_tensor.sizes[2:]
-    return op.strides, tuple((kk - 1) * d + 1 for kk, d in zip(k, op.dilations)), \
-        op.start_padding
 
 
 def input_box(op, box):
@@ -57,7 +51,7 @@ def input_box(op, box):
             return (box[0], channels) + tuple((0, n) for n in sizes[2:])
     else:
         channels = box[1]
-    strides, extents, starts = _window(op)
+    strides, extents, starts = window(op)
     spatial = []
     for (lo, hi), s, e, a, n in zip(box[2:], strides, extents, starts, sizes[2:]):
         spatial.append((min(max(lo * s - a, 0), n), max(min((hi - 1) * s - a + e, n), 0)))
@@ -93,10 +87,10 @@ def needs(graph: GraphDesc, out_box) -> tuple[dict, tuple | None]:
     return need, in_box
 
 
-def run_block(graph: GraphDesc, device: str, region, in_box, out_box, params):
-    """Graph output 0 over ``out_box`` from ``region`` (graph input 0 over ``in_box``; None
-    where no input is read) and the other graph inputs ``params`` (by graph input index)."""
-    need, _ = needs(graph, out_box)
+def run_block(graph: GraphDesc, device: str, region, in_box, need, params):
+    """Graph output 0 over the box :func:`needs` gave ``need`` for, from ``region`` (graph
+    input 0 over ``in_box``; None where no input is read) and the other graph inputs
+    ``params`` (by graph input index)."""
     sources = {}
     for e in graph.input_edges:
         sources[(e.to_node_index, e.to_node_input_index)] = ("input", e.graph_input_index)
@@ -153,7 +147,7 @@ def _node(op, x, x_box, box, rest, device):
                           group_count=op.group_count, mode=op.mode, direction=op.direction,
                           fused_activation=op.fused_activation, device=device)
         return y[(slice(None), slice(*box[1])) + tuple(slice(lo, hi) for lo, hi in box[2:])]
-    strides, extents, starts = _window(op)
+    strides, extents, starts = window(op)
     pads = [(0, 0), (0, 0)]
     for (lo, hi), (a, b), s, e, p in zip(box[2:], xb[2:], strides, extents, starts):
         first, last = lo * s - p, (hi - 1) * s - p + e  # the windows' reach, input coordinates

@@ -64,29 +64,29 @@ class CompiledGraph:
             results[k] = _interop.to_host(o) if o is not None else np.empty(self._out[k].sizes,
                                                                              self._out[k].dtype)
             self._check(results[k], self._out[k], f"out[{k}]")
-        self._run(host, results, self._buffer)
+        self._run(host, results, np.empty)
         return self._finish(results, out, kind)
 
-    def _run(self, inputs, results, buffer) -> None:
+    def _run(self, inputs, results, allocate) -> None:
+        """Every step, reading graph inputs, graph outputs and this thread's buffers (made by
+        ``allocate(shape, dtype)`` on first use)."""
+        bufs = self._local.__dict__.setdefault("buffers", {})
+
         def at(ref):
-            return inputs[ref[1]] if ref[0] == "input" else results[ref[1]] if \
-                ref[0] == "output" else buffer(ref[1], self._shape(ref))
+            if ref[0] == "input":
+                return inputs[ref[1]]
+            if ref[0] == "output":
+                return results[ref[1]]
+            if ref[1] not in bufs:
+                t = self.graph.nodes[ref[1]].operator.output
+                bufs[ref[1]] = allocate(t.sizes, t.dtype)
+            return bufs[ref[1]]
 
         for step, op in zip(self.steps, self.ops):
             target = at(step.output)
             op(*[at(r) for r in step.inputs], out=target)
             for extra in step.also:
                 results[extra[1]][...] = target
-
-    def _shape(self, ref):
-        t = self.graph.nodes[ref[1]].operator.output
-        return t.sizes, t.dtype
-
-    def _buffer(self, k, shape_dtype):
-        bufs = self._local.__dict__.setdefault("buffers", {})
-        if k not in bufs:
-            bufs[k] = np.empty(*shape_dtype)
-        return bufs[k]
 
     def _run_cuda(self, host, outs, out, kind):
         from numba import cuda
@@ -102,13 +102,7 @@ class CompiledGraph:
             else:
                 results.append(cuda.device_array(self._out[k].sizes, self._out[k].dtype))
 
-        def buffer(k, shape_dtype):
-            bufs = self._local.__dict__.setdefault("buffers", {})
-            if k not in bufs:
-                bufs[k] = cuda.device_array(*shape_dtype)
-            return bufs[k]
-
-        self._run(dev_in, results, buffer)
+        self._run(dev_in, results, cuda.device_array)
         on_device = any(is_device_array(cuda, a) for a in host)
         final = []
         for k, r in enumerate(results):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .._dims import dilated_extent
 from .._errors import ValidationError
 from ..ops.convolution import ConvolutionDirection, ConvolutionOperatorDesc
 from ..ops.gather_chain import GatherChainDesc
@@ -68,27 +69,27 @@ def _data_movement(op) -> bool:
     return hasattr(op.canonical(), "gather_plan")
 
 
-def _zero_spatial_padding(op) -> tuple | None:
-    """(start, end) of the spatial axes when ``op`` is a CONSTANT padding by +0 of those only."""
+def _spatial_padding(op) -> tuple | None:
+    """(mode, start, end) when ``op`` pads the spatial axes only: ``mode`` the PaddingMode's
+    name, or "ZERO" for a CONSTANT padding by +0 (what a window's own padding reads); None for
+    any other operator or padding."""
     p = op.canonical()
-    if not isinstance(p, Padding1OperatorDesc) or p.padding_mode != PaddingMode.CONSTANT:
+    if not isinstance(p, Padding1OperatorDesc) or p.input_tensor.rank < 3 or \
+            any(p.start_padding[:2]) or any(p.end_padding[:2]):
         return None
-    if p.padding_value != 0 or math.copysign(1.0, float(p.padding_value)) < 0:
-        return None
-    if any(p.start_padding[:2]) or any(p.end_padding[:2]) or p.input_tensor.rank < 3:
-        return None
-    return p.start_padding[2:], p.end_padding[2:]
-
-
-def _mode_spatial_padding(op) -> tuple | None:
-    """(mode name, start, end) when ``op`` pads the spatial axes only, in a mode other than
-    CONSTANT."""
-    p = op.canonical()
-    if not isinstance(p, Padding1OperatorDesc) or p.padding_mode == PaddingMode.CONSTANT:
-        return None
-    if any(p.start_padding[:2]) or any(p.end_padding[:2]) or p.input_tensor.rank < 3:
-        return None
+    if p.padding_mode == PaddingMode.CONSTANT:
+        if p.padding_value != 0 or math.copysign(1.0, float(p.padding_value)) < 0:
+            return None
+        return "ZERO", p.start_padding[2:], p.end_padding[2:]
     return p.padding_mode.name, p.start_padding[2:], p.end_padding[2:]
+
+
+def window(op):
+    """(strides, dilated window extents, start padding) of a FORWARD convolution's or an LP
+    pooling's spatial axes."""
+    k = op.window_size if isinstance(op, LpPooling1OperatorDesc) else op.filter_tensor.sizes[2:]
+    return op.strides, tuple(dilated_extent(kk, d) for kk, d in zip(k, op.dilations)), \
+        op.start_padding
 
 
 def _fold_mode_padding(consumer, padding, src_tensor, device):
@@ -122,7 +123,7 @@ def _fold_slice(window_op, sl):
     if any(s.input_window_offsets[:2]) or tuple(s.input_window_sizes[:2]) != sizes[:2] or \
             tuple(s.input_window_strides[:2]) != (1, 1) or min(s.input_window_strides) < 0:
         return None
-    window = w.window_size if isinstance(w, LpPooling1OperatorDesc) else w.filter_tensor.sizes[2:]
+    _, extents, _ = window(w)
     strides, start, end = [], [], []
     for i, (o, k) in enumerate(zip(s.input_window_offsets[2:], s.input_window_strides[2:])):
         count = s.output_tensor.sizes[i + 2]
@@ -130,7 +131,7 @@ def _fold_slice(window_op, sl):
         front = w.start_padding[i] - o * w.strides[i]
         if front < 0:
             return None
-        reach = (count - 1) * stride + (window[i] - 1) * w.dilations[i] + 1
+        reach = (count - 1) * stride + extents[i]
         strides.append(stride)
         start.append(front)
         end.append(max(0, reach - w.input_tensor.sizes[i + 2] - front))
@@ -182,15 +183,16 @@ def plan(graph: GraphDesc, fuse: bool = True, device: str = "cpu") -> list[Step]
             n = nodes.get(k)
             while n is not None and n.sources and n.sources[0] and n.sources[0][0] == "node":
                 p = n.sources[0][1]
-                pad = _zero_spatial_padding(nodes[p].op) if not nodes[p].chain else None
-                folded = _fold_padding(n.op, pad, nodes[p].op.input_tensor) if pad else None
-                options = ()
-                if folded is None and not nodes[p].chain and not n.options:
-                    mode = _mode_spatial_padding(nodes[p].op)
-                    folded = mode and _fold_mode_padding(n.op, mode, nodes[p].op.input_tensor,
-                                                         device)
-                    options = (("input_padding", mode[0]),) if folded else ()
-                if not folded:
+                pad = None if nodes[p].chain else _spatial_padding(nodes[p].op)
+                if pad is None:
+                    break
+                src_tensor, options = nodes[p].op.input_tensor, ()
+                if pad[0] == "ZERO":
+                    folded = _fold_padding(n.op, pad[1:], src_tensor)
+                else:
+                    folded = _fold_mode_padding(n.op, pad, src_tensor, device)
+                    options = (("input_padding", pad[0]),)
+                if folded is None:
                     break
                 n.op, n.sources[0], n.covers = folded, nodes[p].sources[0], nodes[p].covers + \
                     n.covers

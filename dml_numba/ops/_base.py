@@ -205,3 +205,25 @@ class GatherPlan:
 
     maps: tuple[AxisMap, ...]
     constant: object = None
+
+
+def index_runs(src, level=None) -> list[tuple]:
+    """Positions ``0..len(src)-1`` of an output axis as maximal runs: ``("copy", j, n, s,
+    step)`` where position ``j + t`` reads input ``s + step * t`` for ``t < n``, and ``("fill",
+    j, n, level)`` where ``level[j]`` (>= 0) names a padding's constant (``level`` None or -1:
+    every position reads ``src``). What generated code lays a row out as, once."""
+    out, j, n = [], 0, len(src)
+    level = level if level is not None else [-1] * n
+    while j < n:
+        k = j + 1
+        if level[j] >= 0:
+            while k < n and level[k] == level[j]:
+                k += 1
+            out.append(("fill", j, k - j, level[j]))
+        else:
+            step = src[k] - src[j] if k < n and level[k] < 0 else 1
+            while k < n and level[k] < 0 and src[k] - src[k - 1] == step:
+                k += 1
+            out.append(("copy", j, k - j, src[j], step))
+        j = k
+    return out

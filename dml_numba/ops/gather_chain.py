@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..tensor import TensorDesc
-from ._base import GatherPlan, OperatorDesc, check_tensor
+from ._base import GatherPlan, OperatorDesc, check_tensor, index_runs
 
 
 @dataclass(frozen=True)
@@ -87,26 +87,10 @@ class GatherChainDesc(OperatorDesc):
         return c, level
 
     def runs(self, axis: int = -1) -> list[tuple]:
-        """One axis of the output as maximal runs: ``("copy", j, n, s, step)`` where output
-        ``j + t`` reads input ``s + step * t`` for ``t < n``, ``("fill", j, n, level)`` where
-        it is the constant of the padding at ``level``."""
+        """One axis of the output as maximal runs (:func:`~._base.index_runs`)."""
         axis %= self.output_tensor.rank
         src, level = self.axis_sources(axis, np.arange(self.output_tensor.sizes[axis]))
-        src, level = src.tolist(), level.tolist()
-        out, j, n = [], 0, len(src)
-        while j < n:
-            k = j + 1
-            if level[j] >= 0:
-                while k < n and level[k] == level[j]:
-                    k += 1
-                out.append(("fill", j, k - j, level[j]))
-            else:
-                step = src[k] - src[j] if k < n and level[k] < 0 else 1
-                while k < n and level[k] < 0 and src[k] - src[k - 1] == step:
-                    k += 1
-                out.append(("copy", j, k - j, src[j], step))
-            j = k
-        return out
+        return index_runs(src.tolist(), level.tolist())
 
 
 def _same(c, field: str, t: TensorDesc, ref: TensorDesc, ref_field: str) -> None:

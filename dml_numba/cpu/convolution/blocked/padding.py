@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-import numpy as np
-
 from ...._codegen import affine, decompose
 from ...._dims import prod
 from ...._gather import emit_map
-from ....ops._base import AxisMap
+from ....ops._base import AxisMap, index_runs
 
 
 def emit_run(w, lanes, dst, n, src=None, stride: int = 1) -> None:
@@ -119,29 +117,15 @@ def _emit_fold_phase(w, loop, planes, size_in, front, P, row, plane, base, lanes
                 src = f"({src}) * {size_in[i]} + {sc[i]}"
             w(f"src = ({src}) * {size_in[-1]}")
             cols = min(row, extent[-1])
-            idx, _ = AxisMap(kind, size_in[-1], cols, front[-1]).at(np.arange(cols))
-            j = 0
-            for k, n, s, step in _runs(idx.tolist()):
+            idx, _ = AxisMap(kind, size_in[-1], cols, front[-1]).sources(0, cols)
+            for _, j, n, s, step in index_runs(idx.tolist()):
                 if step == 1:
                     emit_run(w, lanes, affine([("dst", 1)], j), n, affine([("src", 1)], s))
                 else:
                     with w.block(f"for t in range({n}):"):
                         w(f"xp[{affine([('dst', 1), ('t', 1)], j)}] = "
                           f"x[{affine([('src', 1), ('t', step)], s)}]")
-                j = k + n
             emit_run(w, lanes, f"dst + {cols}", P[-1] - cols)
         with w.block("else:"):
             emit_run(w, lanes, "dst", P[-1])
 
-
-def _runs(idx):
-    """``idx`` as (start, count, first, step) runs of steps +1 or -1 (or single elements)."""
-    out, j = [], 0
-    while j < len(idx):
-        k = j + 1
-        step = idx[k] - idx[j] if k < len(idx) and abs(idx[k] - idx[j]) == 1 else 1
-        while k < len(idx) and idx[k] - idx[k - 1] == step:
-            k += 1
-        out.append((j, k - j, idx[j], step))
-        j = k
-    return out
