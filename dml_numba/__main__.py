@@ -1,4 +1,5 @@
-"""``dml-numba`` / ``python -m dml_numba``: profile, demo, info and cache management."""
+"""``dml-numba`` / ``python -m dml_numba``: profile, demo, info, cache management and the
+tuner's wisdom."""
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,51 @@ def _info(args) -> int:
     from ._threads import describe
 
     print(describe())
+    _print_wisdom()
     if getattr(args, "cuda_kernels", False):
         _cuda_kernels()
+    return 0
+
+
+def _print_wisdom() -> None:
+    """This machine's tuned keys: the choice, the mode and the seconds tuning took."""
+    from . import _wisdom
+
+    found = _wisdom.entries()
+    total = sum(e.get("tuning_s", 0) for e in found.values())
+    print(f"tuned kernels (wisdom of this machine): {len(found)} keys, {total:.2f} s of tuning")
+    for entry in sorted(found.values(), key=lambda e: e.get("label", "")):
+        print(f"  {entry.get('label', '?')}: {_choice_label(entry['choice'])} "
+              f"({entry.get('mode', '?')}, {entry.get('tuning_s', 0):.2f} s; static rule: "
+              f"{entry.get('static', '?')})")
+
+
+def _choice_label(choice: dict) -> str:
+    from .cpu.convolution.tune import Candidate
+
+    try:
+        return Candidate.from_json(choice).label()
+    except (TypeError, KeyError, ValueError):
+        return repr(choice)
+
+
+def _tune(args) -> int:
+    from . import _wisdom
+
+    if args.export_file:
+        n = _wisdom.export(args.export_file)
+        print(f"exported {n} tuned keys to {args.export_file}")
+    elif args.import_file:
+        try:
+            n = _wisdom.import_(args.import_file)
+        except _wisdom.WisdomError as exc:
+            print(f"nothing imported: {exc}", file=sys.stderr)
+            return 1
+        print(f"imported {n} tuned keys from {args.import_file}")
+    elif args.forget:
+        print(f"forgot {_wisdom.forget()} tuned keys")
+    else:
+        _print_wisdom()
     return 0
 
 
@@ -164,6 +208,15 @@ def main(argv=None) -> int:
     c.add_argument("--max-bytes", type=_byte_count, default=None, metavar="N",
                    help="for prune: the size to keep (bytes, or with k/M/G)")
     c.set_defaults(fn=_cache)
+    t = sub.add_parser("tune", help="the tuner's wisdom: list, export, import or forget it")
+    what = t.add_mutually_exclusive_group()
+    what.add_argument("--export", dest="export_file", metavar="FILE",
+                      help="write this machine's tuned choices to FILE")
+    what.add_argument("--import", dest="import_file", metavar="FILE",
+                      help="merge FILE's tuned choices (exported on an identical machine)")
+    what.add_argument("--forget", action="store_true",
+                      help="delete this machine's tuned choices (tuned again on first use)")
+    t.set_defaults(fn=_tune)
     args = parser.parse_args(argv)
     if args.command == "cache" and args.action is None:  # what it can do, not an error
         c.print_help()

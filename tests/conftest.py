@@ -15,6 +15,9 @@ _OWN_CACHE = None
 if _SESSION not in os.environ:
     _OWN_CACHE = os.environ[_SESSION] = tempfile.mkdtemp(prefix="dml_numba_test_cache_")
 os.environ["DML_NUMBA_CACHE_DIR"] = os.environ[_SESSION]
+# The static algorithm choice, not the tuner's timing: the suite is deterministic (the tuner's
+# own tests pass tune=... or set the variable themselves).
+os.environ["DML_NUMBA_TUNE"] = "off"
 # Numba's CUDA simulator must be chosen before numba.cuda is first imported.
 if "NUMBA_ENABLE_CUDASIM" not in os.environ and not shutil.which("nvidia-smi"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"

@@ -4,9 +4,10 @@
 * ``direct`` (:mod:`.direct`): one generated loop nest, every dtype;
 * ``gemm`` (:mod:`.gemm`): BLAS with generated kernels around it.
 
-``algorithm=None`` (the default) chooses by :func:`~.choice.choose_algorithm` (a table of
-measured rules); ``compile_operator(desc, "cpu", algorithm="blocked"|"direct"|"gemm")`` forces
-one. Where to look: the choice in ``choice.py``; a kernel's host-side call in its class; its
+``algorithm=None`` (the default) times the candidates on first use of a key and keeps the
+fastest for this machine (:mod:`.tune`; ``tune="off"`` or ``DML_NUMBA_TUNE=off``: the static
+rule, :func:`~.choice.choose_algorithm`, a table of measured rules);
+``compile_operator(desc, "cpu", algorithm="blocked"|"direct"|"gemm")`` forces one. Where to look: the choice in ``choice.py``; a kernel's host-side call in its class; its
 generated source in its module's ``emit`` (the blocked kernels' tile in ``blocked/tile.py``,
 their plan in ``blocked/plan.py``, their padding phase in ``blocked/padding.py``).
 """
@@ -17,7 +18,7 @@ import dataclasses
 from ..._errors import ValidationError
 from ..._registry import register
 from ...ops.convolution import ConvolutionOperatorDesc
-from . import direct, gemm
+from . import direct, gemm, tune
 from .blocked import BlockedKernel
 from .blocked import emit as emit_blocked
 from .blocked.plan import FOLDS, BlockPlan, block_plan, can_fold, pack_filter, pointwise_as_1d
@@ -55,7 +56,12 @@ def make_kernel(desc, options):
                 "descriptor (a folded padding needs the blocked kernel: FORWARD, float32 or "
                 "float16, a unit stride along the last axis)")
         return BlockedKernel(desc, options, plan=plan)
-    return KERNELS[options.get("algorithm") or choose_algorithm(desc)](desc, options)
+    algorithm = options.get("algorithm")
+    if algorithm is None:
+        mode = tune.mode_of(options.get("tune"))
+        if mode != "off":
+            return tune.tune(desc, options, mode)
+    return KERNELS[algorithm or choose_algorithm(desc)](desc, options)
 
 
 def folded_plan(desc, mode: str):
@@ -75,4 +81,5 @@ def folds_padding(desc, mode: str) -> bool:
 
 register(ConvolutionOperatorDesc, "cpu",
          options={"algorithm": (None, "direct", "gemm", "blocked"),
-                  "input_padding": (None,) + tuple(FOLDS)})(make_kernel)
+                  "input_padding": (None,) + tuple(FOLDS),
+                  "tune": (None,) + tune.MODES})(make_kernel)

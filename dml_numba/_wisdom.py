@@ -1,0 +1,205 @@
+"""Tuned choices kept on disk, as FFTW keeps its wisdom: what the tuner measured once for a
+kernel key on this machine, so that no later process measures it again.
+
+* where: one JSON file per machine in the disk cache's library folder
+  (``wisdom-<machine digest>.json``), under the same trust rules as the kernels: read and
+  written only when that folder passed its check, the file itself a regular file owned by the
+  user and writable by nobody else (anything else is removed and the key re-tuned), written
+  atomically (a temporary file renamed over it). With the disk cache off, wisdom lives in the
+  process only.
+* keyed by the machine (:func:`machine`): CPU model, float32 vector lanes, Numba's threads, its
+  threading layer, and the versions of dml_numba and Numba. Another machine's file is never
+  read; an imported file must name this machine.
+* an entry: the choice (``{"algorithm", "plan", "parallel"}``), the mode that chose it, the
+  seconds the tuning took, the candidates' medians, a label for people. A choice is used only
+  if it is one of the candidates the tuner would consider for that key now (a stale or edited
+  file cannot make a kernel read out of bounds).
+* concurrency: two processes adding keys at once each re-read the file before writing it; in
+  the worst case one key is lost and tuned again later.
+
+``python3 -m dml_numba tune --export FILE`` / ``--import FILE`` ship it to identical machines.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import stat
+import threading
+from pathlib import Path
+
+from . import _diskcache
+from ._version import __version__ as VERSION
+
+FORMAT = 1
+_lock = threading.RLock()
+_memory: dict = {}  # machine digest -> entries, where the disk cache is off
+_read: dict = {}  # path -> ((mtime_ns, size), entries): the file as last read
+
+
+class WisdomError(ValueError):
+    """A wisdom file that cannot be imported (another machine's, another format, not JSON)."""
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else what the platform says)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("model name", "Hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict:
+    """What a tuned choice depends on besides its key (the pinned host's lanes and threads
+    where kernels are planned for another: :func:`~dml_numba.cpu._emit.planned_for`)."""
+    import numba
+
+    from .cpu._emit import Host
+
+    host = Host.current()
+    return {"cpu": cpu_model(), "arch": platform.machine(), "lanes": host.lanes,
+            "threads": host.threads,
+            "threading_layer": numba.config.THREADING_LAYER,
+            "dml_numba": VERSION, "numba": numba.__version__}
+
+
+def digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _path(mach: dict) -> Path | None:
+    st = _diskcache.state()
+    return st.dir / f"wisdom-{digest(mach)}.json" if st.usable else None
+
+
+def _trusted(path: Path) -> bool:
+    """A regular file of the user's, writable by nobody else (else removed: re-tuned)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if os.name != "nt" and (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
+                            or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return False
+    return True
+
+
+def _load(path: Path, mach: dict) -> dict:
+    """The entries of ``path`` (empty when absent, untrusted, unreadable or not this
+    machine's), read again only when the file changed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return {}
+    stamp = (st.st_mtime_ns, st.st_size)
+    seen = _read.get(str(path))
+    if seen is not None and seen[0] == stamp:
+        return seen[1]
+    entries = {}
+    if _trusted(path):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("format") == FORMAT and data.get("machine") == mach:
+                entries = {k: v for k, v in data.get("entries", {}).items() if _valid(v)}
+        except (OSError, ValueError, AttributeError):
+            entries = {}
+    _read[str(path)] = (stamp, entries)
+    return entries
+
+
+def _valid(entry) -> bool:
+    return (isinstance(entry, dict) and isinstance(entry.get("choice"), dict)
+            and isinstance(entry["choice"].get("algorithm"), str))
+
+
+def entries(mach: dict | None = None) -> dict:
+    """This machine's wisdom: key digest -> entry."""
+    mach = mach or machine()
+    with _lock:
+        path = _path(mach)
+        if path is None:
+            return dict(_memory.get(digest(mach), {}))
+        return dict(_load(path, mach))
+
+
+def get(key: str) -> dict | None:
+    """The entry of ``key`` on this machine, or None."""
+    return entries().get(key)
+
+
+def put(key: str, entry: dict) -> None:
+    """Add ``entry`` for ``key`` (merged into the file as it is now)."""
+    update({key: entry})
+
+
+def update(new: dict, mach: dict | None = None) -> None:
+    mach = mach or machine()
+    with _lock:
+        path = _path(mach)
+        if path is None:
+            _memory.setdefault(digest(mach), {}).update(new)
+            return
+        merged = dict(_load(path, mach))
+        merged.update(new)
+        try:
+            _diskcache._write_atomic(path, json.dumps(
+                {"format": FORMAT, "machine": mach, "entries": merged}, indent=1,
+                sort_keys=True))
+        except OSError as exc:
+            _diskcache._disable(f"writing {path} failed ({exc.strerror or exc})")
+            _memory.setdefault(digest(mach), {}).update(merged)
+
+
+def forget() -> int:
+    """Delete this machine's wisdom; the number of entries it held."""
+    mach = machine()
+    with _lock:
+        held = len(entries(mach))
+        _memory.pop(digest(mach), None)
+        path = _path(mach)
+        if path is not None:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            _read.pop(str(path), None)
+        return held
+
+
+def export(file) -> int:
+    """Write this machine's wisdom to ``file``; the number of entries."""
+    mach = machine()
+    found = entries(mach)
+    Path(file).write_text(json.dumps({"format": FORMAT, "machine": mach, "entries": found},
+                                     indent=1, sort_keys=True), encoding="utf-8")
+    return len(found)
+
+
+def import_(file) -> int:
+    """Merge the wisdom of ``file`` (exported on an identical machine) into this machine's;
+    the number of entries. :class:`WisdomError` names what differs where it is not this
+    machine's."""
+    try:
+        data = json.loads(Path(file).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise WisdomError(f"{file}: not a wisdom file ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise WisdomError(f"{file}: format {data.get('format') if isinstance(data, dict) else None!r}"
+                          f" is invalid; expected {FORMAT}")
+    mach, theirs = machine(), data.get("machine")
+    if theirs != mach:
+        diff = ", ".join(f"{k}: {theirs.get(k)!r} there, {v!r} here" for k, v in mach.items()
+                         if not isinstance(theirs, dict) or theirs.get(k) != v)
+        raise WisdomError(f"{file}: measured on another machine ({diff}); tune here instead")
+    found = {k: v for k, v in (data.get("entries") or {}).items() if _valid(v)}
+    update(found, mach)
+    return len(found)

@@ -1,0 +1,249 @@
+"""The tuner: on first use of a convolution, time the kernels that could run it and keep the
+fastest (FFTW's planner, cuDNN's benchmark mode), remembered per machine (:mod:`dml_numba._wisdom`).
+
+Modes (``DML_NUMBA_TUNE``, or ``compile_operator(..., tune=...)`` which wins):
+
+* ``off``: the static rule (:func:`~.choice.choose_algorithm`), deterministic: the tests' mode;
+* ``quick`` (default): the static choice and the two candidates a cost model ranks next
+  (:func:`cost`), each compiled once (into the disk cache) and timed a few calls;
+* ``exhaustive``: every valid candidate (:func:`candidates`).
+
+A candidate is an algorithm, for ``blocked`` a tile plan (channels a tile, lanes, staged
+padding or not, flattened tiles or rows), and the parallel variant (automatic, or serial in
+``exhaustive``). Nothing is tuned where the algorithm is forced or only one candidate exists;
+a key is tuned once per machine: later builds (any process) read the wisdom.
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+
+import numpy as np
+
+from ... import _env, _wisdom
+from ..._cache import freeze
+from ...ops.convolution import ConvolutionDirection, geometry
+from .._emit import Host, resolve_parallel
+from .blocked import BlockedKernel
+from .blocked.plan import (
+    FLAT_GAIN,
+    BlockPlan,
+    block_plan,
+    needs_copy,
+    padded_geometry,
+    pointwise_as_1d,
+)
+from .choice import choose_algorithm
+from .direct import DirectKernel
+from .gemm import GemmKernel
+
+MODES = ("off", "quick", "exhaustive")
+#: candidates timed in quick mode: the static choice and this many more
+QUICK_EXTRA = 2
+#: timed calls a candidate (after one untimed warm-up call)
+REPEAT = {"quick": 3, "exhaustive": 5}
+#: a candidate whose first timed call is this much slower than the best so far is not timed
+#: again (it cannot win)
+PRUNE = 2.0
+
+
+def mode_of(option) -> str:
+    """The tuning mode: the option where given, else ``DML_NUMBA_TUNE`` (default quick)."""
+    return option if option is not None else _env.choice("DML_NUMBA_TUNE", MODES, "quick")
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """A kernel the tuner may choose: ``algorithm``, its ``plan`` (blocked only), and
+    ``parallel`` (None: chosen automatically as usual; False: the serial loop nest)."""
+
+    algorithm: str
+    plan: BlockPlan | None = None
+    parallel: bool | None = None
+
+    def label(self) -> str:
+        return (self.algorithm + (f" [{self.plan.label}{' staged' if self.plan.staged else ''}]"
+                                  if self.plan else "")
+                + (" serial" if self.parallel is False else ""))
+
+    def to_json(self) -> dict:
+        plan = dataclasses.asdict(self.plan) if self.plan else None
+        return {"algorithm": self.algorithm, "plan": plan, "parallel": self.parallel}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Candidate:
+        plan = data.get("plan")
+        if plan is not None:
+            plan = BlockPlan(**{k: tuple(v) if k == "padded" else v for k, v in plan.items()})
+        return cls(data["algorithm"], plan, data.get("parallel"))
+
+    def build(self, desc, options):
+        """The kernel (compiled, or loaded from the disk cache)."""
+        opts = {k: v for k, v in options.items() if k != "tune"}
+        if self.parallel is not None:
+            opts["parallel"] = self.parallel
+        if self.algorithm == "blocked":
+            return BlockedKernel(desc, opts, plan=self.plan)
+        return {"direct": DirectKernel, "gemm": GemmKernel}[self.algorithm](desc, opts)
+
+
+def static(desc, host: Host | None = None) -> Candidate:
+    """What ``off`` runs: the static rule's algorithm with its plan."""
+    host = host or Host.current()
+    algorithm = choose_algorithm(desc, host)
+    plan = block_plan(pointwise_as_1d(desc) or desc, host) if algorithm == "blocked" else None
+    return Candidate(algorithm, plan)
+
+
+def blocked_plans(desc, host: Host) -> list[BlockPlan]:
+    """The blocked kernel's valid tiles for ``desc`` (already flattened where pointwise): the
+    planner's own, and its variants in channels a tile (4, 8), lanes (the host's, half),
+    staged padding (on, off) and flattened tiles (as the planner decides, never)."""
+    base = block_plan(desc, host)
+    if base is None:
+        return []
+    forward = desc.direction == ConvolutionDirection.FORWARD
+    stage = (None, True, False) if forward and needs_copy(desc) else (None,)
+    lanes = sorted({host.lanes, max(4, host.lanes // 2)}, reverse=True)
+    plans = [base]
+    for ln in lanes:
+        for ch in ((None,) if base.depthwise else (4, 8)):
+            for st in stage:
+                for gain in ((FLAT_GAIN, 0.0) if forward else (FLAT_GAIN,)):
+                    p = block_plan(desc, host, lanes=ln, channels=ch, staged=st, flat_gain=gain)
+                    if p is not None and p not in plans:
+                        plans.append(p)
+    return plans
+
+
+def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
+               options: dict | None = None) -> list[Candidate]:
+    """Every candidate of ``desc`` on ``host`` (``exhaustive``), or the static choice first and
+    the ``QUICK_EXTRA`` the cost model ranks next (``quick``). ``options["parallel"]`` given:
+    no serial candidates."""
+    host = host or Host.current()
+    options = options or {}
+    kdesc = pointwise_as_1d(desc) or desc
+    first = static(desc, host)
+    found = [first, Candidate("direct"), Candidate("gemm")]
+    found += [Candidate("blocked", p) for p in blocked_plans(kdesc, host)]
+    found = list(dict.fromkeys(found))
+    if mode == "quick":
+        rest = sorted(found[1:], key=lambda c: cost(desc, c, host))
+        return [first] + rest[:QUICK_EXTRA]
+    if options.get("parallel") is None and _parallel_by_default(desc):
+        found += [dataclasses.replace(c, parallel=False) for c in found
+                  if c.algorithm != "gemm"]
+    return found
+
+
+def _parallel_by_default(desc) -> bool:
+    geo = geometry(desc)
+    return resolve_parallel(None, desc.output_tensor.element_count * geo.in_channels * geo.taps)
+
+
+def cost(desc, cand: Candidate, host: Host) -> float:
+    """A rough relative time (vector multiply-adds, weighted by what each kernel wastes), to
+    rank candidates for ``quick``; measurement decides. Blocked: the positions its tiles
+    compute per output and the loads per multiply-add; BLAS: its column matrix; the direct loop
+    nest: a fraction of the vector rate the others reach (its measured rate on the crossover
+    grid), except on windows of one input channel."""
+    geo = geometry(desc)
+    fmas = desc.output_tensor.element_count * geo.in_channels * geo.taps
+    vec = fmas / host.lanes
+    if cand.algorithm == "gemm":
+        columns = desc.input_tensor.sizes[0] * geo.in_channels * geo.taps * np.prod(
+            desc.output_tensor.sizes[2:]) * desc.group_count
+        calls = desc.input_tensor.sizes[0] * desc.group_count
+        return vec / 0.8 + 2 * columns / host.lanes + 2000 * calls
+    if cand.algorithm == "direct":
+        return vec * (1.5 if geo.in_channels == 1 else 4.0)
+    p = cand.plan
+    kdesc = pointwise_as_1d(desc) or desc
+    out = kdesc.output_tensor.sizes[2:]
+    width, height = out[-1], out[-2] if len(out) > 1 else 1
+    if p.flat:
+        size = (height - 1) * padded_geometry(kdesc)[1][-1] + width
+        run = p.lanes * p.vectors
+        positions = -(-size // run) * run
+    else:
+        step = p.lanes * p.vectors
+        positions = -(-height // p.rows) * p.rows * -(-width // step) * step
+    waste = positions / (height * width)
+    loads = (p.rows * p.vectors + p.mb) / p.accumulators
+    narrow = host.lanes / p.lanes  # half-width vectors do half the work an instruction
+    return vec * waste * narrow * (1 + 0.5 * loads)
+
+
+def _inputs(desc, rng) -> tuple[list, np.ndarray]:
+    """Random inputs and an output for timing, in the descriptor's types."""
+    tensors = [desc.input_tensor, desc.filter_tensor] + (
+        [desc.bias_tensor] if desc.bias_tensor is not None else [])
+    arrays = [rng.standard_normal(t.sizes).astype(t.data_type.numpy) for t in tensors]
+    out = np.empty(desc.output_tensor.sizes, desc.output_tensor.data_type.numpy)
+    return arrays, out
+
+
+def measure(run, clock, repeat: int, best: float | None) -> list[float]:
+    """Seconds of ``repeat`` calls of ``run`` after an untimed one (its first call pays for
+    buffers and page faults), stopping after one where it is ``PRUNE`` x slower than ``best``."""
+    run()
+    samples = []
+    for _ in range(repeat):
+        t0 = clock()
+        run()
+        samples.append(clock() - t0)
+        if best is not None and samples[-1] > PRUNE * best:
+            break
+    return samples
+
+
+def key_of(desc, options) -> str:
+    """The wisdom key of ``desc`` built with ``options`` (the tuning mode left out)."""
+    opts = tuple(sorted((k, v) for k, v in options.items() if k != "tune"))
+    return _wisdom.digest(repr(freeze((desc, opts))))
+
+
+def describe(desc) -> str:
+    """A short label for people: shapes, strides, groups, direction."""
+    geo = geometry(desc)
+    return (f"{'conv' if geo.forward else 'transposed'} x{tuple(desc.input_tensor.sizes)} "
+            f"w{tuple(desc.filter_tensor.sizes)} s{tuple(desc.strides)} g{desc.group_count} "
+            f"{desc.input_tensor.data_type.name.lower()}")
+
+
+def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
+         host: Host | None = None):
+    """The kernel for ``desc``: from this machine's wisdom, or measured now (and kept)."""
+    host = host or Host.current()
+    build = build or (lambda c: c.build(desc, options))
+    valid = candidates(desc, host, "exhaustive", options)
+    key = key_of(desc, options)
+    known = _wisdom.get(key)
+    if known is not None and (mode == "quick" or known.get("mode") == "exhaustive"):
+        choice = Candidate.from_json(known["choice"])
+        if choice in valid:
+            kernel = build(choice)
+            kernel.tuning = dict(known, source="wisdom")
+            return kernel
+    cands = candidates(desc, host, mode, options) if mode == "quick" else valid
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(0)
+    inputs, out = _inputs(desc, rng)
+    medians, kernels, best = {}, {}, None
+    for cand in cands:
+        kernel = build(cand)
+        samples = measure(lambda k=kernel: k(inputs, out), clock, REPEAT[mode], best)
+        medians[cand] = statistics.median(samples)
+        if best is None or medians[cand] < best:
+            best = medians[cand]
+        kernels[cand] = kernel
+    choice = min(medians, key=medians.get)
+    entry = {"choice": choice.to_json(), "mode": mode, "label": describe(desc),
+             "tuning_s": round(time.perf_counter() - t0, 4), "static": cands[0].label(),
+             "seconds": {c.label(): medians[c] for c in cands}}
+    _wisdom.put(key, entry)
+    kernel = kernels[choice]
+    kernel.tuning = dict(entry, source="measured")
+    return kernel
