@@ -214,13 +214,14 @@ def describe(desc) -> str:
 
 
 def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
-         host: Host | None = None):
-    """The kernel for ``desc``: from this machine's wisdom, or measured now (and kept)."""
+         host: Host | None = None, remember: bool = True):
+    """The kernel for ``desc``: from this machine's wisdom, or measured now (and kept;
+    ``remember=False``: measured now whatever the wisdom holds, and not kept)."""
     host = host or Host.current()
     build = build or (lambda c: c.build(desc, options))
     valid = candidates(desc, host, "exhaustive", options)
     key = key_of(desc, options)
-    known = _wisdom.get(key)
+    known = _wisdom.get(key) if remember else None
     if known is not None and (mode == "quick" or known.get("mode") == "exhaustive"):
         choice = Candidate.from_json(known["choice"])
         if choice in valid:
@@ -243,7 +244,8 @@ def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
     entry = {"choice": choice.to_json(), "mode": mode, "label": describe(desc),
              "tuning_s": round(time.perf_counter() - t0, 4), "static": cands[0].label(),
              "seconds": {c.label(): medians[c] for c in cands}}
-    _wisdom.put(key, entry)
+    if remember:
+        _wisdom.put(key, entry)
     kernel = kernels[choice]
     kernel.tuning = dict(entry, source="measured")
     return kernel

@@ -1,0 +1,269 @@
+"""The tuner and its wisdom: which candidate wins is decided by a fake clock (deterministic),
+the wisdom's trust, keying and export/import on real files, and one real tuning on a tiny
+convolution whose result is checked against brute force and read back in a new process."""
+import json
+import os
+import stat
+import warnings
+
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from dml_numba import _diskcache, _env, _wisdom
+from dml_numba.__main__ import main as cli
+from dml_numba.cpu._emit import Host, planned_for
+from dml_numba.cpu.convolution import tune
+from dml_numba.cpu.convolution.choice import choose_algorithm
+from tests.test_cache_trust import private_root, run
+
+
+def _desc(xs=(2, 8, 12, 12), ws=(8, 8, 3, 3), strides=(1, 1), groups=1):
+    strides = strides[:len(xs) - 2]
+    x = np.zeros(xs, np.float32)
+    w = np.zeros(ws, np.float32)
+    pad = tuple(k // 2 for k in ws[2:])
+    return dml.functional.convolution_desc(x, w, None, strides=strides, start_padding=pad,
+                                           end_padding=pad, group_count=groups).canonical()
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    """A private cache folder of this test's (wisdom written there, and only there)."""
+    root = private_root(tmp_path)
+    monkeypatch.setenv("DML_NUMBA_CACHE_DIR", str(root))
+    _diskcache.reset()
+    yield root / _diskcache.SUBDIR
+    monkeypatch.undo()
+    _diskcache.reset()
+
+
+class FakeClock:
+    """A clock that advances only when a fake kernel runs, by that kernel's time."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.reads = 0
+
+    def __call__(self):
+        self.reads += 1
+        return self.now
+
+
+def fake_build(clock, times, built):
+    """``build(candidate)`` returning a kernel that takes ``times[label]`` seconds."""
+
+    def build(cand):
+        built.append(cand)
+
+        class Kernel:
+            calls = 0
+
+            def __call__(self, inputs, out):
+                Kernel.calls += 1
+                clock.now += times.get(cand.label(), 1.0)
+
+        return Kernel()
+
+    return build
+
+
+@pytest.mark.parametrize("mode", ["quick", "exhaustive"])
+def test_the_fastest_candidate_by_the_clock_wins_and_is_kept(own_cache, mode):
+    desc, host = _desc(), Host(16, 2)
+    cands = tune.candidates(desc, host, mode)
+    assert len(cands) >= (3 if mode == "quick" else 6)
+    winner = cands[-1]  # the one the static rule and the cost model rank last
+    times = {c.label(): 1e-3 * (i + 2) for i, c in enumerate(cands)}
+    times[winner.label()] = 0.5e-3
+    clock, built = FakeClock(), []
+    kernel = tune.tune(desc, {}, mode, clock=clock, build=fake_build(clock, times, built),
+                       host=host)
+    assert kernel.tuning["source"] == "measured"
+    assert tune.Candidate.from_json(kernel.tuning["choice"]) == winner
+    assert built == cands
+    entry = _wisdom.get(tune.key_of(desc, {}))
+    assert entry["mode"] == mode and tune.Candidate.from_json(entry["choice"]) == winner
+    assert entry["static"] == tune.static(desc, host).label() == cands[0].label()
+    assert entry["seconds"][winner.label()] == pytest.approx(0.5e-3)
+    # the next build reads the wisdom: the choice alone is built and nothing is timed
+    clock2, built2 = FakeClock(), []
+    again = tune.tune(desc, {}, mode, clock=clock2, build=fake_build(clock2, times, built2),
+                      host=host)
+    assert again.tuning["source"] == "wisdom" and built2 == [winner] and clock2.reads == 0
+
+
+def test_a_candidate_much_slower_than_the_best_is_timed_once():
+    clock = FakeClock()
+    samples = tune.measure(lambda: setattr(clock, "now", clock.now + 3.0), clock, 5, best=1.0)
+    assert samples == [3.0]
+    assert tune.measure(lambda: setattr(clock, "now", clock.now + 1.5), clock, 5, 1.0) == [1.5] * 5
+
+
+def test_quick_wisdom_is_retuned_for_exhaustive_and_exhaustive_serves_quick(own_cache):
+    desc, host = _desc(), Host(16, 2)
+    clock = FakeClock()
+    built = []
+    tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built), host=host)
+    ex = tune.tune(desc, {}, "exhaustive", clock=clock, build=fake_build(clock, {}, built),
+                   host=host)
+    assert ex.tuning["source"] == "measured" and ex.tuning["mode"] == "exhaustive"
+    q = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built), host=host)
+    assert q.tuning["source"] == "wisdom" and q.tuning["mode"] == "exhaustive"
+
+
+def test_a_choice_that_is_no_candidate_is_not_used(own_cache):
+    """An edited or stale file cannot make the library run a plan the desc does not have."""
+    desc, host = _desc(), Host(16, 2)
+    key = tune.key_of(desc, {})
+    bogus = tune.Candidate("blocked", tune.static(desc, host).plan.__class__(
+        16, 4, 64, 64, (1, 1)))
+    _wisdom.put(key, {"choice": bogus.to_json(), "mode": "exhaustive"})
+    clock, built = FakeClock(), []
+    kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
+                       host=host)
+    assert kernel.tuning["source"] == "measured" and bogus not in built
+
+
+def test_every_candidate_is_valid_and_the_quick_ones_are_a_subset():
+    for desc in (_desc(), _desc(strides=(2, 2)), _desc(ws=(8, 1, 3, 3), groups=8),
+                 _desc(ws=(8, 8, 1, 1)), _desc((1, 8, 40), (8, 8, 5))):
+        for host in (Host(16, 2), Host(8, 8)):
+            ex = tune.candidates(desc, host, "exhaustive")
+            quick = tune.candidates(desc, host, "quick")
+            assert quick[0] == tune.static(desc, host) and set(quick) <= set(ex)
+            assert len(set(ex)) == len(ex)
+            for c in ex:
+                if c.plan is not None:
+                    assert c.plan.lanes <= host.lanes and c.plan.accumulators <= 24
+
+
+def test_a_forced_algorithm_or_a_single_candidate_is_not_tuned(own_cache):
+    desc = _desc()
+    op = dml.compile_operator(desc, "cpu", algorithm="direct", tune="quick")
+    assert not hasattr(op.kernel, "tuning")
+    f64 = dml.functional.convolution_desc(np.zeros((1, 2, 5, 5)), np.zeros((2, 2, 3, 3)), None)
+    assert tune.candidates(f64.canonical(), Host(16, 2), "quick")[0].plan is None
+
+
+def test_the_mode_comes_from_the_option_then_the_environment(monkeypatch):
+    monkeypatch.setenv("DML_NUMBA_TUNE", "Exhaustive")
+    assert tune.mode_of(None) == "exhaustive" and tune.mode_of("off") == "off"
+    monkeypatch.delenv("DML_NUMBA_TUNE")
+    assert tune.mode_of(None) == "quick"
+    monkeypatch.setenv("DML_NUMBA_TUNE", "fast")
+    _env._warned.discard(("DML_NUMBA_TUNE", "fast"))
+    with pytest.warns(_env.ConfigWarning, match="DML_NUMBA_TUNE='fast' is invalid"):
+        assert tune.mode_of(None) == "quick"
+    with pytest.raises(dml.ValidationError, match="compile_operator.tune: 'fast' is invalid"):
+        dml.compile_operator(_desc(), "cpu", tune="fast")
+
+
+# -- wisdom on disk -------------------------------------------------------------------------
+
+def _entry(label="x"):
+    return {"choice": {"algorithm": "direct", "plan": None, "parallel": None}, "mode": "quick",
+            "label": label, "tuning_s": 0.5}
+
+
+def test_wisdom_is_kept_per_machine(own_cache):
+    _wisdom.put("k1", _entry())
+    with planned_for(Host(8, 64)):  # another machine's lanes and threads
+        assert _wisdom.get("k1") is None
+        _wisdom.put("k2", _entry())
+    assert set(_wisdom.entries()) == {"k1"}
+    files = sorted(own_cache.glob("wisdom-*.json"))
+    assert len(files) == 2
+    for f in files:
+        assert stat.S_IMODE(f.stat().st_mode) & 0o077 == 0
+
+
+@pytest.mark.parametrize("mode", [0o660, 0o620, 0o646])
+def test_a_wisdom_file_others_can_write_is_removed_and_not_read(own_cache, mode):
+    _wisdom.put("k1", _entry())
+    (path,) = own_cache.glob("wisdom-*.json")
+    os.chmod(path, mode)
+    os.utime(path, ns=(1, 1))  # seen as changed
+    assert _wisdom.get("k1") is None and not path.exists()
+
+
+def test_a_corrupt_or_foreign_wisdom_file_is_ignored(own_cache):
+    _wisdom.put("k1", _entry())
+    (path,) = own_cache.glob("wisdom-*.json")
+    path.write_text("{not json")
+    assert _wisdom.get("k1") is None
+    data = {"format": _wisdom.FORMAT, "machine": dict(_wisdom.machine(), cpu="another"),
+            "entries": {"k1": _entry()}}
+    path.write_text(json.dumps(data))
+    assert _wisdom.get("k1") is None
+    _wisdom.put("k2", _entry())  # rewritten as this machine's
+    assert set(_wisdom.entries()) == {"k2"}
+
+
+def test_without_a_disk_cache_wisdom_lives_in_the_process(monkeypatch, tmp_path):
+    monkeypatch.setenv("DML_NUMBA_DISK_CACHE", "0")
+    monkeypatch.setenv("DML_NUMBA_CACHE_DIR", str(tmp_path / "c"))
+    _diskcache.reset()
+    try:
+        _wisdom.put("k-memory", _entry())
+        assert _wisdom.get("k-memory") is not None
+        assert not (tmp_path / "c").exists()
+    finally:
+        _wisdom._memory.clear()
+        monkeypatch.undo()
+        _diskcache.reset()
+
+
+def test_export_import_and_forget_through_the_command_line(own_cache, tmp_path, capsys):
+    _wisdom.put("k1", _entry("shape one"))
+    out = tmp_path / "wisdom.json"
+    assert cli(["tune", "--export", str(out)]) == 0
+    assert cli(["tune", "--forget"]) == 0
+    assert _wisdom.entries() == {}
+    assert cli(["tune", "--import", str(out)]) == 0
+    assert set(_wisdom.entries()) == {"k1"}
+    assert cli(["tune"]) == 0
+    assert "shape one: direct (quick, 0.50 s" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    data["machine"]["lanes"] = 4
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    assert cli(["tune", "--import", str(other)]) == 1
+    err = capsys.readouterr().err
+    assert "another machine (lanes: 4 there" in err and "tune here instead" in err
+    (tmp_path / "bad.json").write_text("[1]")
+    assert cli(["tune", "--import", str(tmp_path / "bad.json")]) == 1
+
+
+# -- one real tuning ------------------------------------------------------------------------
+
+SCRIPT = """
+import numpy as np, dml_numba as dml
+x = np.ones((2, 8, 12, 12), np.float32); w = np.ones((8, 8, 3, 3), np.float32)
+d = dml.functional.convolution_desc(x, w, None, start_padding=(1, 1), end_padding=(1, 1))
+op = dml.compile_operator(d, "cpu")
+print("source", op.kernel.tuning["source"], float(op(x, w)[0, 0, 5, 5]))
+"""
+
+
+def test_a_real_tuning_is_right_and_a_new_process_reads_it(own_cache, monkeypatch):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 8, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    desc = dml.functional.convolution_desc(x, w, None, start_padding=(1, 1),
+                                           end_padding=(1, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        op = dml.compile_operator(desc, "cpu", tune="quick")
+    assert op.kernel.tuning["source"] == "measured"
+    assert len(op.kernel.tuning["seconds"]) == 1 + tune.QUICK_EXTRA
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((2, 8, 12, 12), np.float64)
+    for i in range(3):
+        for j in range(3):
+            want += np.einsum("nchw,mc->nmhw", xp[:, :, i:i + 12, j:j + 12], w[:, :, i, j])
+    np.testing.assert_allclose(op(x, w), want, rtol=1e-4, atol=1e-4)
+    assert choose_algorithm(desc.canonical()) in ("blocked", "direct", "gemm")
+    out = run({"DML_NUMBA_CACHE_DIR": str(own_cache.parent), "DML_NUMBA_TUNE": "quick"},
+              SCRIPT)
+    assert "source wisdom 72.0" in out.stdout
