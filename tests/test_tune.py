@@ -51,10 +51,11 @@ class FakeClock:
 
 
 def fake_build(clock, times, built):
-    """``build(candidate)`` returning a kernel that takes ``times[label]`` seconds."""
+    """``build(candidate, timed)`` returning a kernel that takes ``times[label]`` seconds, each
+    build recorded in ``built``."""
 
-    def build(cand):
-        built.append(cand)
+    def build(cand, timed=False):
+        built.append((cand, timed))
 
         class Kernel:
             calls = 0
@@ -81,7 +82,7 @@ def test_the_fastest_candidate_by_the_clock_wins_and_is_kept(own_cache, mode):
                        host=host)
     assert kernel.tuning["source"] == "measured"
     assert tune.Candidate.from_json(kernel.tuning["choice"]) == winner
-    assert built == cands
+    assert built == [(c, True) for c in cands] + [(winner, False)]
     entry = _wisdom.get(tune.key_of(desc, {}))
     assert entry["mode"] == mode and tune.Candidate.from_json(entry["choice"]) == winner
     assert entry["static"] == tune.static(desc, host).label() == cands[0].label()
@@ -90,7 +91,8 @@ def test_the_fastest_candidate_by_the_clock_wins_and_is_kept(own_cache, mode):
     clock2, built2 = FakeClock(), []
     again = tune.tune(desc, {}, mode, clock=clock2, build=fake_build(clock2, times, built2),
                       host=host)
-    assert again.tuning["source"] == "wisdom" and built2 == [winner] and clock2.reads == 0
+    assert again.tuning["source"] == "wisdom" and built2 == [(winner, False)]
+    assert clock2.reads == 0
 
 
 def test_a_candidate_much_slower_than_the_best_is_timed_once():
@@ -122,7 +124,7 @@ def test_a_choice_that_is_no_candidate_is_not_used(own_cache):
     clock, built = FakeClock(), []
     kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
                        host=host)
-    assert kernel.tuning["source"] == "measured" and bogus not in built
+    assert kernel.tuning["source"] == "measured" and bogus not in [c for c, _ in built]
 
 
 def test_every_candidate_is_valid_and_the_quick_ones_are_a_subset():
@@ -256,7 +258,9 @@ def test_a_real_tuning_is_right_and_a_new_process_reads_it(own_cache, monkeypatc
         warnings.simplefilter("error")
         op = dml.compile_operator(desc, "cpu", tune="quick")
     assert op.kernel.tuning["source"] == "measured"
-    assert len(op.kernel.tuning["seconds"]) == 1 + tune.QUICK_EXTRA
+    quick = tune.candidates(desc.canonical(), Host.current(), "quick")
+    assert set(op.kernel.tuning["seconds"]) == {c.label() for c in quick}
+    assert len(quick) == 2 + tune.QUICK_EXTRA  # small work: the static choice's serial too
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
     want = np.zeros((2, 8, 12, 12), np.float64)
     for i in range(3):

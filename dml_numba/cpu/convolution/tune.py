@@ -39,13 +39,18 @@ from .direct import DirectKernel
 from .gemm import GemmKernel
 
 MODES = ("off", "quick", "exhaustive")
-#: candidates timed in quick mode: the static choice and this many more
+#: candidates timed in quick mode: the static choice and this many more (and, under
+#: QUICK_SERIAL_WORK multiply-adds, the static choice's serial variant)
 QUICK_EXTRA = 2
+QUICK_SERIAL_WORK = 1 << 24
 #: timed calls a candidate (after one untimed warm-up call)
 REPEAT = {"quick": 3, "exhaustive": 5}
-#: a candidate whose first timed call is this much slower than the best so far is not timed
+#: a candidate whose first sample is this much slower than the best so far is not timed
 #: again (it cannot win)
 PRUNE = 2.0
+#: a sample lasts at least this long: calls shorter than it are repeated within one sample,
+#: so a 20 us kernel is not judged on the clock's and the scheduler's noise
+MIN_SAMPLE_S = 2e-3
 
 
 def mode_of(option) -> str:
@@ -78,11 +83,15 @@ class Candidate:
             plan = BlockPlan(**{k: tuple(v) if k == "padded" else v for k, v in plan.items()})
         return cls(data["algorithm"], plan, data.get("parallel"))
 
-    def build(self, desc, options):
-        """The kernel (compiled, or loaded from the disk cache)."""
+    def build(self, desc, options, *, timed: bool = False):
+        """The kernel (compiled, or loaded from the disk cache). ``timed``: the variant to time,
+        its parallel choice made explicit (an automatic one would switch to the serial variant
+        on a slow streak, mid-measurement)."""
         opts = {k: v for k, v in options.items() if k != "tune"}
         if self.parallel is not None:
             opts["parallel"] = self.parallel
+        elif timed and opts.get("parallel") is None:
+            opts["parallel"] = _parallel_by_default(desc)
         if self.algorithm == "blocked":
             return BlockedKernel(desc, opts, plan=self.plan)
         return {"direct": DirectKernel, "gemm": GemmKernel}[self.algorithm](desc, opts)
@@ -129,18 +138,27 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
     found = [first, Candidate("direct"), Candidate("gemm")]
     found += [Candidate("blocked", p) for p in blocked_plans(kdesc, host)]
     found = list(dict.fromkeys(found))
+    serial = options.get("parallel") is None and _parallel_by_default(desc)
     if mode == "quick":
-        rest = sorted(found[1:], key=lambda c: cost(desc, c, host))
-        return [first] + rest[:QUICK_EXTRA]
-    if options.get("parallel") is None and _parallel_by_default(desc):
+        rest = sorted(found[1:], key=lambda c: cost(desc, c, host))[:QUICK_EXTRA]
+        # small work: waking the thread pool may cost more than it saves
+        if serial and first.algorithm != "gemm" and _work(desc) < QUICK_SERIAL_WORK:
+            rest.append(dataclasses.replace(first, parallel=False))
+        return [first] + rest
+    if serial:
         found += [dataclasses.replace(c, parallel=False) for c in found
                   if c.algorithm != "gemm"]
     return found
 
 
-def _parallel_by_default(desc) -> bool:
+def _work(desc) -> int:
+    """Multiply-adds (what the parallel choice is made from)."""
     geo = geometry(desc)
-    return resolve_parallel(None, desc.output_tensor.element_count * geo.in_channels * geo.taps)
+    return desc.output_tensor.element_count * geo.in_channels * geo.taps
+
+
+def _parallel_by_default(desc) -> bool:
+    return resolve_parallel(None, _work(desc))
 
 
 def cost(desc, cand: Candidate, host: Host) -> float:
@@ -186,14 +204,20 @@ def _inputs(desc, rng) -> tuple[list, np.ndarray]:
 
 
 def measure(run, clock, repeat: int, best: float | None) -> list[float]:
-    """Seconds of ``repeat`` calls of ``run`` after an untimed one (its first call pays for
-    buffers and page faults), stopping after one where it is ``PRUNE`` x slower than ``best``."""
+    """Seconds a call of ``run`` takes, ``repeat`` samples after an untimed call (its first
+    call pays for buffers and page faults); a sample is the mean of as many calls as fill
+    :data:`MIN_SAMPLE_S`; stops after a sample ``PRUNE`` x slower than ``best``."""
     run()
+    t0 = clock()
+    run()
+    first = clock() - t0
+    number = max(1, min(1000, int(MIN_SAMPLE_S / first))) if first > 0 else 1
     samples = []
     for _ in range(repeat):
         t0 = clock()
-        run()
-        samples.append(clock() - t0)
+        for _ in range(number):
+            run()
+        samples.append((clock() - t0) / number)
         if best is not None and samples[-1] > PRUNE * best:
             break
     return samples
@@ -218,7 +242,7 @@ def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
     """The kernel for ``desc``: from this machine's wisdom, or measured now (and kept;
     ``remember=False``: measured now whatever the wisdom holds, and not kept)."""
     host = host or Host.current()
-    build = build or (lambda c: c.build(desc, options))
+    build = build or (lambda c, timed=False: c.build(desc, options, timed=timed))
     valid = candidates(desc, host, "exhaustive", options)
     key = key_of(desc, options)
     known = _wisdom.get(key) if remember else None
@@ -232,20 +256,19 @@ def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
     t0 = time.perf_counter()
     rng = np.random.default_rng(0)
     inputs, out = _inputs(desc, rng)
-    medians, kernels, best = {}, {}, None
+    medians, best = {}, None
     for cand in cands:
-        kernel = build(cand)
+        kernel = build(cand, timed=True)
         samples = measure(lambda k=kernel: k(inputs, out), clock, REPEAT[mode], best)
         medians[cand] = statistics.median(samples)
         if best is None or medians[cand] < best:
             best = medians[cand]
-        kernels[cand] = kernel
     choice = min(medians, key=medians.get)
     entry = {"choice": choice.to_json(), "mode": mode, "label": describe(desc),
              "tuning_s": round(time.perf_counter() - t0, 4), "static": cands[0].label(),
              "seconds": {c.label(): medians[c] for c in cands}}
     if remember:
         _wisdom.put(key, entry)
-    kernel = kernels[choice]
+    kernel = build(choice)
     kernel.tuning = dict(entry, source="measured")
     return kernel

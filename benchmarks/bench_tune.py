@@ -1,0 +1,137 @@
+"""The tuner against the best candidate and the static rule, on the convolution crossover grid.
+
+    python3 -m benchmarks.bench_tune [--quick] [--lanes N] [--threads N] [--shapes K]
+
+For each shape of ``bench_convolution``'s grid (``--quick``: batch 1 only; ``--shapes K``: every
+K-th shape), every candidate the exhaustive tuner considers is timed (median of three rounds,
+each a median of five samples of at least 2 ms, the tuner's own
+measure) into one table; from it: the best candidate, the static rule's
+pick and its time over the best, and what the ``quick`` and ``exhaustive`` tuners chose when run
+(independently, each with its own timing, nothing read from or kept in the wisdom) and their
+choices' times over the best. ``--lanes 8 --threads 2`` plans every kernel for a machine with
+AVX2's 8-lane vectors and two threads (the kernels run here), to see where crossovers move.
+Also the cost of tuning one key in quick mode: cold (nothing compiled), warm (candidates in the
+disk cache) and in a second process (read from the wisdom).
+"""
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from benchmarks._harness import Table, Tables
+from benchmarks.bench_convolution import _case, grid_shapes
+
+
+def _arg(name: str, default: int) -> int:
+    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
+def grid(quick: bool, every: int, host) -> Table:
+    from dml_numba.cpu.convolution import tune
+
+    rng = np.random.default_rng(0)
+    table = Table(f"Tuner vs best candidate on the crossover grid (host planned: {host.lanes} "
+                  f"lanes, {host.threads} threads; times over the best candidate's)",
+                  ["shape", "candidates", "best (ms)", "best is", "static rule",
+                   "static / best", "quick / best", "exhaustive / best"])
+    ratios = {"static": [], "quick": [], "exhaustive": []}
+    for label, xs, ws, s, p, g, direction in grid_shapes(quick)[::every]:
+        desc, x, w, b = _case(xs, ws, s, p, g, direction, rng)
+        desc = desc.canonical()
+        cands = tune.candidates(desc, host, "exhaustive")
+        kernels = {c: c.build(desc, {}, timed=True) for c in cands}
+        inputs, out = tune._inputs(desc, rng)
+        rounds = {c: [] for c in cands}
+        for _ in range(3):
+            for c, k in kernels.items():
+                samples = tune.measure(lambda k=k: k(inputs, out), time.perf_counter, 5, None)
+                rounds[c].append(statistics.median(samples))
+        times = {c: statistics.median(r) for c, r in rounds.items()}
+        best = min(times, key=times.get)
+        static = tune.static(desc, host)
+        row = {"static": times[static] / times[best]}
+        for mode in ("quick", "exhaustive"):
+            chosen = tune.tune(desc, {}, mode, host=host, remember=False,
+                               build=lambda c, timed=False: kernels[c])
+            row[mode] = times[tune.Candidate.from_json(chosen.tuning["choice"])] / times[best]
+        for k, v in row.items():
+            ratios[k].append(v)
+        table.add(label, len(cands), f"{times[best] * 1e3:.3f}", best.label(), static.label(),
+                  f"{row['static']:.2f}", f"{row['quick']:.2f}", f"{row['exhaustive']:.2f}")
+        print(f"{label}: static {row['static']:.2f} quick {row['quick']:.2f} "
+              f"exhaustive {row['exhaustive']:.2f} ({best.label()})", file=sys.stderr)
+    for k, v in ratios.items():
+        table.add(f"{k}: worst / median / within 3% / within 1%", "", "", "", "",
+                  f"{max(v):.2f} / {statistics.median(v):.2f}" if k == "static" else "",
+                  f"{max(v):.2f} / {statistics.median(v):.2f}" if k == "quick" else "",
+                  f"{max(v):.2f} / {statistics.median(v):.2f}" if k == "exhaustive" else "")
+        table.add(f"  {k}: shapes within 3% / 1% of the best", "", "", "", "",
+                  *[f"{sum(r <= 1.03 for r in v)} / {sum(r <= 1.01 for r in v)} of {len(v)}"
+                    if k == m else "" for m in ("static", "quick", "exhaustive")])
+    return table
+
+
+COST_SCRIPT = """
+import sys, time
+import numpy as np
+t0 = time.perf_counter()
+import dml_numba as dml
+x = np.ones((8, 64, 56, 56), np.float32); w = np.ones((64, 64, 3, 3), np.float32)
+d = dml.functional.convolution_desc(x, w, None, start_padding=(1, 1), end_padding=(1, 1))
+t1 = time.perf_counter()
+op = dml.compile_operator(d, "cpu", tune="quick")
+print(time.perf_counter() - t1, op.kernel.tuning["source"], op.kernel.tuning["tuning_s"])
+"""
+
+
+def tuning_cost() -> Table:
+    """One quick tuning of the dense 3x3 64->64 layer in fresh processes: cold (a new cache
+    folder), candidates in the disk cache but no wisdom, and with the wisdom."""
+    import os
+    import tempfile
+
+    table = Table("Cost of tuning one key (dense 3x3 64->64 on 8x56x56, quick), new processes",
+                  ["situation", "compile_operator (s)", "from", "tuning measured (s)"])
+    with tempfile.TemporaryDirectory() as root:
+        env = dict(os.environ, DML_NUMBA_CACHE_DIR=root)
+
+        def once(label):
+            out = subprocess.run([sys.executable, "-c", COST_SCRIPT], env=env, check=True,
+                                 capture_output=True, text=True).stdout.split()
+            table.add(label, f"{float(out[0]):.2f}", out[1], f"{float(out[2]):.2f}")
+
+        once("cold: nothing compiled, no wisdom")
+        subprocess.run([sys.executable, "-m", "dml_numba", "tune", "--forget"], env=env,
+                       check=True, capture_output=True)
+        once("candidates in the disk cache, no wisdom")
+        once("second process: wisdom")
+    return table
+
+
+def main() -> None:
+    import numba
+
+    from dml_numba.cpu._emit import Host, planned_for
+
+    quick = "--quick" in sys.argv
+    lanes = _arg("--lanes", 0)
+    threads = _arg("--threads", 0)
+    if threads:
+        numba.set_num_threads(threads)
+    here = Host.current()
+    host = Host(lanes or here.lanes, threads or here.threads)
+    t0 = time.perf_counter()
+    with planned_for(host):
+        tables = [grid(quick, _arg("--shapes", 1), host)]
+    if not lanes and not threads:
+        tables.append(tuning_cost())
+    print(Tables(tables).markdown())
+    print(f"(run took {time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
