@@ -82,7 +82,8 @@ def test_the_fastest_candidate_by_the_clock_wins_and_is_kept(own_cache, mode):
                        host=host)
     assert kernel.tuning["source"] == "measured"
     assert tune.Candidate.from_json(kernel.tuning["choice"]) == winner
-    assert built == [(c, True) for c in cands] + [(winner, False)]
+    blas_last = sorted(cands, key=lambda c: c.algorithm == "gemm")  # its pool spins after
+    assert built == [(c, True) for c in blas_last] + [(winner, False)]
     entry = _wisdom.get(tune.key_of(desc, {}))
     assert entry["mode"] == mode and tune.Candidate.from_json(entry["choice"]) == winner
     assert entry["static"] == tune.static(desc, host).label() == cands[0].label()

@@ -90,8 +90,8 @@ class Candidate:
         opts = {k: v for k, v in options.items() if k != "tune"}
         if self.parallel is not None:
             opts["parallel"] = self.parallel
-        elif timed and opts.get("parallel") is None:
-            opts["parallel"] = _parallel_by_default(desc)
+        elif timed and opts.get("parallel") is None and self.algorithm != "gemm":
+            opts["parallel"] = _parallel_by_default(desc)  # (BLAS's helpers: serial unless forced)
         if self.algorithm == "blocked":
             return BlockedKernel(desc, opts, plan=self.plan)
         return {"direct": DirectKernel, "gemm": GemmKernel}[self.algorithm](desc, opts)
@@ -257,7 +257,9 @@ def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
     rng = np.random.default_rng(0)
     inputs, out = _inputs(desc, rng)
     medians, best = {}, None
-    for cand in cands:
+    # BLAS last: its thread pool spins a while after each call and would slow whatever is
+    # timed next
+    for cand in sorted(cands, key=lambda c: c.algorithm == "gemm"):
         kernel = build(cand, timed=True)
         samples = measure(lambda k=kernel: k(inputs, out), clock, REPEAT[mode], best)
         medians[cand] = statistics.median(samples)
