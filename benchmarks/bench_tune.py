@@ -37,7 +37,7 @@ def grid(quick: bool, every: int, host) -> Table:
     table = Table(f"Tuner vs best candidate on the crossover grid (host planned: {host.lanes} "
                   f"lanes, {host.threads} threads; times over the best candidate's)",
                   ["shape", "candidates", "best (ms)", "best is", "static rule",
-                   "static / best", "quick / best", "exhaustive / best"])
+                   "static / best", "quick / best", "exhaustive / best", "exhaustive picks"])
     ratios = {"static": [], "quick": [], "exhaustive": []}
     for label, xs, ws, s, p, g, direction in grid_shapes(quick)[::every]:
         desc, x, w, b = _case(xs, ws, s, p, g, direction, rng)
@@ -54,25 +54,24 @@ def grid(quick: bool, every: int, host) -> Table:
         times = {c: statistics.median(r) for c, r in rounds.items()}
         best = min(times, key=times.get)
         static = tune.static(desc, host)
-        row = {"static": times[static] / times[best]}
+        row, picks = {"static": times[static] / times[best]}, {}
         for mode in ("quick", "exhaustive"):
             chosen = tune.tune(desc, {}, mode, host=host, remember=False,
                                build=lambda c, timed=False: kernels[c])
-            row[mode] = times[tune.Candidate.from_json(chosen.tuning["choice"])] / times[best]
+            picks[mode] = tune.Candidate.from_json(chosen.tuning["choice"])
+            row[mode] = times[picks[mode]] / times[best]
         for k, v in row.items():
             ratios[k].append(v)
         table.add(label, len(cands), f"{times[best] * 1e3:.3f}", best.label(), static.label(),
-                  f"{row['static']:.2f}", f"{row['quick']:.2f}", f"{row['exhaustive']:.2f}")
+                  f"{row['static']:.2f}", f"{row['quick']:.2f}", f"{row['exhaustive']:.2f}",
+                  picks["exhaustive"].label())
         print(f"{label}: static {row['static']:.2f} quick {row['quick']:.2f} "
               f"exhaustive {row['exhaustive']:.2f} ({best.label()})", file=sys.stderr)
     for k, v in ratios.items():
-        table.add(f"{k}: worst / median / within 3% / within 1%", "", "", "", "",
-                  f"{max(v):.2f} / {statistics.median(v):.2f}" if k == "static" else "",
-                  f"{max(v):.2f} / {statistics.median(v):.2f}" if k == "quick" else "",
-                  f"{max(v):.2f} / {statistics.median(v):.2f}" if k == "exhaustive" else "")
-        table.add(f"  {k}: shapes within 3% / 1% of the best", "", "", "", "",
-                  *[f"{sum(r <= 1.03 for r in v)} / {sum(r <= 1.01 for r in v)} of {len(v)}"
-                    if k == m else "" for m in ("static", "quick", "exhaustive")])
+        cells = [f"worst {max(v):.2f}, median {statistics.median(v):.2f}; within 3%: "
+                 f"{sum(r <= 1.03 for r in v)}, 1%: {sum(r <= 1.01 for r in v)} of {len(v)}"
+                 if k == m else "" for m in ratios]
+        table.add(f"**{k}**", "", "", "", "", *cells, "")
     return table
 
 

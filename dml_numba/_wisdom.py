@@ -14,8 +14,10 @@ kernel key on this machine, so that no later process measures it again.
   seconds the tuning took, the candidates' medians, a label for people. A choice is used only
   if it is one of the candidates the tuner would consider for that key now (a stale or edited
   file cannot make a kernel read out of bounds).
-* concurrency: two processes adding keys at once each re-read the file before writing it; in
-  the worst case one key is lost and tuned again later.
+* concurrency: one tuning at a time on the machine (:func:`exclusive`: a lock file beside the
+  wisdom), so that two processes do not time their candidates against each other and the
+  second to want a key reads it from the first; adding a key re-reads the file before
+  writing it.
 
 ``python3 -m dml_numba tune --export FILE`` / ``--import FILE`` ship it to identical machines.
 """
@@ -27,13 +29,20 @@ import os
 import platform
 import stat
 import threading
+from contextlib import contextmanager
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: one process's threads only
+    fcntl = None
 
 from . import _diskcache
 from ._version import __version__ as VERSION
 
 FORMAT = 1
 _lock = threading.RLock()
+_tuning = threading.Lock()
 _memory: dict = {}  # machine digest -> entries, where the disk cache is off
 _read: dict = {}  # path -> ((mtime_ns, size), entries): the file as last read
 
@@ -129,6 +138,23 @@ def entries(mach: dict | None = None) -> dict:
         if path is None:
             return dict(_memory.get(digest(mach), {}))
         return dict(_load(path, mach))
+
+
+@contextmanager
+def exclusive():
+    """Hold this machine's tuning lock (every thread and process using the same cache folder
+    waits here for the one tuning now; with the disk cache off, this process's threads)."""
+    with _tuning:
+        path = _path(machine())
+        if path is None or fcntl is None:
+            yield
+            return
+        fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
 
 def get(key: str) -> dict | None:

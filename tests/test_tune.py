@@ -272,3 +272,37 @@ def test_a_real_tuning_is_right_and_a_new_process_reads_it(own_cache, monkeypatc
     out = run({"DML_NUMBA_CACHE_DIR": str(own_cache.parent), "DML_NUMBA_TUNE": "quick"},
               SCRIPT)
     assert "source wisdom 72.0" in out.stdout
+
+
+HOLDER = """
+import json, sys, time
+from dml_numba import _wisdom
+with _wisdom.exclusive():
+    print("locked", flush=True)
+    time.sleep(1.0)
+    _wisdom.put(sys.argv[1], json.loads(sys.argv[2]))
+"""
+
+
+def test_one_tuning_at_a_time_and_the_waiting_process_reads_the_result(own_cache):
+    """While another process tunes (holding the machine's tuning lock), a tuning of the same
+    key waits, then takes what the other measured instead of timing against it."""
+    import subprocess
+    import sys
+
+    desc, host = _desc(), Host.current()
+    key = tune.key_of(desc, {})
+    choice = tune.candidates(desc, host, "quick")[-1]
+    entry = {"choice": choice.to_json(), "mode": "quick", "label": "held", "tuning_s": 1.0}
+    env = dict(os.environ, DML_NUMBA_CACHE_DIR=str(own_cache.parent))
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, key, json.dumps(entry)], env=env,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        clock, built = FakeClock(), []
+        kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
+                           host=host)
+    finally:
+        proc.wait(timeout=30)
+    assert kernel.tuning["source"] == "wisdom" and kernel.tuning["label"] == "held"
+    assert built == [(choice, False)] and clock.reads == 0

@@ -245,13 +245,32 @@ def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
     build = build or (lambda c, timed=False: c.build(desc, options, timed=timed))
     valid = candidates(desc, host, "exhaustive", options)
     key = key_of(desc, options)
-    known = _wisdom.get(key) if remember else None
+    known = _known(key, mode, valid) if remember else None
+    if known is not None:
+        return _from_wisdom(known, build)
+    with _wisdom.exclusive():  # one tuning at a time: timings undisturbed by another's
+        known = _known(key, mode, valid) if remember else None
+        if known is not None:  # tuned meanwhile (another thread or process)
+            return _from_wisdom(known, build)
+        return _measure_all(desc, options, mode, host, valid, key, clock, build, remember)
+
+
+def _known(key, mode, valid) -> dict | None:
+    """The wisdom's entry for ``key`` where it serves ``mode`` and names a valid candidate."""
+    known = _wisdom.get(key)
     if known is not None and (mode == "quick" or known.get("mode") == "exhaustive"):
-        choice = Candidate.from_json(known["choice"])
-        if choice in valid:
-            kernel = build(choice)
-            kernel.tuning = dict(known, source="wisdom")
-            return kernel
+        if Candidate.from_json(known["choice"]) in valid:
+            return known
+    return None
+
+
+def _from_wisdom(known, build):
+    kernel = build(Candidate.from_json(known["choice"]))
+    kernel.tuning = dict(known, source="wisdom")
+    return kernel
+
+
+def _measure_all(desc, options, mode, host, valid, key, clock, build, remember):
     cands = candidates(desc, host, mode, options) if mode == "quick" else valid
     t0 = time.perf_counter()
     rng = np.random.default_rng(0)
