@@ -38,6 +38,7 @@ except ImportError:  # pragma: no cover - Windows: one process's threads only
     fcntl = None
 
 from . import _diskcache
+from ._machine import cpu_model
 from ._version import __version__ as VERSION
 
 FORMAT = 1
@@ -49,18 +50,6 @@ _read: dict = {}  # path -> ((mtime_ns, size), entries): the file as last read
 
 class WisdomError(ValueError):
     """A wisdom file that cannot be imported (another machine's, another format, not JSON)."""
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux, else what the platform says)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith(("model name", "Hardware", "cpu model")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def machine() -> dict:
@@ -218,9 +207,9 @@ def import_(file) -> int:
         data = json.loads(Path(file).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise WisdomError(f"{file}: not a wisdom file ({exc})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise WisdomError(f"{file}: format {data.get('format') if isinstance(data, dict) else None!r}"
-                          f" is invalid; expected {FORMAT}")
+    found = data.get("format") if isinstance(data, dict) else None
+    if found != FORMAT:
+        raise WisdomError(f"{file}: format {found!r} is invalid; expected {FORMAT}")
     mach, theirs = machine(), data.get("machine")
     if theirs != mach:
         diff = ", ".join(f"{k}: {theirs.get(k)!r} there, {v!r} here" for k, v in mach.items()

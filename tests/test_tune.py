@@ -38,6 +38,22 @@ def own_cache(tmp_path, monkeypatch):
     _diskcache.reset()
 
 
+class Meter:
+    """Other programs' CPU share during a tuning, as given."""
+
+    def __init__(self, share):
+        self.share = share
+
+    def __call__(self):
+        return self
+
+    def others(self):
+        return self.share
+
+
+IDLE = Meter(0.0)
+
+
 class FakeClock:
     """A clock that advances only when a fake kernel runs, by that kernel's time."""
 
@@ -79,7 +95,7 @@ def test_the_fastest_candidate_by_the_clock_wins_and_is_kept(own_cache, mode):
     times[winner.label()] = 0.5e-3
     clock, built = FakeClock(), []
     kernel = tune.tune(desc, {}, mode, clock=clock, build=fake_build(clock, times, built),
-                       host=host)
+                       host=host, meter=IDLE)
     assert kernel.tuning["source"] == "measured"
     assert tune.Candidate.from_json(kernel.tuning["choice"]) == winner
     blas_last = sorted(cands, key=lambda c: c.algorithm == "gemm")  # its pool spins after
@@ -91,9 +107,23 @@ def test_the_fastest_candidate_by_the_clock_wins_and_is_kept(own_cache, mode):
     # the next build reads the wisdom: the choice alone is built and nothing is timed
     clock2, built2 = FakeClock(), []
     again = tune.tune(desc, {}, mode, clock=clock2, build=fake_build(clock2, times, built2),
-                      host=host)
+                      host=host, meter=IDLE)
     assert again.tuning["source"] == "wisdom" and built2 == [(winner, False)]
     assert clock2.reads == 0
+
+
+def test_a_tuning_beside_busy_programs_is_used_but_not_kept(own_cache):
+    """Other programs' load skews the timings: the next process measures again."""
+    desc, host = _desc(), Host(16, 2)
+    clock, built = FakeClock(), []
+    kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
+                       host=host, meter=Meter(tune.BUSY_SHARE + 0.05))
+    assert kernel.tuning["kept"] is False and kernel.tuning["others_busy"] > tune.BUSY_SHARE
+    assert _wisdom.get(tune.key_of(desc, {})) is None
+    again = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
+                      host=host, meter=Meter(None))  # no /proc/stat: kept
+    assert again.tuning["source"] == "measured" and again.tuning["kept"] is True
+    assert _wisdom.get(tune.key_of(desc, {})) is not None
 
 
 def test_a_candidate_much_slower_than_the_best_is_timed_once():
@@ -107,11 +137,13 @@ def test_quick_wisdom_is_retuned_for_exhaustive_and_exhaustive_serves_quick(own_
     desc, host = _desc(), Host(16, 2)
     clock = FakeClock()
     built = []
-    tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built), host=host)
+    tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built), host=host,
+              meter=IDLE)
     ex = tune.tune(desc, {}, "exhaustive", clock=clock, build=fake_build(clock, {}, built),
-                   host=host)
+                   host=host, meter=IDLE)
     assert ex.tuning["source"] == "measured" and ex.tuning["mode"] == "exhaustive"
-    q = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built), host=host)
+    q = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
+                  host=host, meter=IDLE)
     assert q.tuning["source"] == "wisdom" and q.tuning["mode"] == "exhaustive"
 
 
@@ -124,7 +156,7 @@ def test_a_choice_that_is_no_candidate_is_not_used(own_cache):
     _wisdom.put(key, {"choice": bogus.to_json(), "mode": "exhaustive"})
     clock, built = FakeClock(), []
     kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
-                       host=host)
+                       host=host, meter=IDLE)
     assert kernel.tuning["source"] == "measured" and bogus not in [c for c, _ in built]
 
 
@@ -250,6 +282,7 @@ print("source", op.kernel.tuning["source"], float(op(x, w)[0, 0, 5, 5]))
 
 
 def test_a_real_tuning_is_right_and_a_new_process_reads_it(own_cache, monkeypatch):
+    monkeypatch.setattr(tune, "BUSY_SHARE", 1.0)  # kept however busy the other workers are
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 8, 12, 12)).astype(np.float32)
     w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
@@ -301,7 +334,7 @@ def test_one_tuning_at_a_time_and_the_waiting_process_reads_the_result(own_cache
         assert proc.stdout.readline().strip() == "locked"
         clock, built = FakeClock(), []
         kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
-                           host=host)
+                           host=host, meter=IDLE)
     finally:
         proc.wait(timeout=30)
     assert kernel.tuning["source"] == "wisdom" and kernel.tuning["label"] == "held"

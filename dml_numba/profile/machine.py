@@ -4,33 +4,14 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-import sys
 import time
 from importlib import metadata as importlib_metadata
+
+from .._machine import CpuShare, cpu_model
 
 #: the libraries whose versions a profile records (those installed)
 LIBRARIES = ("dml_numba", "numpy", "numba", "llvmlite", "scipy", "numba-cuda", "torch",
              "onnxruntime", "onnx", "cupy", "dask", "matplotlib")
-
-
-def cpu_model() -> str:
-    """The processor's marketing name (``/proc/cpuinfo`` on Linux, sysctl on macOS), or what
-    :func:`platform.processor` says."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("model name", "Hardware", "Processor")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    if sys.platform == "darwin":  # pragma: no cover - macOS
-        import subprocess
-
-        out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
-                             text=True)
-        if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.strip()
-    return platform.processor() or platform.machine()
 
 
 def usable_cores() -> int:
@@ -48,33 +29,14 @@ def load() -> list[float] | None:
         return None
 
 
-def _cpu_ticks() -> tuple[int, int] | None:
-    """(busy, total) jiffies of all CPUs since boot, from /proc/stat (None elsewhere)."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
-    total = sum(fields[:8])  # guest time is already counted in user time
-    return total - idle, total
-
-
 def others_busy(seconds: float = 0.3) -> float | None:
     """The share of the machine's CPU time used by other processes (and stolen by a
     hypervisor's neighbours) while this one sleeps for ``seconds``, measured now, where the load
     average lags a minute behind (and still counts the previous run). This process's own
     threads (a thread pool still spinning) are subtracted."""
-    a = _cpu_ticks()
-    if a is None:
-        return None
-    own0 = sum(os.times()[:2])
+    meter = CpuShare()
     time.sleep(seconds)
-    b = _cpu_ticks()
-    own = (sum(os.times()[:2]) - own0) * os.sysconf("SC_CLK_TCK")
-    if b is None or b[1] == a[1]:
-        return None
-    return round(max(0.0, b[0] - a[0] - own) / (b[1] - a[1]), 3)
+    return meter.others()
 
 
 def versions() -> dict:

@@ -7,7 +7,8 @@
 ``algorithm=None`` (the default) times the candidates on first use of a key and keeps the
 fastest for this machine (:mod:`.tune`; ``tune="off"`` or ``DML_NUMBA_TUNE=off``: the static
 rule, :func:`~.choice.choose_algorithm`, a table of measured rules);
-``compile_operator(desc, "cpu", algorithm="blocked"|"direct"|"gemm")`` forces one. Where to look: the choice in ``choice.py``; a kernel's host-side call in its class; its
+``compile_operator(desc, "cpu", algorithm="blocked"|"direct"|"gemm")`` forces one. Where to
+look: the choice in ``choice.py`` and ``tune.py``; a kernel's host-side call in its class; its
 generated source in its module's ``emit`` (the blocked kernels' tile in ``blocked/tile.py``,
 their plan in ``blocked/plan.py``, their padding phase in ``blocked/padding.py``).
 """

@@ -23,6 +23,7 @@ import numpy as np
 
 from ... import _env, _wisdom
 from ..._cache import freeze
+from ..._machine import CpuShare
 from ...ops.convolution import ConvolutionDirection, geometry
 from .._emit import Host, resolve_parallel
 from .blocked import BlockedKernel
@@ -51,6 +52,8 @@ PRUNE = 2.0
 #: a sample lasts at least this long: calls shorter than it are repeated within one sample,
 #: so a 20 us kernel is not judged on the clock's and the scheduler's noise
 MIN_SAMPLE_S = 2e-3
+#: other programs' share of the CPU during a tuning beyond which its result is not kept
+BUSY_SHARE = 0.3
 
 
 def mode_of(option) -> str:
@@ -238,9 +241,11 @@ def describe(desc) -> str:
 
 
 def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
-         host: Host | None = None, remember: bool = True):
-    """The kernel for ``desc``: from this machine's wisdom, or measured now (and kept;
-    ``remember=False``: measured now whatever the wisdom holds, and not kept)."""
+         host: Host | None = None, remember: bool = True, meter=CpuShare):
+    """The kernel for ``desc``: from this machine's wisdom, or measured now and kept, unless
+    other programs used more than :data:`BUSY_SHARE` of the CPU meanwhile (``meter()``; their
+    load skews the timings: measured again in the next process). ``remember=False``: measured
+    now whatever the wisdom holds, and not kept."""
     host = host or Host.current()
     build = build or (lambda c, timed=False: c.build(desc, options, timed=timed))
     valid = candidates(desc, host, "exhaustive", options)
@@ -252,7 +257,8 @@ def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
         known = _known(key, mode, valid) if remember else None
         if known is not None:  # tuned meanwhile (another thread or process)
             return _from_wisdom(known, build)
-        return _measure_all(desc, options, mode, host, valid, key, clock, build, remember)
+        return _measure_all(desc, options, mode, host, valid, key, clock, build, remember,
+                            meter)
 
 
 def _known(key, mode, valid) -> dict | None:
@@ -270,9 +276,9 @@ def _from_wisdom(known, build):
     return kernel
 
 
-def _measure_all(desc, options, mode, host, valid, key, clock, build, remember):
+def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, meter):
     cands = candidates(desc, host, mode, options) if mode == "quick" else valid
-    t0 = time.perf_counter()
+    t0, others = time.perf_counter(), meter()
     rng = np.random.default_rng(0)
     inputs, out = _inputs(desc, rng)
     medians, best = {}, None
@@ -288,8 +294,10 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember):
     entry = {"choice": choice.to_json(), "mode": mode, "label": describe(desc),
              "tuning_s": round(time.perf_counter() - t0, 4), "static": cands[0].label(),
              "seconds": {c.label(): medians[c] for c in cands}}
-    if remember:
+    busy = others.others()
+    kept = remember and (busy is None or busy <= BUSY_SHARE)
+    if kept:
         _wisdom.put(key, entry)
     kernel = build(choice)
-    kernel.tuning = dict(entry, source="measured")
+    kernel.tuning = dict(entry, source="measured", kept=kept, others_busy=busy)
     return kernel
