@@ -67,8 +67,8 @@ class FakeClock:
 
 
 def fake_build(clock, times, built):
-    """``build(candidate, timed)`` returning a kernel that takes ``times[label]`` seconds, each
-    build recorded in ``built``."""
+    """``build(candidate, timed)`` returning a kernel that takes ``times[label]`` seconds (or
+    the next of a list of them, a call each), each build recorded in ``built``."""
 
     def build(cand, timed=False):
         built.append((cand, timed))
@@ -78,7 +78,8 @@ def fake_build(clock, times, built):
 
             def __call__(self, inputs, out):
                 Kernel.calls += 1
-                clock.now += times.get(cand.label(), 1.0)
+                t = times.get(cand.label(), 1.0)
+                clock.now += t.pop(0) if isinstance(t, list) else t
 
         return Kernel()
 
@@ -110,6 +111,22 @@ def test_the_fastest_candidate_by_the_clock_wins_and_is_kept(own_cache, mode):
                       host=host, meter=IDLE)
     assert again.tuning["source"] == "wisdom" and built2 == [(winner, False)]
     assert clock2.reads == 0
+
+
+def test_close_finalists_are_timed_again_before_the_choice(own_cache):
+    """One lucky pass does not decide between candidates within CLOSE of each other."""
+    desc, host = _desc(), Host(16, 2)
+    cands = tune.candidates(desc, host, "quick")
+    a, b = cands[0], cands[1]
+    calls = 2 + tune.REPEAT["quick"]  # warm-up, calibration, samples
+    times = {c.label(): 1.0 for c in cands[2:]}
+    times[a.label()] = [0.5] * calls + [0.75] * calls  # lucky first pass
+    times[b.label()] = 0.55
+    clock, built = FakeClock(), []
+    kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, times, built),
+                       host=host, meter=IDLE)
+    assert tune.Candidate.from_json(kernel.tuning["choice"]) == b
+    assert kernel.tuning["seconds"][a.label()] == pytest.approx(0.625)
 
 
 def test_a_tuning_beside_busy_programs_is_used_but_not_kept(own_cache):

@@ -49,6 +49,9 @@ REPEAT = {"quick": 3, "exhaustive": 5}
 #: a candidate whose first sample is this much slower than the best so far is not timed
 #: again (it cannot win)
 PRUNE = 2.0
+#: candidates within this factor of the best after the first pass (at most FINALISTS of them)
+#: are timed a second time before the choice
+CLOSE, FINALISTS = 1.15, 3
 #: a sample lasts at least this long: calls shorter than it are repeated within one sample,
 #: so a 20 us kernel is not judged on the clock's and the scheduler's noise
 MIN_SAMPLE_S = 2e-3
@@ -143,7 +146,13 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
     found = list(dict.fromkeys(found))
     serial = options.get("parallel") is None and _parallel_by_default(desc)
     if mode == "quick":
-        rest = sorted(found[1:], key=lambda c: cost(desc, c, host))[:QUICK_EXTRA]
+        # distinct tiles: a variant that differs from one taken only in its staging costs the
+        # same to the model, and would crowd out a different tile
+        rest, tiles = [], {_tile(first)}
+        for c in sorted(found[1:], key=lambda c: cost(desc, c, host)):
+            if len(rest) < QUICK_EXTRA and _tile(c) not in tiles:
+                rest.append(c)
+                tiles.add(_tile(c))
         # small work: waking the thread pool may cost more than it saves
         if serial and first.algorithm != "gemm" and _work(desc) < QUICK_SERIAL_WORK:
             rest.append(dataclasses.replace(first, parallel=False))
@@ -152,6 +161,12 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
         found += [dataclasses.replace(c, parallel=False) for c in found
                   if c.algorithm != "gemm"]
     return found
+
+
+def _tile(cand: Candidate):
+    """The candidate without its staging choice."""
+    plan = cand.plan and dataclasses.replace(cand.plan, staged=False)
+    return dataclasses.replace(cand, plan=plan)
 
 
 def _work(desc) -> int:
@@ -281,15 +296,24 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
     t0, others = time.perf_counter(), meter()
     rng = np.random.default_rng(0)
     inputs, out = _inputs(desc, rng)
-    medians, best = {}, None
+    best = None
     # BLAS last: its thread pool spins a while after each call and would slow whatever is
     # timed next
+    samples, kernels = {}, {}
     for cand in sorted(cands, key=lambda c: c.algorithm == "gemm"):
-        kernel = build(cand, timed=True)
-        samples = measure(lambda k=kernel: k(inputs, out), clock, REPEAT[mode], best)
-        medians[cand] = statistics.median(samples)
-        if best is None or medians[cand] < best:
-            best = medians[cand]
+        kernels[cand] = build(cand, timed=True)
+        samples[cand] = measure(lambda k=kernels[cand]: k(inputs, out), clock, REPEAT[mode],
+                                best)
+        med = statistics.median(samples[cand])
+        best = med if best is None else min(best, med)
+    # the finalists within CLOSE of the best are timed once more (one pass can be unlucky)
+    finalists = sorted((c for c in samples if statistics.median(samples[c]) <= CLOSE * best),
+                       key=lambda c: statistics.median(samples[c]))[:FINALISTS]
+    if len(finalists) > 1:
+        for cand in sorted(finalists, key=lambda c: c.algorithm == "gemm"):
+            samples[cand] += measure(lambda k=kernels[cand]: k(inputs, out), clock,
+                                     REPEAT[mode], None)
+    medians = {c: statistics.median(v) for c, v in samples.items()}
     choice = min(medians, key=medians.get)
     entry = {"choice": choice.to_json(), "mode": mode, "label": describe(desc),
              "tuning_s": round(time.perf_counter() - t0, 4), "static": cands[0].label(),
