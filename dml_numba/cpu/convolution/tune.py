@@ -4,8 +4,9 @@ fastest (FFTW's planner, cuDNN's benchmark mode), remembered per machine (:mod:`
 Modes (``DML_NUMBA_TUNE``, or ``compile_operator(..., tune=...)`` which wins):
 
 * ``off``: the static rule (:func:`~.choice.choose_algorithm`), deterministic: the tests' mode;
-* ``quick`` (default): the static choice and the two candidates a cost model ranks next
-  (:func:`cost`), each compiled once (into the disk cache) and timed a few calls;
+* ``quick`` (default): the static choice, its tile with the padding staged or not, and the
+  candidates a cost model ranks next (:func:`cost`): three or four, each compiled once (into
+  the disk cache) and timed a few calls;
 * ``exhaustive``: every valid candidate (:func:`candidates`).
 
 A candidate is an algorithm, for ``blocked`` a tile plan (channels a tile, lanes, staged
@@ -40,8 +41,9 @@ from .direct import DirectKernel
 from .gemm import GemmKernel
 
 MODES = ("off", "quick", "exhaustive")
-#: candidates timed in quick mode: the static choice and this many more (and, under
-#: QUICK_SERIAL_WORK multiply-adds, the static choice's serial variant)
+#: candidates timed in quick mode: the static choice and this many more (its tile with the
+#: staging flipped where that applies, then other tiles and algorithms by the cost model; and,
+#: under QUICK_SERIAL_WORK multiply-adds, the static choice's serial variant)
 QUICK_EXTRA = 2
 QUICK_SERIAL_WORK = 1 << 24
 #: timed calls a candidate (after one untimed warm-up call)
@@ -148,7 +150,12 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
     if mode == "quick":
         # distinct tiles: a variant that differs from one taken only in its staging costs the
         # same to the model, and would crowd out a different tile
-        rest, tiles = [], {_tile(first)}
+        # the static tile with its staging flipped first (the model cannot tell them apart,
+        # and they differ by up to a fifth on the crossover grid)
+        flip = first.plan and dataclasses.replace(first, plan=dataclasses.replace(
+            first.plan, staged=not first.plan.staged))
+        rest = [flip] if flip in found else []
+        tiles = {_tile(first)}
         for c in sorted(found[1:], key=lambda c: cost(desc, c, host)):
             if len(rest) < QUICK_EXTRA and _tile(c) not in tiles:
                 rest.append(c)
@@ -182,17 +189,23 @@ def _parallel_by_default(desc) -> bool:
 def cost(desc, cand: Candidate, host: Host) -> float:
     """A rough relative time (vector multiply-adds, weighted by what each kernel wastes), to
     rank candidates for ``quick``; measurement decides. Blocked: the positions its tiles
-    compute per output and the loads per multiply-add; BLAS: its column matrix; the direct loop
+    compute per output and the loads per multiply-add; BLAS: its column matrix's memory
+    traffic and a call per image and group; the direct loop
     nest: a fraction of the vector rate the others reach (its measured rate on the crossover
     grid), except on windows of one input channel."""
     geo = geometry(desc)
     fmas = desc.output_tensor.element_count * geo.in_channels * geo.taps
     vec = fmas / host.lanes
     if cand.algorithm == "gemm":
-        columns = desc.input_tensor.sizes[0] * geo.in_channels * geo.taps * np.prod(
-            desc.output_tensor.sizes[2:]) * desc.group_count
+        # the column matrix is written and read back through memory: ~8 vector FMAs of time
+        # an element (8 bytes at a core's share of the bandwidth); a 1x1 unit-stride unpadded
+        # FORWARD convolution multiplies the input in place
+        pointwise = geo.forward and pointwise_as_1d(desc) is not None
+        columns = 0 if pointwise else desc.input_tensor.sizes[0] * geo.in_channels * geo.taps \
+            * int(np.prod(desc.output_tensor.sizes[2:] if geo.forward
+                          else desc.input_tensor.sizes[2:])) * desc.group_count
         calls = desc.input_tensor.sizes[0] * desc.group_count
-        return vec / 0.8 + 2 * columns / host.lanes + 2000 * calls
+        return vec / 0.8 + 8 * columns + 2000 * calls
     if cand.algorithm == "direct":
         return vec * (1.5 if geo.in_channels == 1 else 4.0)
     p = cand.plan
