@@ -65,18 +65,9 @@ def _print_wisdom() -> None:
     total = sum(e.get("tuning_s", 0) for e in found.values())
     print(f"tuned kernels (wisdom of this machine): {len(found)} keys, {total:.2f} s of tuning")
     for entry in sorted(found.values(), key=lambda e: e.get("label", "")):
-        print(f"  {entry.get('label', '?')}: {_choice_label(entry['choice'])} "
+        print(f"  {entry.get('label', '?')}: {entry.get('chosen', entry['choice'])} "
               f"({entry.get('mode', '?')}, {entry.get('tuning_s', 0):.2f} s; static rule: "
               f"{entry.get('static', '?')})")
-
-
-def _choice_label(choice: dict) -> str:
-    from .cpu.convolution.tune import Candidate
-
-    try:
-        return Candidate.from_json(choice).label()
-    except (TypeError, KeyError, ValueError):
-        return repr(choice)
 
 
 def _tune(args) -> int:

@@ -214,8 +214,8 @@ def test_the_mode_comes_from_the_option_then_the_environment(monkeypatch):
 # -- wisdom on disk -------------------------------------------------------------------------
 
 def _entry(label="x"):
-    return {"choice": {"algorithm": "direct", "plan": None, "parallel": None}, "mode": "quick",
-            "label": label, "tuning_s": 0.5}
+    return {"choice": {"algorithm": "direct", "plan": None, "parallel": None}, "chosen": "direct",
+            "mode": "quick", "label": label, "tuning_s": 0.5}
 
 
 def test_wisdom_is_kept_per_machine(own_cache):

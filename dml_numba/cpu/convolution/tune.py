@@ -328,7 +328,8 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
                                      REPEAT[mode], None)
     medians = {c: statistics.median(v) for c, v in samples.items()}
     choice = min(medians, key=medians.get)
-    entry = {"choice": choice.to_json(), "mode": mode, "label": describe(desc),
+    entry = {"choice": choice.to_json(), "chosen": choice.label(), "mode": mode,
+             "label": describe(desc),
              "tuning_s": round(time.perf_counter() - t0, 4), "static": cands[0].label(),
              "seconds": {c.label(): medians[c] for c in cands}}
     busy = others.others()
