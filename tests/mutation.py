@@ -50,11 +50,10 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
     "functional": (["dml_numba/functional.py"],
                    ["tests/test_functional_parameters.py", "tests/ops/test_seeds.py",
                     "-k", "not dask"]),
-    # the tuner and its wisdom, judged with a fake clock and fake kernels (the real tuning and
-    # the second-process tests compile and spawn: left to the full suite)
+    # the tuner and its wisdom: a fake clock and fake kernels, and one real tuning
     "tune": (["dml_numba/cpu/convolution/tune.py", "dml_numba/_wisdom.py",
               "dml_numba/_machine.py"],
-             ["tests/test_tune.py", "-k", "not real and not one_tuning and not forced"]),
+             ["tests/test_tune.py"]),
     # the Dask layer, on the threaded scheduler (forked schedulers hang under the tool)
     "dask": (["dml_numba/dask.py"],
              ["tests/test_dask.py", "-k", "not processes and not distributed and not cluster"]),

@@ -1,6 +1,7 @@
 """The tuner and its wisdom: which candidate wins is decided by a fake clock (deterministic),
 the wisdom's trust, keying and export/import on real files, and one real tuning on a tiny
 convolution whose result is checked against brute force and read back in a new process."""
+import dataclasses
 import json
 import os
 import stat
@@ -88,7 +89,7 @@ def fake_build(clock, times, built):
 
 @pytest.mark.parametrize("mode", ["quick", "exhaustive"])
 def test_the_fastest_candidate_by_the_clock_wins_and_is_kept(own_cache, mode):
-    desc, host = _desc(), Host(16, 2)
+    desc, host = _desc(), Host(8, 3)  # not this machine: the host is passed on
     cands = tune.candidates(desc, host, mode)
     assert len(cands) >= (3 if mode == "quick" else 6)
     winner = cands[-1]  # the one the static rule and the cost model rank last
@@ -115,7 +116,7 @@ def test_the_fastest_candidate_by_the_clock_wins_and_is_kept(own_cache, mode):
 
 def test_close_finalists_are_timed_again_before_the_choice(own_cache):
     """One lucky pass does not decide between candidates within CLOSE of each other."""
-    desc, host = _desc(), Host(16, 2)
+    desc, host = _desc(), Host(8, 3)  # not this machine: the host is passed on
     cands = tune.candidates(desc, host, "quick")
     a, b = cands[0], cands[1]
     calls = 2 + tune.REPEAT["quick"]  # warm-up, calibration, samples
@@ -131,7 +132,7 @@ def test_close_finalists_are_timed_again_before_the_choice(own_cache):
 
 def test_a_tuning_beside_busy_programs_is_used_but_not_kept(own_cache):
     """Other programs' load skews the timings: the next process measures again."""
-    desc, host = _desc(), Host(16, 2)
+    desc, host = _desc(), Host(8, 3)  # not this machine: the host is passed on
     clock, built = FakeClock(), []
     kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
                        host=host, meter=Meter(tune.BUSY_SHARE + 0.05))
@@ -151,7 +152,7 @@ def test_a_candidate_much_slower_than_the_best_is_timed_once():
 
 
 def test_quick_wisdom_is_retuned_for_exhaustive_and_exhaustive_serves_quick(own_cache):
-    desc, host = _desc(), Host(16, 2)
+    desc, host = _desc(), Host(8, 3)  # not this machine: the host is passed on
     clock = FakeClock()
     built = []
     tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built), host=host,
@@ -166,7 +167,7 @@ def test_quick_wisdom_is_retuned_for_exhaustive_and_exhaustive_serves_quick(own_
 
 def test_a_choice_that_is_no_candidate_is_not_used(own_cache):
     """An edited or stale file cannot make the library run a plan the desc does not have."""
-    desc, host = _desc(), Host(16, 2)
+    desc, host = _desc(), Host(8, 3)  # not this machine: the host is passed on
     key = tune.key_of(desc, {})
     bogus = tune.Candidate("blocked", tune.static(desc, host).plan.__class__(
         16, 4, 64, 64, (1, 1)))
@@ -356,3 +357,178 @@ def test_one_tuning_at_a_time_and_the_waiting_process_reads_the_result(own_cache
         proc.wait(timeout=30)
     assert kernel.tuning["source"] == "wisdom" and kernel.tuning["label"] == "held"
     assert built == [(choice, False)] and clock.reads == 0
+
+
+# -- the pieces, one by one -----------------------------------------------------------------
+
+def test_the_exhaustive_space_spans_every_tile_dimension():
+    host = Host(16, 2)
+    dense = _desc((2, 16, 56, 56), (16, 16, 3, 3))
+    plans = tune.blocked_plans(dense, host)
+    assert plans[0] == tune.block_plan(dense, host)  # the planner's own first
+    assert {p.lanes for p in plans} == {16, 8} and {p.mb for p in plans} == {4, 8}
+    assert {p.staged for p in plans} == {True, False} and {p.flat for p in plans} == {True, False}
+    assert len(set(plans)) == len(plans)
+    transposed = dml.functional.convolution_desc(
+        np.zeros((1, 8, 20, 20), np.float32), np.zeros((8, 8, 4, 4), np.float32), None,
+        strides=(2, 2), start_padding=(1, 1), end_padding=(1, 1), direction=1).canonical()
+    tplans = tune.blocked_plans(transposed, host)
+    assert tplans and not any(p.staged or p.flat for p in tplans)
+    depthwise = _desc((2, 16, 30, 30), (16, 1, 3, 3), groups=16)
+    dplans = tune.blocked_plans(depthwise, host)
+    assert all(p.depthwise and p.mb == 1 for p in dplans) and {p.lanes for p in dplans} == {16, 8}
+    assert {p.lanes for p in tune.blocked_plans(dense, Host(4, 2))} == {4}
+    # every parallel-automatic candidate has its serial variant in exhaustive mode, BLAS aside
+    ex = tune.candidates(dense, host, "exhaustive")
+    auto = [c for c in ex if c.parallel is None and c.algorithm != "gemm"]
+    assert {dataclasses.replace(c, parallel=False) for c in auto} <= set(ex)
+    assert all(c.parallel is None for c in tune.candidates(dense, host, "exhaustive",
+                                                           {"parallel": True}))
+
+
+def test_quick_takes_the_staging_flip_then_distinct_tiles_and_the_serial_variant_for_small_work():
+    host = Host(16, 2)
+    dense = _desc((2, 16, 56, 56), (16, 16, 3, 3))
+    quick = tune.candidates(dense, host, "quick")
+    first = quick[0]
+    assert first == tune.static(dense, host) and first.plan.staged is not None
+    assert quick[1] == dataclasses.replace(first, plan=dataclasses.replace(
+        first.plan, staged=not first.plan.staged))
+    tiles = [tune._tile(c) for c in quick[1:1 + tune.QUICK_EXTRA]]
+    assert tune._tile(first) in tiles[:1] and len(set(tiles)) == len(tiles)
+    assert quick[-1] == dataclasses.replace(first, parallel=False)  # 3.6 M multiply-adds
+    big = _desc((8, 64, 56, 56), (64, 64, 3, 3))
+    assert all(c.parallel is None for c in tune.candidates(big, host, "quick"))
+    assert all(c.parallel is None for c in tune.candidates(dense, host, "quick",
+                                                           {"parallel": False}))
+
+
+def test_the_cost_model_is_the_documented_formula():
+    host = Host(16, 2)
+    d = _desc((2, 16, 56, 56), (16, 16, 3, 3))
+    vec = 2 * 16 * 56 * 56 * 16 * 9 / 16
+    assert tune.cost(d, tune.Candidate("direct"), host) == pytest.approx(vec * 4.0)
+    columns = 2 * 16 * 9 * 56 * 56
+    assert tune.cost(d, tune.Candidate("gemm"), host) == pytest.approx(
+        vec / 0.8 + 8 * columns + 2000 * 2)
+    pw = _desc((2, 16, 28, 28), (32, 16, 1, 1))  # multiplied in place: no column matrix
+    assert tune.cost(pw, tune.Candidate("gemm"), host) == pytest.approx(
+        2 * 32 * 784 * 16 / 16 / 0.8 + 2000 * 2)
+    dw = _desc((2, 16, 56, 56), (16, 1, 3, 3), groups=16)
+    assert tune.cost(dw, tune.Candidate("direct"), host) == pytest.approx(
+        2 * 16 * 3136 * 9 / 16 * 1.5)
+    plan = tune.BlockPlan(8, 4, 4, 2, (58, 58))  # rows of 56 in 16-pixel steps: 64 a row
+    positions = 14 * 4 * 4 * 16
+    loads = (4 * 2 + 4) / 32
+    assert tune.cost(d, tune.Candidate("blocked", plan), host) == pytest.approx(
+        vec * positions / 3136 * 2 * (1 + 0.5 * loads))
+    flat = tune.BlockPlan(16, 4, 1, 4, (58, 58), flat=True)  # 55 rows of 58 + 56, runs of 64
+    size = 55 * 58 + 56
+    assert tune.cost(d, tune.Candidate("blocked", flat), host) == pytest.approx(
+        vec * (-(-size // 64) * 64) / 3136 * (1 + 0.5 * (4 + 4) / 16))
+
+
+def test_a_sample_is_the_mean_of_calls_filling_the_minimum_time():
+    clock = FakeClock()
+    calls = []
+
+    def run():
+        calls.append(1)
+        clock.now += 0.5e-3
+
+    samples = tune.measure(run, clock, 3, None)
+    number = int(tune.MIN_SAMPLE_S / 0.5e-3)
+    assert samples == [pytest.approx(0.5e-3)] * 3 and len(calls) == 2 + 3 * number
+
+
+def test_a_candidate_builds_its_kernel_with_the_options_it_stands_for(monkeypatch):
+    made = []
+
+    def fake(name):
+        return lambda desc, opts, **kw: made.append((name, dict(opts), kw)) or name
+
+    for name in ("BlockedKernel", "DirectKernel", "GemmKernel"):
+        monkeypatch.setattr(tune, name, fake(name))
+    monkeypatch.setitem(tune.Candidate.build.__globals__, "BlockedKernel", fake("blocked"))
+    d = _desc((2, 16, 56, 56), (16, 16, 3, 3))  # parallel by default
+    plan = tune.block_plan(d, Host(16, 2))
+    opts = {"tune": "quick", "parallel": None}
+    tune.Candidate("direct").build(d, opts, timed=True)
+    tune.Candidate("gemm").build(d, opts, timed=True)
+    tune.Candidate("direct").build(d, opts)
+    tune.Candidate("direct", parallel=False).build(d, opts, timed=True)
+    tune.Candidate("blocked", plan).build(d, {"parallel": True}, timed=True)
+    assert made[0][:2] == ("DirectKernel", {"parallel": True})
+    assert made[1][:2] == ("GemmKernel", {"parallel": None})  # BLAS's helpers: serial
+    assert made[2][:2] == ("DirectKernel", {"parallel": None})  # automatic when it runs
+    assert made[3][:2] == ("DirectKernel", {"parallel": False})
+    assert made[4] == ("blocked", {"parallel": True}, {"plan": plan})
+
+
+def test_labels_and_json_round_trip_for_every_candidate():
+    for d in (_desc((2, 16, 56, 56), (16, 16, 3, 3)), _desc(ws=(8, 1, 3, 3), groups=8)):
+        ex = tune.candidates(d, Host(16, 2), "exhaustive")
+        assert len({c.label() for c in ex}) == len(ex)
+        for c in ex:
+            assert tune.Candidate.from_json(json.loads(json.dumps(c.to_json()))) == c
+    assert tune.Candidate("blocked", tune.BlockPlan(16, 4, 1, 4, (9, 9), staged=True,
+                                                    flat=True), False).label() == \
+        "blocked [16 4 1 4 flat staged] serial"
+    assert tune.describe(_desc()) == "conv x(2, 8, 12, 12) w(8, 8, 3, 3) s(1, 1) g1 float32"
+    assert tune.key_of(_desc(), {"tune": "quick"}) == tune.key_of(_desc(), {})
+    assert tune.key_of(_desc(), {"parallel": False}) != tune.key_of(_desc(), {})
+
+
+def test_the_cpu_model_and_the_busy_meter(monkeypatch):
+    from dml_numba import _machine
+
+    lines = ["processor\t: 0\n", "model name\t: Example CPU @ 3.0GHz\n"]
+    monkeypatch.setattr(_machine, "open", lambda *a, **k: iter_file(lines), raising=False)
+    assert _machine.cpu_model() == "Example CPU @ 3.0GHz"
+
+    def missing(*a, **k):
+        raise OSError("no such file")
+
+    monkeypatch.setattr(_machine, "open", missing, raising=False)
+    monkeypatch.setattr(_machine.sys, "platform", "linux")
+    monkeypatch.setattr(_machine.platform, "processor", lambda: "")
+    monkeypatch.setattr(_machine.platform, "machine", lambda: "x86_64")
+    assert _machine.cpu_model() == "x86_64"
+    monkeypatch.undo()
+    ticks = iter([(100, 1000), (400, 2000)])
+    monkeypatch.setattr(_machine, "_cpu_ticks", lambda: next(ticks))
+    own = iter([(1.0, 0.5, 0, 0, 0), (1.5, 1.0, 0, 0, 0)])  # one CPU-second of our own
+    monkeypatch.setattr(_machine.os, "times", lambda: next(own))
+    clk = os.sysconf("SC_CLK_TCK")
+    meter = _machine.CpuShare()
+    assert meter.others() == pytest.approx(round(max(0.0, 300 - clk) / 1000, 3))
+    stopped = iter([(100, 1000), (100, 1000)])
+    monkeypatch.setattr(_machine, "_cpu_ticks", lambda: next(stopped))
+    monkeypatch.setattr(_machine.os, "times", lambda: (0.0, 0.0, 0, 0, 0))
+    assert _machine.CpuShare().others() is None  # no time passed
+
+
+class iter_file(list):
+    """A file's lines for ``with open(...) as f: for line in f``."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_wisdom_merges_keys_and_exports_what_it_holds(own_cache, tmp_path):
+    _wisdom.put("k1", _entry("one"))
+    _wisdom.put("k2", _entry("two"))
+    assert set(_wisdom.entries()) == {"k1", "k2"}
+    out = tmp_path / "w.json"
+    assert _wisdom.export(out) == 2
+    data = json.loads(out.read_text())
+    assert data["format"] == _wisdom.FORMAT and data["machine"] == _wisdom.machine()
+    assert data["entries"]["k2"]["label"] == "two"
+    assert _wisdom.forget() == 2 and _wisdom.entries() == {}
+    assert _wisdom.import_(out) == 2 and _wisdom.get("k1")["label"] == "one"
+    data["entries"]["bad"] = {"choice": "not a dict"}
+    out.write_text(json.dumps(data))
+    assert _wisdom.import_(out) == 2 and _wisdom.get("bad") is None
