@@ -449,7 +449,6 @@ def test_a_candidate_builds_its_kernel_with_the_options_it_stands_for(monkeypatc
 
     for name in ("BlockedKernel", "DirectKernel", "GemmKernel"):
         monkeypatch.setattr(tune, name, fake(name))
-    monkeypatch.setitem(tune.Candidate.build.__globals__, "BlockedKernel", fake("blocked"))
     d = _desc((2, 16, 56, 56), (16, 16, 3, 3))  # parallel by default
     plan = tune.block_plan(d, Host(16, 2))
     opts = {"tune": "quick", "parallel": None}
@@ -462,7 +461,7 @@ def test_a_candidate_builds_its_kernel_with_the_options_it_stands_for(monkeypatc
     assert made[1][:2] == ("GemmKernel", {"parallel": None})  # BLAS's helpers: serial
     assert made[2][:2] == ("DirectKernel", {"parallel": None})  # automatic when it runs
     assert made[3][:2] == ("DirectKernel", {"parallel": False})
-    assert made[4] == ("blocked", {"parallel": True}, {"plan": plan})
+    assert made[4] == ("BlockedKernel", {"parallel": True}, {"plan": plan})
 
 
 def test_labels_and_json_round_trip_for_every_candidate():
