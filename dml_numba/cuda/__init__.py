@@ -47,8 +47,24 @@ def kernel_for(desc, **options):
 
 def kernel_variants(desc) -> list[dict]:
     """Option sets that together give every CUDA kernel ``desc`` can run: the default, and each
-    value of the lowering's own options (convolution: ``algorithm="direct"``, ``"tiled"``)."""
+    value of the lowering's own options (convolution: ``algorithm="direct"``, ``"tiled"``, and
+    a folded padding where the plane kernel takes one: one mode stands for the four, whose maps
+    are the same emitter's, every mode of it compiled in the padding kernels)."""
     from .._registry import lowering_options
 
-    opts = lowering_options(type(desc.canonical().packed()), "cuda")
-    return [{}] + [{name: v} for name, values in opts.items() for v in values if v is not None]
+    canon = desc.canonical().packed()
+    opts = lowering_options(type(canon), "cuda")
+    variants = [{}]
+    for name, values in opts.items():
+        for v in values:
+            if v is None or name == "input_padding" and (
+                    v != "REFLECTION" or not _folds(canon, v)):
+                continue
+            variants.append({name: v})
+    return variants
+
+
+def _folds(desc, mode) -> bool:
+    from .convolution import folds_padding
+
+    return folds_padding(desc, mode)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .._codegen import SourceWriter, affine, decompose, index
+from .._gather import AxisMap, emit_map
 from ._emit import header, shared_memory_decorator
 
 THREADS = 256
@@ -57,10 +58,13 @@ def plane_plan(out_sizes, in_sizes, kernel, strides, dilations, itemsize) -> Pla
 
 @contextmanager
 def plane_kernel(key, args: str, plan: PlanePlan, *, channels: int, in_channel: str,
-                 pads, strides, acc: str, load):
+                 pads, strides, acc: str, load, fold=None):
     """The kernel around one output: yields ``(w, o)`` inside ``if`` the output ``(n, c, o...)``
     exists, with the patch's input region in shared ``S`` (flat, row-major over
-    ``plan.region``). ``in_channel``: the input channel of output channel ``c``."""
+    ``plan.region``). ``in_channel``: the input channel of output channel ``c``. ``fold``:
+    ``(kind, extent)``, the padding is not zeros but the input read through that AxisMap kind
+    ('clamp', 'reflect', 'symmetric', 'wrap': a padding operator in front, folded) up to the
+    padded ``extent``; zeros beyond it (where only a patch's overhang reads)."""
     d = key.desc
     sizes = d.input_tensor.sizes
     nd = len(plan.patch)
@@ -83,10 +87,19 @@ def plane_kernel(key, args: str, plan: PlanePlan, *, channels: int, in_channel: 
             with w.block(f"for e in range(t, {total}, {THREADS}):"):
                 decompose(w, "e", [f"r{i}" for i in range(nd)], plan.region)
                 for i in range(nd):
-                    w(f"a{i} = " + affine([(f"u{i}", plan.patch[i] * strides[i]),
-                                           (f"r{i}", 1)], -pads[i]))
+                    w(f"{'p' if fold else 'a'}{i} = " + affine(
+                        [(f"u{i}", plan.patch[i] * strides[i]), (f"r{i}", 1)],
+                        0 if fold else -pads[i]))
                 w(f"v = numba.{acc}(0.0)")
-                inside = " and ".join(f"a{i} >= 0 and a{i} < {sizes[2 + i]}" for i in range(nd))
+                if fold:  # the padded coordinate p read through the padding's map
+                    kind, extent = fold
+                    for i in range(nd):
+                        emit_map(w, AxisMap(kind, sizes[2 + i], extent[i], pads[i]), f"p{i}",
+                                 f"a{i}")
+                    inside = " and ".join(f"p{i} < {extent[i]}" for i in range(nd))
+                else:
+                    inside = " and ".join(f"a{i} >= 0 and a{i} < {sizes[2 + i]}"
+                                          for i in range(nd))
                 with w.block(f"if {inside}:"):
                     w(f"v = {load('x[' + index('n', 'ci', *[f'a{i}' for i in range(nd)]) + ']')}")
                 w("S[e] = v")

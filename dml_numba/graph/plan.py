@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from .._dims import dilated_extent
 from .._errors import ValidationError
+from .._registry import split_device
 from ..ops.convolution import ConvolutionDirection, ConvolutionOperatorDesc
 from ..ops.gather_chain import GatherChainDesc
 from ..ops.lp_pooling import LpPooling1OperatorDesc
@@ -95,16 +96,21 @@ def window(op):
 def _fold_mode_padding(consumer, padding, src_tensor, device):
     """``consumer`` (a FORWARD convolution without padding of its own) reading ``src_tensor``
     through ``padding`` (mode, start, end) in its own input reads, where the device's kernel
-    can (the CPU's blocked kernels); None elsewhere."""
+    can (the CPU's blocked kernels, CUDA's depthwise plane kernel); None elsewhere."""
     c = consumer.canonical()
-    if device != "cpu" or not isinstance(c, ConvolutionOperatorDesc) or \
+    if not isinstance(c, ConvolutionOperatorDesc) or \
             c.direction != ConvolutionDirection.FORWARD or any(c.start_padding) or \
             any(c.end_padding):
         return None
     mode, start, end = padding
     folded = replace(c, input_tensor=src_tensor, start_padding=start, end_padding=end)
-    from ..cpu.convolution import folds_padding
-
+    backend = split_device(device)[0]
+    if backend == "cpu":
+        from ..cpu.convolution import folds_padding
+    elif backend == "cuda":
+        from ..cuda.convolution import folds_padding
+    else:
+        return None
     return folded if folds_padding(folded, mode) else None
 
 

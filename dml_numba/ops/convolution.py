@@ -153,6 +153,12 @@ def _backward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g):
     return cout, ranges
 
 
+#: what a convolution's ``input_padding`` option takes (a padding operator in front, folded into
+#: the kernel's input reads; graphs): PaddingMode names -> the AxisMap kinds that read through
+#: them
+FOLDS = {"EDGE": "clamp", "REFLECTION": "reflect", "SYMMETRIC": "symmetric", "WRAP": "wrap"}
+
+
 @dataclass(frozen=True)
 class ConvolutionOperatorDesc(OperatorDesc):
     """DML_CONVOLUTION_OPERATOR_DESC; bind ``(input, filter[, bias])``.

@@ -18,11 +18,11 @@ import dataclasses
 
 from ..._errors import ValidationError
 from ..._registry import register
-from ...ops.convolution import ConvolutionOperatorDesc
+from ...ops.convolution import FOLDS, ConvolutionOperatorDesc
 from . import direct, gemm, tune
 from .blocked import BlockedKernel
 from .blocked import emit as emit_blocked
-from .blocked.plan import FOLDS, BlockPlan, block_plan, can_fold, pack_filter, pointwise_as_1d
+from .blocked.plan import BlockPlan, block_plan, can_fold, pack_filter, pointwise_as_1d
 from .choice import RULES, choose_algorithm, choose_rule
 from .direct import DirectKernel
 from .gemm import GemmKernel

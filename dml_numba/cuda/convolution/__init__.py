@@ -27,13 +27,22 @@ kernels run where their reuse pays (:func:`choose_algorithm`).
 """
 from __future__ import annotations
 
+import dataclasses
 from contextlib import ExitStack
+from dataclasses import dataclass
 
 from ..._codegen import index
 from ..._dtypes import accumulator
+from ..._errors import ValidationError
 from ..._registry import register
 from ...elements.convolution import channel_block, conv_element, conv_epilogue
-from ...ops.convolution import ConvolutionMode, ConvolutionOperatorDesc, geometry
+from ...ops.convolution import (
+    FOLDS,
+    ConvolutionDirection,
+    ConvolutionMode,
+    ConvolutionOperatorDesc,
+    geometry,
+)
 from .._emit import CudaKernel, emit_reduction, half_load, make_key
 from .._planes import LAUNCH_BOUNDS as PLANE_BOUNDS
 from .._planes import plane_kernel, plane_plan, shared_taps
@@ -66,10 +75,24 @@ def emit_direct(key) -> str:
     return emit_reduction(key, args, "m", conv_element, channels=channel_block(key.desc))
 
 
+@dataclass(frozen=True)
+class PlaneFold:
+    """The plane kernel's plan where a padding operator in front is folded into its region
+    loads (``input_padding``): the AxisMap kind the padding reads through."""
+
+    kind: str
+
+    @property
+    def label(self) -> str:
+        return f"fold {self.kind}"
+
+
 def emit_planes(key) -> str:
     """Depthwise: the plane of input channel ``c // (C_out/g)`` in shared memory, each thread
-    one output of channel ``c``."""
+    one output of channel ``c`` (the padding read through a folded padding's map where the key's
+    plan is a :class:`PlaneFold`)."""
     d = key.desc
+    fold = (key.plan.kind, geometry(d).padded_sizes()) if key.plan is not None else None
     plan = plane_plan_for(d)
     mg = geometry(d).out_channels
     ksz = d.filter_tensor.sizes[2:]
@@ -79,7 +102,7 @@ def emit_planes(key) -> str:
     flip = d.mode == ConvolutionMode.CONVOLUTION
     with plane_kernel(key, args, plan, channels=d.output_tensor.sizes[1],
                       in_channel=f"c // {mg}" if mg > 1 else "c", pads=d.start_padding,
-                      strides=d.strides, acc=acc, load=load) as (w, o):
+                      strides=d.strides, acc=acc, load=load, fold=fold) as (w, o):
         w(f"acc = numba.{acc}(0.0)")
         with ExitStack() as stack:
             tap = shared_taps(w, stack, plan, ksz, d.strides, d.dilations)
@@ -96,10 +119,27 @@ def emit_tiled(key) -> str:
     return emit_implicit_gemm(key)
 
 
-@register(ConvolutionOperatorDesc, "cuda", options={"algorithm": (None, "direct", "tiled")})
+def folds_padding(desc, mode: str) -> bool:
+    """Whether a padding of ``mode`` in front of ``desc`` (``desc`` carrying its sizes as
+    start/end padding) folds into the kernel the automatic choice runs: the depthwise plane
+    kernel, whose region loads read through the padding's map."""
+    return (mode in FOLDS and desc.direction == ConvolutionDirection.FORWARD
+            and plane_plan_for(desc) is not None and choose_algorithm(desc) == "tiled")
+
+
+@register(ConvolutionOperatorDesc, "cuda", options={"algorithm": (None, "direct", "tiled"),
+                                                    "input_padding": (None,) + tuple(FOLDS)})
 def lower(desc, options):
     algorithm = options.get("algorithm") or choose_algorithm(desc)
+    mode = options.get("input_padding")
+    if mode is not None and (algorithm != "tiled" or not folds_padding(desc, mode)):
+        raise ValidationError(
+            f"compile_operator.input_padding: {mode!r} is invalid; expected None for this "
+            "descriptor on CUDA (a folded padding needs the depthwise plane kernel: FORWARD, "
+            "one input channel a group, overlapping windows)")
     key = make_key(desc, options, "tiled" if algorithm == "tiled" else "main")
+    if mode is not None:
+        key = dataclasses.replace(key, plan=PlaneFold(FOLDS[mode]))
     dt, rank = desc.input_tensor.dtype, desc.input_tensor.rank
     n_args = 4 if desc.bias_tensor is not None else 3
     planes = plane_plan_for(desc)

@@ -274,8 +274,6 @@ def fold_of(lay: Layout, desc):
     return (lay.fold, geometry(desc).padded_sizes()) if lay.fold else None
 
 
-#: PaddingMode names -> the AxisMap kinds a blocked kernel can fold into phase 1
-FOLDS = {"EDGE": "clamp", "REFLECTION": "reflect", "SYMMETRIC": "symmetric", "WRAP": "wrap"}
 
 
 def can_fold(desc, plan) -> bool:
