@@ -270,33 +270,41 @@ def test_random_graphs_agree_with_node_by_node(cuda):
     check()
 
 
-@pytest.mark.parametrize("mode", ["REFLECTION", "EDGE", "SYMMETRIC", "WRAP"])
-def test_mode_padding_folds_into_the_depthwise_plane_kernel(cuda, mode):
-    """On CUDA a padding operator in front of a depthwise convolution is read through its map
-    as the plane kernel loads its region into shared memory: one step, no padded tensor, the
-    result of np.pad followed by the convolution."""
+DW_LAYER = ((2, 1, 3, 3), 2, "plane patches")  # filter, groups, what the source says
+DENSE_LAYER = ((4, 2, 3, 3), 1, "implicit GEMM")
+
+
+@pytest.mark.parametrize("mode, layer", [("REFLECTION", DW_LAYER), ("REFLECTION", DENSE_LAYER),
+                                         ("EDGE", DW_LAYER), ("SYMMETRIC", DENSE_LAYER),
+                                         ("WRAP", DW_LAYER)])
+def test_mode_padding_folds_into_the_tiled_kernels(cuda, mode, layer):
+    """On CUDA a padding operator in front of a convolution the tiled kernels run is read
+    through its map as they load their input (the depthwise plane kernel's shared-memory region,
+    the implicit GEMM's gather): one step, no padded tensor, the result of np.pad followed by the
+    convolution. Each mode once, each kernel at least once."""
     from tests.test_graph import IN, MID, NP_MODE, OUT, N, conv, pad
 
-    xs, ws = (1, 2, 5, 6), (2, 1, 3, 3)
+    ws, groups, kernel = layer
+    xs = (1, 2, 5, 6)
     p = pad(xs, (0, 0, 1, 2), (0, 0, 2, 1), dml.PaddingMode[mode])
-    c = conv((1, 2, 8, 9), ws, groups=2, act=dml.ActivationReluOperatorDesc(), bias=True)
+    c = conv((1, 2, 8, 9), ws, groups=groups, act=dml.ActivationReluOperatorDesc(), bias=True)
     g = dml.GraphDesc(3, 1, (N(p, "pad"), N(c, "conv")), (IN(0, 0, 0), IN(1, 1, 1), IN(2, 1, 2)),
                       (OUT(1, 0, 0),), (MID(0, 0, 1, 0),))
     rng = np.random.default_rng(3)
-    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in (xs, ws, (1, 2, 1, 1)))
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in (xs, ws, (1, ws[0], 1, 1)))
     cg = dml.compile_graph(g, "cuda")
     assert len(cg.steps) == 1 and cg.steps[0].options == (("input_padding", mode),)
-    kind = dml.ops.convolution.FOLDS[mode]
-    assert f"fold {kind}" in cg.source
+    assert f"fold {dml.ops.convolution.FOLDS[mode]}" in cg.source and kernel in cg.source
     ref = dml.convolution(np.pad(x, [(0, 0), (0, 0), (1, 2), (2, 1)], mode=NP_MODE[mode]), w, b,
-                          group_count=2, fused_activation=dml.ActivationReluOperatorDesc(),
+                          group_count=groups, fused_activation=dml.ActivationReluOperatorDesc(),
                           device="numpy")
-    np.testing.assert_allclose(cg(x, w, b), ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(cg(x, w, b), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_cuda_input_padding_is_refused_off_the_plane_kernel():
-    dense = dml.functional.convolution_desc(np.zeros((1, 4, 8, 8), np.float32),
-                                            np.zeros((4, 4, 3, 3), np.float32),
+def test_cuda_input_padding_is_refused_off_the_tiled_kernels():
+    """Two output channels: the direct kernel, which reads no folded padding."""
+    dense = dml.functional.convolution_desc(np.zeros((1, 2, 8, 8), np.float32),
+                                            np.zeros((2, 2, 3, 3), np.float32),
                                             start_padding=(1, 1), end_padding=(1, 1))
     with pytest.raises(dml.ValidationError, match="input_padding: 'REFLECTION' is invalid; "
                                                   "expected None for this descriptor on CUDA"):

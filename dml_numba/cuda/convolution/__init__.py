@@ -76,9 +76,9 @@ def emit_direct(key) -> str:
 
 
 @dataclass(frozen=True)
-class PlaneFold:
-    """The plane kernel's plan where a padding operator in front is folded into its region
-    loads (``input_padding``): the AxisMap kind the padding reads through."""
+class Fold:
+    """The tiled kernels' plan where a padding operator in front is folded into their input
+    reads (``input_padding``): the AxisMap kind the padding reads through."""
 
     kind: str
 
@@ -90,7 +90,7 @@ class PlaneFold:
 def emit_planes(key) -> str:
     """Depthwise: the plane of input channel ``c // (C_out/g)`` in shared memory, each thread
     one output of channel ``c`` (the padding read through a folded padding's map where the key's
-    plan is a :class:`PlaneFold`)."""
+    plan is a :class:`Fold`)."""
     d = key.desc
     fold = (key.plan.kind, geometry(d).padded_sizes()) if key.plan is not None else None
     plan = plane_plan_for(d)
@@ -121,10 +121,11 @@ def emit_tiled(key) -> str:
 
 def folds_padding(desc, mode: str) -> bool:
     """Whether a padding of ``mode`` in front of ``desc`` (``desc`` carrying its sizes as
-    start/end padding) folds into the kernel the automatic choice runs: the depthwise plane
-    kernel, whose region loads read through the padding's map."""
+    start/end padding) folds into the kernel the automatic choice runs: the tiled kernels, FORWARD
+    (the depthwise plane kernel's region loads and the implicit GEMM's gather read through the
+    padding's map); not the direct kernel."""
     return (mode in FOLDS and desc.direction == ConvolutionDirection.FORWARD
-            and plane_plan_for(desc) is not None and choose_algorithm(desc) == "tiled")
+            and choose_algorithm(desc) == "tiled")
 
 
 @register(ConvolutionOperatorDesc, "cuda", options={"algorithm": (None, "direct", "tiled"),
@@ -135,11 +136,11 @@ def lower(desc, options):
     if mode is not None and (algorithm != "tiled" or not folds_padding(desc, mode)):
         raise ValidationError(
             f"compile_operator.input_padding: {mode!r} is invalid; expected None for this "
-            "descriptor on CUDA (a folded padding needs the depthwise plane kernel: FORWARD, "
-            "one input channel a group, overlapping windows)")
+            "descriptor on CUDA (a folded padding needs a tiled kernel: FORWARD, and a "
+            "depthwise window that overlaps or at least 4 output channels a group)")
     key = make_key(desc, options, "tiled" if algorithm == "tiled" else "main")
     if mode is not None:
-        key = dataclasses.replace(key, plan=PlaneFold(FOLDS[mode]))
+        key = dataclasses.replace(key, plan=Fold(FOLDS[mode]))
     dt, rank = desc.input_tensor.dtype, desc.input_tensor.rank
     n_args = 4 if desc.bias_tensor is not None else 3
     planes = plane_plan_for(desc)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ..._codegen import SourceWriter, affine, decompose, index
 from ..._dtypes import accumulator
+from ..._gather import AxisMap, emit_map
 from ...elements.convolution import channel_block, conv_epilogue
 from ...ops.convolution import ConvolutionDirection, ConvolutionMode, geometry
 from .._emit import half_load, header, shared_memory_decorator
@@ -138,7 +139,9 @@ def gemm_grid(desc, plan) -> GemmGrid:
 
 
 def emit(key) -> str:
-    """The implicit GEMM of ``key`` (one per output phase for strided BACKWARD)."""
+    """The implicit GEMM of ``key`` (one per output phase for strided BACKWARD; FORWARD with a
+    folded padding where the key's plan is a :class:`~dml_numba.cuda.convolution.Fold`: the
+    gathered input reads through its map instead of zeros)."""
     d = key.desc
     if phases_for(d) is not None:
         return emit_phases(key)
@@ -169,9 +172,21 @@ def emit(key) -> str:
             else:
                 w(f"b{i} = {affine([(o[i], 1)], d.start_padding[i])}")
 
+        fold = getattr(key.plan, "kind", None)  # a padding operator in front, folded
+
         def load_a():
             decompose(w, "r", ["c"] + k, [cg, *ksz])
             conds, coords = [], []
+            if fold:  # FORWARD: the padded coordinate p read through the padding's map
+                extent = geometry(d).padded_sizes()
+                for i in range(nd):
+                    w(f"p{i} = " + affine([(f"b{i}", 1), (k[i], d.dilations[i])],
+                                          d.start_padding[i]))
+                    emit_map(w, AxisMap(fold, isz[i], extent[i], d.start_padding[i]),
+                             f"p{i}", f"a{i}")
+                    conds.append(f"p{i} < {extent[i]}")
+                    coords.append(f"a{i}")
+                return " and ".join(conds), coords
             for i in range(nd):
                 s = 1 if forward else d.strides[i]
                 w(f"a{i} = " + affine([(f"b{i}", 1), (k[i], d.dilations[i] if forward
