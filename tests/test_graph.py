@@ -2,6 +2,7 @@
 the specification) and fused on cpu, equal to the node-by-node result (bit for bit for data
 movement) and to NumPy's own functions where they exist; fusion shows in the plan and the
 source; intermediate buffers are allocated once."""
+import dataclasses
 import threading
 
 import numpy as np
@@ -397,6 +398,33 @@ def test_mode_padding_folds_into_the_blocked_convolution(mode, xs, ws, groups, k
     ref = dml.convolution(np.pad(x, pads, mode=NP_MODE[mode]), w, b, group_count=groups,
                           fused_activation=dml.ActivationReluOperatorDesc(), device="numpy")
     assert_close(cg(x, w, b), ref, np.float32)
+
+
+@pytest.mark.parametrize("mode, window, strides, ceil", [
+    ("REFLECTION", (3, 3), (1, 1), False), ("EDGE", (3, 3), (2, 2), True),
+    ("SYMMETRIC", (3, 2), (2, 2), False), ("WRAP", (3, 3), (2, 3), True)])
+def test_mode_padding_folds_into_lp_pooling(mode, window, strides, ceil):
+    """Every LP pooling kernel reads a folded padding through its map: one step, no padded
+    tensor, the result of np.pad followed by the pooling (with a ceil-mode output too, whose last
+    windows reach past the padded input and read nothing there)."""
+    xs, (s0, e0), (s1, e1) = (2, 3, 7, 8), (1, 2), (2, 1)
+    padded = (xs[0], xs[1], xs[2] + s0 + e0, xs[3] + s1 + e1)
+    lp = pool(padded, window, strides, p=3)
+    if ceil:  # ceil mode: one more output where the windows do not end at the padded edge
+        sizes = lp.output_tensor.sizes[:2] + tuple(
+            -(-(n - k) // st) + 1 for n, k, st in zip(padded[2:], window, strides))
+        assert sizes != lp.output_tensor.sizes
+        lp = dataclasses.replace(lp, output_tensor=t(*sizes))
+    p = pad(xs, (0, 0, s0, s1), (0, 0, e0, e1), dml.PaddingMode[mode])
+    g = dml.GraphDesc(1, 1, (N(p, "pad"), N(lp, "pool")), (IN(0, 0, 0),), (OUT(1, 0, 0),),
+                      (MID(0, 0, 1, 0),))
+    x = rand(xs)
+    cg = dml.compile_graph(g, "cpu")
+    assert len(cg.steps) == 1 and cg.steps[0].options == (("input_padding", mode),)
+    assert f"fold {dml.ops.convolution.FOLDS[mode]}" in cg.source
+    ref = dml.compile_operator(lp, "numpy")(np.pad(x, [(0, 0), (0, 0), (s0, e0), (s1, e1)],
+                                                  mode=NP_MODE[mode]))
+    assert_close(cg(x), ref, np.float32)
 
 
 def test_mode_padding_stays_a_step_where_the_kernel_cannot_fold_it():

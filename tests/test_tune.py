@@ -531,3 +531,20 @@ def test_wisdom_merges_keys_and_exports_what_it_holds(own_cache, tmp_path):
     data["entries"]["bad"] = {"choice": "not a dict"}
     out.write_text(json.dumps(data))
     assert _wisdom.import_(out) == 2 and _wisdom.get("bad") is None
+
+
+def test_kernels_planned_for_another_host_are_never_tuned(monkeypatch):
+    """Another machine's kernels cannot be timed here (the golden sources are generated so):
+    they keep to the static rule whatever the mode."""
+    from dml_numba.cpu import convolution as cc
+    from tests import golden
+
+    def refuse(*a, **k):
+        raise AssertionError("tuned while planning for another host")
+
+    monkeypatch.setattr(tune, "tune", refuse)
+    with golden.emit_only():
+        kernel = cc.make_kernel(_desc(), {"algorithm": None, "parallel": None, "tune": "quick"})
+    assert kernel.algorithm == choose_algorithm(_desc(), Host(*golden.HOST))
+    with pytest.raises(AssertionError, match="tuned while planning"):
+        cc.make_kernel(_desc(), {"algorithm": None, "parallel": None, "tune": "quick"})

@@ -55,6 +55,12 @@ class Host:
 _PINNED: contextvars.ContextVar = contextvars.ContextVar("dml_numba_host", default=None)
 
 
+def planning_elsewhere() -> bool:
+    """Whether kernels are being planned for another host (:func:`planned_for`): nothing built
+    now is timed here (the tuner keeps to the static rule)."""
+    return _PINNED.get() is not None
+
+
 @contextmanager
 def planned_for(host: Host):
     """Plan the kernels built inside for ``host`` instead of this machine (for generating the

@@ -1,13 +1,18 @@
 """LP pooling on the CPU: a parallel loop over (n, c, outer spatial), one fused pass per output
 element over the window (|x|**p summed, then the p-th root; see
-elements.lp_pooling.pool_element)."""
+elements.lp_pooling.pool_element). ``input_padding`` (a PaddingMode name but CONSTANT): the
+start/end padding is that mode's fold of the input instead of zeros (a graph's padding operator
+in front, folded)."""
 from __future__ import annotations
+
+import dataclasses
 
 from .._codegen import SourceWriter, decompose
 from .._dims import prod
 from .._dtypes import accumulator
 from .._registry import register
-from ..elements.lp_pooling import pool_element
+from ..elements.lp_pooling import fold_of, pool_element
+from ..ops._base import FOLDS, Fold
 from ..ops.lp_pooling import LpPooling1OperatorDesc
 from ._emit import CpuKernel, header, make_key, run_in_accumulator
 
@@ -23,7 +28,7 @@ def emit(key) -> str:
         with w.block(f"for f in {loop}({n_ * c_ * prod(out[:-1])}):"):
             decompose(w, "f", ["n", "c"] + o[:-1], [n_, c_] + list(out[:-1]))
             with w.block(f"for {o[-1]} in range({out[-1]}):"):
-                pool_element(w, d, o)
+                pool_element(w, d, o, fold=fold_of(key))
     return w.text()
 
 
@@ -31,6 +36,9 @@ class LpPoolingKernel(CpuKernel):
     def __init__(self, desc, options):
         work = desc.output_tensor.element_count * prod(desc.window_size)
         key = make_key(desc, options, work)
+        mode = options.get("input_padding")
+        if mode is not None:
+            key = dataclasses.replace(key, plan=Fold(FOLDS[mode]))
         self.acc = accumulator(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
         super().__init__(key, emit, [(self.acc, rank), (self.acc, rank)], options)
@@ -39,4 +47,5 @@ class LpPoolingKernel(CpuKernel):
         run_in_accumulator(self.acc, lambda xs, y: self.fn(xs[0], y), inputs, out)
 
 
-register(LpPooling1OperatorDesc, "cpu")(LpPoolingKernel)
+register(LpPooling1OperatorDesc, "cpu",
+         options={"input_padding": (None,) + tuple(FOLDS)})(LpPoolingKernel)

@@ -47,24 +47,23 @@ def kernel_for(desc, **options):
 
 def kernel_variants(desc) -> list[dict]:
     """Option sets that together give every CUDA kernel ``desc`` can run: the default, and each
-    value of the lowering's own options (convolution: ``algorithm="direct"``, ``"tiled"``, and
-    a folded padding where the plane kernel takes one: one mode stands for the four, whose maps
-    are the same emitter's, every mode of it compiled in the padding kernels)."""
+    value of the lowering's own options that it takes for ``desc`` (convolution:
+    ``algorithm="direct"``, ``"tiled"``; a folded padding where a kernel reads one: one mode
+    stands for the four, whose maps are the same emitter's, every mode of it compiled in the
+    padding kernels)."""
+    from .._errors import ValidationError
     from .._registry import lowering_options
+    from ..ops._base import FOLDS
 
-    canon = desc.canonical().packed()
-    opts = lowering_options(type(canon), "cuda")
+    opts = lowering_options(type(desc.canonical().packed()), "cuda")
     variants = [{}]
     for name, values in opts.items():
         for v in values:
-            if v is None or name == "input_padding" and (
-                    v != "REFLECTION" or not _folds(canon, v)):
+            if v is None or v in FOLDS and v != "REFLECTION":  # one folded mode for all
+                continue
+            try:
+                kernel_for(desc, **{name: v})
+            except ValidationError:  # not for this descriptor
                 continue
             variants.append({name: v})
     return variants
-
-
-def _folds(desc, mode) -> bool:
-    from .convolution import folds_padding
-
-    return folds_padding(desc, mode)

@@ -10,10 +10,11 @@ accumulator type.
 from __future__ import annotations
 
 from .._codegen import SourceWriter, affine
+from .._gather import AxisMap, emit_map
 
 
 def open_window_loops(w: SourceWriter, stack, taps, coords, sizes, *, starts, steps, dilations,
-                      transposed: bool, flip: bool):
+                      transposed: bool, flip: bool, fold=None):
     """Open nested loops over window taps ``taps`` (one per spatial dim) whose input coordinate
     ``coords[d]`` is inside ``[0, sizes[d])``; returns the filter index expressions.
 
@@ -21,6 +22,10 @@ def open_window_loops(w: SourceWriter, stack, taps, coords, sizes, *, starts, st
     ``t = o + start - k*dilation``; tap valid when ``t >= 0``, ``t % step == 0`` and
     ``a = t // step < size`` (``t >= 0`` is checked before ``%``). ``stack`` is an ExitStack
     that owns the opened blocks. ``flip`` reverses the filter index (CONVOLUTION mode).
+    ``fold`` (forward only): ``(kind, extent)``, the padding is the input read through that
+    AxisMap kind (a padding operator in front, folded): every tap inside the padded ``extent``
+    reads ``a`` = the map of its padded coordinate ``p = o*step + k*dilation``; taps beyond it
+    (a ceil-mode window's overhang) read nothing.
     """
     outs, kernel = starts["o"], starts["k"]
     findex = []
@@ -28,7 +33,12 @@ def open_window_loops(w: SourceWriter, stack, taps, coords, sizes, *, starts, st
         n, s, dil, p = sizes[d], steps[d], dilations[d], starts["pad"][d]
         stack.enter_context(w.block(f"for {k} in range({kernel[d]}):"))
         o = outs[d]
-        if not transposed:
+        if fold is not None:
+            kind, extent = fold
+            w(f"p{d} = {affine([(o, s), (k, dil)])}")
+            stack.enter_context(w.block(f"if p{d} < {extent[d]}:"))
+            emit_map(w, AxisMap(kind, n, extent[d], p), f"p{d}", a)
+        elif not transposed:
             w(f"{a} = {affine([(o, s), (k, dil)], -p)}")
             stack.enter_context(w.block(f"if {a} >= 0 and {a} < {n}:"))
         else:

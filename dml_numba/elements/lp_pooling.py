@@ -24,7 +24,17 @@ def lp_root(acc: str, p: int, acc_type: str) -> str:
     return f"{acc} ** numba.{acc_type}({1.0 / p!r})"
 
 
-def pool_element(w: SourceWriter, desc, o, *, load=lambda e: e, window=None) -> None:
+def fold_of(key):
+    """``(kind, padded extent)`` of the key's folded padding (its plan a
+    :class:`~dml_numba.ops._base.Fold`), or None: the padding is zeros."""
+    if key.plan is None:
+        return None
+    d = key.desc
+    return key.plan.kind, tuple(n + a + b for n, a, b in zip(
+        d.input_tensor.sizes[2:], d.start_padding, d.end_padding))
+
+
+def pool_element(w: SourceWriter, desc, o, *, load=lambda e: e, window=None, fold=None) -> None:
     """LP pooling at output (n, c, o...): ``(sum over the window of |x|**p) ** (1/p)``.
 
     float64 tensors, and p = 1, 2, 4 (whose roots are exact and whose loops vectorise in double
@@ -35,7 +45,8 @@ def pool_element(w: SourceWriter, desc, o, *, load=lambda e: e, window=None) -> 
     in the output type; the branch is rarely taken and predictable.
 
     ``window(w, stack)``, if given, opens the loops over the window's taps and returns the
-    tap's value (CUDA's shared-memory tiles); by default the taps are read from ``x``."""
+    tap's value (CUDA's shared-memory tiles); by default the taps are read from ``x`` (through
+    ``fold``'s map where a padding in front is folded in: :func:`open_window_loops`)."""
     nd = len(o)
     a = [f"a{i}" for i in range(nd)]
     narrow = desc.output_tensor.data_type != DataType.FLOAT64
@@ -50,7 +61,7 @@ def pool_element(w: SourceWriter, desc, o, *, load=lambda e: e, window=None) -> 
                                   starts={"o": o, "k": desc.window_size,
                                           "pad": desc.start_padding},
                                   steps=desc.strides, dilations=desc.dilations, transposed=False,
-                                  flip=False)
+                                  flip=False, fold=fold)
                 xin = load("x[" + index("n", "c", *a) + "]")
             else:
                 xin = window(w, stack)

@@ -94,17 +94,23 @@ def window(op):
 
 
 def _fold_mode_padding(consumer, padding, src_tensor, device):
-    """``consumer`` (a FORWARD convolution without padding of its own) reading ``src_tensor``
-    through ``padding`` (mode, start, end) in its own input reads, where the device's kernel
-    can (the CPU's blocked kernels, CUDA's depthwise plane kernel); None elsewhere."""
+    """``consumer`` (a FORWARD convolution or an LP pooling, without padding of its own) reading
+    ``src_tensor`` through ``padding`` (mode, start, end) in its own input reads, where the
+    device's kernel can (convolution: the CPU's blocked kernels, CUDA's tiled ones; LP pooling:
+    every kernel); None elsewhere."""
     c = consumer.canonical()
+    backend = split_device(device)[0]
+    if isinstance(c, LpPooling1OperatorDesc):  # every LP pooling kernel reads through a fold
+        if any(c.start_padding) or any(c.end_padding) or backend not in ("cpu", "cuda"):
+            return None
+        mode, start, end = padding
+        return replace(c, input_tensor=src_tensor, start_padding=start, end_padding=end)
     if not isinstance(c, ConvolutionOperatorDesc) or \
             c.direction != ConvolutionDirection.FORWARD or any(c.start_padding) or \
             any(c.end_padding):
         return None
     mode, start, end = padding
     folded = replace(c, input_tensor=src_tensor, start_padding=start, end_padding=end)
-    backend = split_device(device)[0]
     if backend == "cpu":
         from ..cpu.convolution import folds_padding
     elif backend == "cuda":

@@ -140,6 +140,24 @@ def check_output_sizes(c: Checker, field: str, t: TensorDesc, expected, why: str
 #: AxisMap kinds that pad: 'shift' (constant outside), 'clamp', 'reflect', 'symmetric', 'wrap'
 PAD_KINDS = ("shift", "clamp", "reflect", "symmetric", "wrap")
 
+#: what a windowed operator's ``input_padding`` option takes (a padding operator in front,
+#: folded into the kernel's input reads; graphs): PaddingMode names -> the AxisMap kinds that
+#: read through them
+FOLDS = {"EDGE": "clamp", "REFLECTION": "reflect", "SYMMETRIC": "symmetric", "WRAP": "wrap"}
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A kernel's plan where a padding operator in front is folded into its input reads: the
+    AxisMap kind the padded coordinates read through (in the kernel key; its label in the
+    generated module's title)."""
+
+    kind: str
+
+    @property
+    def label(self) -> str:
+        return f"fold {self.kind}"
+
 
 @dataclass(frozen=True)
 class AxisMap:

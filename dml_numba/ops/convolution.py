@@ -34,7 +34,8 @@ from .._dims import dilated_extent, pooled_size, prod, transposed_size
 from .._dtypes import COMPUTE_TYPES
 from .._errors import Checker
 from ..tensor import TensorDesc
-from ._base import (
+from ._base import (  # noqa: F401 - FOLDS: the input_padding option's values, kept here too
+    FOLDS,
     OperatorDesc,
     check_rank,
     check_same_rank,
@@ -151,12 +152,6 @@ def _backward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g):
                            "natural size (in-1)*stride + (k-1)*dilation + 1 - start - end, "
                            "up to stride-1 more"))
     return cout, ranges
-
-
-#: what a convolution's ``input_padding`` option takes (a padding operator in front, folded into
-#: the kernel's input reads; graphs): PaddingMode names -> the AxisMap kinds that read through
-#: them
-FOLDS = {"EDGE": "clamp", "REFLECTION": "reflect", "SYMMETRIC": "symmetric", "WRAP": "wrap"}
 
 
 @dataclass(frozen=True)

@@ -309,3 +309,25 @@ def test_cuda_input_padding_is_refused_off_the_tiled_kernels():
     with pytest.raises(dml.ValidationError, match="input_padding: 'REFLECTION' is invalid; "
                                                   "expected None for this descriptor on CUDA"):
         dml.compile_operator(dense, "cuda", input_padding="REFLECTION")
+
+
+@pytest.mark.parametrize("mode, window, strides, kernel", [
+    ("REFLECTION", (3, 3), (1, 1), "plane patches"), ("WRAP", (2, 2), (2, 2), "direct")])
+def test_mode_padding_folds_into_cuda_lp_pooling(cuda, mode, window, strides, kernel):
+    """Both CUDA LP pooling kernels read a folded padding through its map: the plane kernel's
+    region loads (overlapping windows) and the direct kernel's window loop (disjoint ones)."""
+    from tests.test_graph import IN, MID, NP_MODE, OUT, N, pad, pool
+
+    xs = (1, 2, 5, 6)
+    p = pad(xs, (0, 0, 1, 2), (0, 0, 2, 1), dml.PaddingMode[mode])
+    lp = pool((1, 2, 8, 9), window, strides, p=2)
+    g = dml.GraphDesc(1, 1, (N(p, "pad"), N(lp, "pool")), (IN(0, 0, 0),), (OUT(1, 0, 0),),
+                      (MID(0, 0, 1, 0),))
+    x = np.random.default_rng(4).standard_normal(xs).astype(np.float32)
+    cg = dml.compile_graph(g, "cuda")
+    assert len(cg.steps) == 1 and cg.steps[0].options == (("input_padding", mode),)
+    assert f"fold {dml.ops.convolution.FOLDS[mode]}" in cg.source
+    assert (kernel in cg.source) == (kernel == "plane patches")
+    ref = dml.compile_operator(lp, "numpy")(np.pad(x, [(0, 0), (0, 0), (1, 2), (2, 1)],
+                                                  mode=NP_MODE[mode]))
+    np.testing.assert_allclose(cg(x), ref, rtol=1e-5, atol=1e-6)

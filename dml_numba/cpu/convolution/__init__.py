@@ -19,6 +19,7 @@ import dataclasses
 from ..._errors import ValidationError
 from ..._registry import register
 from ...ops.convolution import FOLDS, ConvolutionOperatorDesc
+from .._emit import planning_elsewhere
 from . import direct, gemm, tune
 from .blocked import BlockedKernel
 from .blocked import emit as emit_blocked
@@ -58,7 +59,7 @@ def make_kernel(desc, options):
                 "float16, a unit stride along the last axis)")
         return BlockedKernel(desc, options, plan=plan)
     algorithm = options.get("algorithm")
-    if algorithm is None:
+    if algorithm is None and not planning_elsewhere():  # another host's kernels: static rule
         mode = tune.mode_of(options.get("tune"))
         if mode != "off":
             return tune.tune(desc, options, mode)

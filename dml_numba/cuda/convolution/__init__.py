@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import ExitStack
-from dataclasses import dataclass
 
 from ..._codegen import index
 from ..._dtypes import accumulator
 from ..._errors import ValidationError
 from ..._registry import register
 from ...elements.convolution import channel_block, conv_element, conv_epilogue
+from ...ops._base import Fold
 from ...ops.convolution import (
     FOLDS,
     ConvolutionDirection,
@@ -75,22 +75,10 @@ def emit_direct(key) -> str:
     return emit_reduction(key, args, "m", conv_element, channels=channel_block(key.desc))
 
 
-@dataclass(frozen=True)
-class Fold:
-    """The tiled kernels' plan where a padding operator in front is folded into their input
-    reads (``input_padding``): the AxisMap kind the padding reads through."""
-
-    kind: str
-
-    @property
-    def label(self) -> str:
-        return f"fold {self.kind}"
-
-
 def emit_planes(key) -> str:
     """Depthwise: the plane of input channel ``c // (C_out/g)`` in shared memory, each thread
     one output of channel ``c`` (the padding read through a folded padding's map where the key's
-    plan is a :class:`Fold`)."""
+    plan is a :class:`~dml_numba.ops._base.Fold`)."""
     d = key.desc
     fold = (key.plan.kind, geometry(d).padded_sizes()) if key.plan is not None else None
     plan = plane_plan_for(d)

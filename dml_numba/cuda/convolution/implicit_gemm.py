@@ -140,7 +140,7 @@ def gemm_grid(desc, plan) -> GemmGrid:
 
 def emit(key) -> str:
     """The implicit GEMM of ``key`` (one per output phase for strided BACKWARD; FORWARD with a
-    folded padding where the key's plan is a :class:`~dml_numba.cuda.convolution.Fold`: the
+    folded padding where the key's plan is a :class:`~dml_numba.ops._base.Fold`: the
     gathered input reads through its map instead of zeros)."""
     d = key.desc
     if phases_for(d) is not None:
