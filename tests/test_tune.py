@@ -240,6 +240,18 @@ def test_a_wisdom_file_others_can_write_is_removed_and_not_read(own_cache, mode)
     assert _wisdom.get("k1") is None and not path.exists()
 
 
+def test_a_wisdom_file_that_is_a_link_is_removed_and_not_read(own_cache, tmp_path):
+    """A link (even to a good file of ours) could be pointed elsewhere by whoever made it."""
+    _wisdom.put("k1", _entry())
+    (path,) = own_cache.glob("wisdom-*.json")
+    target = tmp_path / "elsewhere.json"
+    target.write_bytes(path.read_bytes())
+    os.chmod(target, 0o600)
+    path.unlink()
+    path.symlink_to(target)
+    assert _wisdom.get("k1") is None and not path.is_symlink() and target.exists()
+
+
 def test_a_corrupt_or_foreign_wisdom_file_is_ignored(own_cache):
     _wisdom.put("k1", _entry())
     (path,) = own_cache.glob("wisdom-*.json")
@@ -286,6 +298,10 @@ def test_export_import_and_forget_through_the_command_line(own_cache, tmp_path, 
     assert "another machine (lanes: 4 there" in err and "tune here instead" in err
     (tmp_path / "bad.json").write_text("[1]")
     assert cli(["tune", "--import", str(tmp_path / "bad.json")]) == 1
+    assert "bad.json: format None is invalid; expected 1" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{not json")
+    assert cli(["tune", "--import", str(tmp_path / "bad.json")]) == 1
+    assert "bad.json: not a wisdom file" in capsys.readouterr().err
 
 
 # -- one real tuning ------------------------------------------------------------------------
