@@ -45,12 +45,12 @@ def kernel_for(desc, **options):
     return lowering_for(type(canon), "cuda")(canon, options)
 
 
-def kernel_variants(desc) -> list[dict]:
+def kernel_variants(desc, *, folds: bool = True) -> list[dict]:
     """Option sets that together give every CUDA kernel ``desc`` can run: the default, and each
     value of the lowering's own options that it takes for ``desc`` (convolution:
-    ``algorithm="direct"``, ``"tiled"``; a folded padding where a kernel reads one: one mode
-    stands for the four, whose maps are the same emitter's, every mode of it compiled in the
-    padding kernels)."""
+    ``algorithm="direct"``, ``"tiled"``; with ``folds``, a folded padding where a kernel reads
+    one, as graphs run it: one mode stands for the four, whose maps are the same emitter's,
+    every mode of it compiled in the padding kernels)."""
     from .._errors import ValidationError
     from .._registry import lowering_options
     from ..ops._base import FOLDS
@@ -59,7 +59,7 @@ def kernel_variants(desc) -> list[dict]:
     variants = [{}]
     for name, values in opts.items():
         for v in values:
-            if v is None or v in FOLDS and v != "REFLECTION":  # one folded mode for all
+            if v is None or v in FOLDS and (not folds or v != "REFLECTION"):
                 continue
             try:
                 kernel_for(desc, **{name: v})
