@@ -191,7 +191,7 @@ def test_every_candidate_is_valid_and_the_quick_ones_are_a_subset():
                     assert c.plan.lanes <= host.lanes and c.plan.accumulators <= 24
 
 
-def test_a_forced_algorithm_or_a_single_candidate_is_not_tuned(own_cache):
+def test_a_forced_algorithm_is_not_tuned_and_float64_has_no_tiles(own_cache):
     desc = _desc()
     op = dml.compile_operator(desc, "cpu", algorithm="direct", tune="quick")
     assert not hasattr(op.kernel, "tuning")

@@ -11,8 +11,9 @@ Modes (``DML_NUMBA_TUNE``, or ``compile_operator(..., tune=...)`` which wins):
 
 A candidate is an algorithm, for ``blocked`` a tile plan (channels a tile, lanes, staged
 padding or not, flattened tiles or rows), and the parallel variant (automatic, or serial in
-``exhaustive``). Nothing is tuned where the algorithm is forced or only one candidate exists;
-a key is tuned once per machine: later builds (any process) read the wisdom.
+``exhaustive``). Nothing is tuned where the algorithm is forced (or a padding folded in, or the
+kernels are planned for another host); a key is tuned once per machine: later builds (any
+process) read the wisdom.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ MODES = ("off", "quick", "exhaustive")
 #: under QUICK_SERIAL_WORK multiply-adds, the static choice's serial variant)
 QUICK_EXTRA = 2
 QUICK_SERIAL_WORK = 1 << 24
-#: timed calls a candidate (after one untimed warm-up call)
+#: samples a candidate (after an untimed call and a calibrating one)
 REPEAT = {"quick": 3, "exhaustive": 5}
 #: a candidate whose first sample is this much slower than the best so far is not timed
 #: again (it cannot win)
@@ -137,8 +138,8 @@ def blocked_plans(desc, host: Host) -> list[BlockPlan]:
 def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
                options: dict | None = None) -> list[Candidate]:
     """Every candidate of ``desc`` on ``host`` (``exhaustive``), or the static choice first and
-    the ``QUICK_EXTRA`` the cost model ranks next (``quick``). ``options["parallel"]`` given:
-    no serial candidates."""
+    ``QUICK_EXTRA`` more (``quick``: its staging flipped, the cost model's next distinct tiles;
+    the serial variant for small work). ``options["parallel"]`` given: no serial candidates."""
     host = host or Host.current()
     options = options or {}
     kdesc = pointwise_as_1d(desc) or desc
@@ -148,10 +149,9 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
     found = list(dict.fromkeys(found))
     serial = options.get("parallel") is None and _parallel_by_default(desc)
     if mode == "quick":
-        # distinct tiles: a variant that differs from one taken only in its staging costs the
-        # same to the model, and would crowd out a different tile
         # the static tile with its staging flipped first (the model cannot tell them apart,
-        # and they differ by up to a fifth on the crossover grid)
+        # and they differ by up to a fifth on the crossover grid); then distinct tiles only: a
+        # variant that differs from one taken only in its staging would crowd out another tile
         flip = first.plan and dataclasses.replace(first, plan=dataclasses.replace(
             first.plan, staged=not first.plan.staged))
         rest = [flip] if flip in found else []
@@ -190,9 +190,9 @@ def cost(desc, cand: Candidate, host: Host) -> float:
     """A rough relative time (vector multiply-adds, weighted by what each kernel wastes), to
     rank candidates for ``quick``; measurement decides. Blocked: the positions its tiles
     compute per output and the loads per multiply-add; BLAS: its column matrix's memory
-    traffic and a call per image and group; the direct loop
-    nest: a fraction of the vector rate the others reach (its measured rate on the crossover
-    grid), except on windows of one input channel."""
+    traffic and a call per image and group; the direct loop nest: a fraction of the vector rate
+    the others reach (its measured rate on the crossover grid), except on windows of one input
+    channel."""
     geo = geometry(desc)
     fmas = desc.output_tensor.element_count * geo.in_channels * geo.taps
     vec = fmas / host.lanes
