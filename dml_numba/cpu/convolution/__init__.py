@@ -57,12 +57,13 @@ def make_kernel(desc, options):
                 f"compile_operator.input_padding: {mode!r} is invalid; expected None for this "
                 "descriptor (a folded padding needs the blocked kernel: FORWARD, float32 or "
                 "float16, a unit stride along the last axis)")
-        return BlockedKernel(desc, options, plan=plan)
     algorithm = options.get("algorithm")
     if algorithm is None and not planning_elsewhere():  # another host's kernels: static rule
-        mode = tune.mode_of(options.get("tune"))
-        if mode != "off":
-            return tune.tune(desc, options, mode)
+        tuning = tune.mode_of(options.get("tune"))
+        if tuning != "off":  # with a folded padding: among the blocked tiles that fold it
+            return tune.tune(desc, options, tuning)
+    if mode is not None:
+        return BlockedKernel(desc, options, plan=plan)
     return KERNELS[algorithm or choose_algorithm(desc)](desc, options)
 
 

@@ -26,13 +26,14 @@ import numpy as np
 from ... import _env, _wisdom
 from ..._cache import freeze
 from ..._machine import CpuShare
-from ...ops.convolution import ConvolutionDirection, geometry
+from ...ops.convolution import FOLDS, ConvolutionDirection, geometry
 from .._emit import Host, resolve_parallel
 from .blocked import BlockedKernel
 from .blocked.plan import (
     FLAT_GAIN,
     BlockPlan,
     block_plan,
+    can_fold,
     needs_copy,
     padded_geometry,
     pointwise_as_1d,
@@ -142,11 +143,18 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
     the serial variant for small work). ``options["parallel"]`` given: no serial candidates."""
     host = host or Host.current()
     options = options or {}
-    kdesc = pointwise_as_1d(desc) or desc
-    first = static(desc, host)
-    found = [first, Candidate("direct"), Candidate("gemm")]
-    found += [Candidate("blocked", p) for p in blocked_plans(kdesc, host)]
-    found = list(dict.fromkeys(found))
+    fold = FOLDS.get(options.get("input_padding"))
+    if fold:  # a padding folded into phase 1: the blocked tiles that can read it
+        plans = [dataclasses.replace(p, fold=fold) for p in blocked_plans(desc, host)
+                 if can_fold(desc, p)]
+        first = Candidate("blocked", dataclasses.replace(block_plan(desc, host), fold=fold))
+        found = list(dict.fromkeys([first] + [Candidate("blocked", p) for p in plans]))
+    else:
+        kdesc = pointwise_as_1d(desc) or desc
+        first = static(desc, host)
+        found = [first, Candidate("direct"), Candidate("gemm")]
+        found += [Candidate("blocked", p) for p in blocked_plans(kdesc, host)]
+        found = list(dict.fromkeys(found))
     serial = options.get("parallel") is None and _parallel_by_default(desc)
     if mode == "quick":
         # the static tile with its staging flipped first (the model cannot tell them apart,
