@@ -427,15 +427,42 @@ def test_mode_padding_folds_into_lp_pooling(mode, window, strides, ceil):
     assert_close(cg(x), ref, np.float32)
 
 
-def test_mode_padding_stays_a_step_where_the_kernel_cannot_fold_it():
-    """A stride-2 last axis (rows stored by phase), a convolution with padding of its own, a
-    direct-sized layer, the numpy device: the padding runs as its own step."""
+@pytest.mark.parametrize("mode, xs, ws, strides, dtype", [
+    ("REFLECTION", (1, 2, 8, 10), (3, 2, 3, 3), (1, 2), np.float32),  # rows stored by phase
+    ("WRAP", (1, 2, 7, 9), (2, 2, 3, 5), (2, 1), np.float64),  # no blocked kernel
+    ("EDGE", (1, 3, 13), (2, 3, 5), (1,), np.float32)])
+def test_mode_padding_folds_into_the_direct_kernel(mode, xs, ws, strides, dtype):
+    """Where the blocked kernel cannot read a folded padding (a strided last axis, float64),
+    the direct loop nest does: the taps in the padding read the input through the map."""
+    nd = len(xs) - 2
+    starts, ends = (1, 2)[:nd], (2, 1)[:nd]
+    if nd == 1:
+        starts, ends = (2,), (3,)
+    p = pad(xs, (0, 0) + starts, (0, 0) + ends, dml.PaddingMode[mode],
+            dtype=dml.DataType.from_numpy(dtype))
+    padded = xs[:2] + tuple(n + a + b for n, a, b in zip(xs[2:], starts, ends))
+    c = dml.functional.convolution_desc(np.zeros(padded, dtype), np.zeros(ws, dtype),
+                                        strides=strides)
+    g = dml.GraphDesc(2, 1, (N(p), N(c)), (IN(0, 0, 0), IN(1, 1, 1)), (OUT(1, 0, 0),),
+                      (MID(0, 0, 1, 0),))
+    x, w = rand(xs, dtype), rand(ws, dtype, seed=1)
+    cg = dml.compile_graph(g, "cpu")
+    assert len(cg.steps) == 1 and cg.steps[0].options == (("input_padding", mode),)
+    assert cg.ops[0].kernel.algorithm == "direct"
+    ref = dml.convolution(np.pad(x, [(0, 0), (0, 0)] + list(zip(starts, ends)),
+                                 mode=NP_MODE[mode]), w, strides=strides, device="numpy")
+    assert_close(cg(x, w), ref, dtype)
+
+
+def test_mode_padding_stays_a_step_where_no_kernel_can_fold_it():
+    """A convolution with padding of its own, a transposed one, the numpy device: the padding
+    runs as its own step."""
     x, w = rand((1, 2, 8, 8)), rand((2, 2, 3, 3), seed=1)
     p = pad((1, 2, 8, 8), (0, 0, 1, 1), (0, 0, 1, 1), R)
-    strided = dml.functional.convolution_desc(np.zeros((1, 2, 10, 10), np.float32), w,
-                                              strides=(1, 2))
     padded_too = conv((1, 2, 10, 10), (2, 2, 3, 3), pads=(1, 1))
-    for c in (strided, padded_too):
+    transposed = dml.functional.convolution_desc(np.zeros((1, 2, 10, 10), np.float32), w,
+                                                 direction=1)
+    for c in (padded_too, transposed):
         g = dml.GraphDesc(2, 1, (N(p), N(c)), (IN(0, 0, 0), IN(1, 1, 1)), (OUT(1, 0, 0),),
                           (MID(0, 0, 1, 0),))
         run_both(g, x, w, exact=False)
@@ -446,8 +473,14 @@ def test_input_padding_option_is_refused_where_it_cannot_apply():
     c = dml.functional.convolution_desc(np.zeros((1, 2, 10, 10), np.float32),
                                         np.zeros((2, 2, 3, 3), np.float32), strides=(1, 2),
                                         start_padding=(1, 1), end_padding=(1, 1))
-    with pytest.raises(dml.ValidationError, match="input_padding: 'REFLECTION' is invalid"):
-        dml.compile_operator(c, "cpu", input_padding="REFLECTION")
+    for options in ({"algorithm": "blocked"}, {"algorithm": "gemm"}):  # strided last axis
+        with pytest.raises(dml.ValidationError, match="input_padding: 'REFLECTION' is invalid"):
+            dml.compile_operator(c, "cpu", input_padding="REFLECTION", **options)
+    transposed = dml.functional.convolution_desc(np.zeros((1, 2, 10, 10), np.float32),
+                                                 np.zeros((2, 2, 3, 3), np.float32),
+                                                 direction=1)
+    with pytest.raises(dml.ValidationError, match="needs a FORWARD convolution"):
+        dml.compile_operator(transposed, "cpu", input_padding="EDGE")
     with pytest.raises(dml.ValidationError, match="input_padding"):
         dml.compile_operator(c, "numpy", input_padding="REFLECTION")
     with pytest.raises(dml.ValidationError, match="'CONSTANT' is invalid"):

@@ -18,7 +18,7 @@ import dataclasses
 
 from ..._errors import ValidationError
 from ..._registry import register
-from ...ops.convolution import FOLDS, ConvolutionOperatorDesc
+from ...ops.convolution import FOLDS, ConvolutionDirection, ConvolutionOperatorDesc
 from .._emit import planning_elsewhere
 from . import direct, gemm, tune
 from .blocked import BlockedKernel
@@ -50,19 +50,22 @@ def make_kernel(desc, options):
     that mode's fold of the input instead of zeros, read in the blocked kernel's phase 1 (what a
     graph's padding operator in front of the convolution becomes: :func:`folds_padding`)."""
     mode = options.get("input_padding")
+    algorithm = options.get("algorithm")
     if mode is not None:
         plan = folded_plan(desc, mode)
-        if plan is None or options.get("algorithm") not in (None, "blocked"):
+        if desc.direction != ConvolutionDirection.FORWARD or algorithm == "gemm" or (
+                algorithm == "blocked" and plan is None):
             raise ValidationError(
                 f"compile_operator.input_padding: {mode!r} is invalid; expected None for this "
-                "descriptor (a folded padding needs the blocked kernel: FORWARD, float32 or "
-                "float16, a unit stride along the last axis)")
-    algorithm = options.get("algorithm")
+                "descriptor (a folded padding needs a FORWARD convolution, run by the direct "
+                "kernel or, with a unit stride along the last axis, the blocked one)")
     if algorithm is None and not planning_elsewhere():  # another host's kernels: static rule
         tuning = tune.mode_of(options.get("tune"))
-        if tuning != "off":  # with a folded padding: among the blocked tiles that fold it
+        if tuning != "off":  # with a folded padding: among the kernels that fold it
             return tune.tune(desc, options, tuning)
-    if mode is not None:
+    if mode is not None:  # the blocked tile where it folds and is the static choice
+        if algorithm == "direct" or plan is None or choose_algorithm(desc) != "blocked":
+            return DirectKernel(desc, options)
         return BlockedKernel(desc, options, plan=plan)
     return KERNELS[algorithm or choose_algorithm(desc)](desc, options)
 
@@ -78,8 +81,9 @@ def folded_plan(desc, mode: str):
 
 def folds_padding(desc, mode: str) -> bool:
     """Whether a padding of ``mode`` in front of ``desc`` (``desc`` already carrying its sizes
-    as start/end padding) folds into the kernel the automatic choice would run."""
-    return folded_plan(desc, mode) is not None and choose_algorithm(desc) == "blocked"
+    as start/end padding) folds into the kernel that runs it: every FORWARD convolution (the
+    direct kernel reads any; the blocked one where its plan folds)."""
+    return mode in FOLDS and desc.direction == ConvolutionDirection.FORWARD
 
 
 register(ConvolutionOperatorDesc, "cpu",

@@ -4,13 +4,16 @@ races); bias and the fused activation in each row's epilogue. Best for 3x3-sized
 windows on strided rows, and the fallback for float64 and rows under 4 pixels."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from contextlib import ExitStack
 
 from ..._codegen import SourceWriter, affine, decompose, index
 from ..._dims import prod
+from ..._gather import AxisMap, emit_map
 from ...elements import open_window_loops
 from ...elements.convolution import conv_epilogue
+from ...ops._base import FOLDS, Fold
 from ...ops.convolution import ConvolutionMode, geometry
 from .._emit import header
 from .base import ConvolutionKernel, conv_key
@@ -35,8 +38,13 @@ def emit(key) -> str:
     loop has no bounds test and, for stride 1, is contiguous (LLVM vectorises it). FORWARD
     gathers ``y[j] += x[j*s + k*d - p] * w``; BACKWARD scatters each input row into the private
     output row, ``y[j*s + k*d - p] += x[j] * w`` (no races: one row, one iteration).
+
+    A key whose plan is a :class:`~dml_numba.ops._base.Fold` (FORWARD): the padding is the input
+    read through that map (a graph's padding operator in front, folded): the interior reads as
+    before, taps in the padding read the mapped input instead of being skipped.
     """
     d, geo = key.desc, geometry(key.desc)
+    fold = (key.plan.kind, geo.padded_sizes()) if isinstance(key.plan, Fold) else None
     n_, cout = d.input_tensor.sizes[0], d.output_tensor.sizes[1]
     out = d.output_tensor.sizes[2:]
     o = [f"o{i}" for i in range(len(out) - 1)]
@@ -53,17 +61,18 @@ def emit(key) -> str:
             with w.block(f"for j in range({out[-1]}):"):
                 w(f"{yrow('j')} = 0")
             if geo.forward and geo.taps <= FUSED_MAX_TAPS:
-                _emit_fused_rows(w, d, o, per_tap=lambda: _emit_per_tap(w, d, o))
+                _emit_fused_rows(w, d, o, per_tap=lambda: _emit_per_tap(w, d, o, fold), fold=fold)
             else:
-                _emit_per_tap(w, d, o)
+                _emit_per_tap(w, d, o, fold)
             if d.bias_tensor is not None or d.fused_activation is not None:
                 with w.block(f"for j in range({out[-1]}):"):
                     conv_epilogue(w, d, yrow("j"), yrow("j"))
     return w.text()
 
 
-def _emit_per_tap(w, d, o) -> None:
-    """Every tap its own pass over the row, with the bounds of each (any row)."""
+def _emit_per_tap(w, d, o, fold=None) -> None:
+    """Every tap its own pass over the row, with the bounds of each (any row); with ``fold``
+    (kind, padded extent), the taps in the padding read the input through the map."""
     geo = geometry(d)
     nd = len(geo.kernel)
     ksz, sizes_in, out = geo.kernel, d.input_tensor.sizes[2:], d.output_tensor.sizes[2:]
@@ -77,7 +86,7 @@ def _emit_per_tap(w, d, o) -> None:
             w, stack, [f"k{i}" for i in range(nd - 1)], a, sizes_in[:-1],
             starts={"o": o, "k": ksz[:-1], "pad": d.start_padding[:-1]},
             steps=d.strides[:-1], dilations=d.dilations[:-1], transposed=not geo.forward,
-            flip=flip)
+            flip=flip, fold=fold and (fold[0], fold[1][:-1]))
         w(f"xr = x[{index('n', 'ci', *a)}]")
         for kk in range(ksz[-1]):  # the last axis' taps, unrolled with constant ranges
             fk = ksz[-1] - 1 - kk if flip else kk
@@ -89,9 +98,24 @@ def _emit_per_tap(w, d, o) -> None:
             hi = min(span, (limit - 1 - off) // s_l + 1) if limit - 1 - off >= 0 else 0
             strided = f"j * {s_l} + {off}" if s_l != 1 else f"j + {off}"
             xi, yi = (strided, "j") if geo.forward else ("j", strided)
-            if hi <= lo:
+            if fold is not None:  # the padding's taps read through the map, up to the extent
+                reach = min(span, (fold[1][-1] - 1 - off - p_l) // s_l + 1)
+                edges = [(0, min(lo, reach)), (max(hi, 0), reach)]
+                if hi <= lo:
+                    edges = [(0, reach)]
+                w(f"wv = w[{widx}]")
+                for e0, e1 in edges:
+                    if e1 > e0:
+                        with w.block(f"for j in range({e0}, {e1}):"):
+                            w(f"pj = {affine([('j', s_l)], off + p_l)}")
+                            emit_map(w, AxisMap(fold[0], limit, fold[1][-1], p_l), "pj", "xj")
+                            w(f"{yrow('j')} += xr[xj] * wv")
+                if hi <= lo:
+                    continue
+            elif hi <= lo:
                 continue
-            w(f"wv = w[{widx}]")
+            else:
+                w(f"wv = w[{widx}]")
             with w.block(f"for j in range({lo}, {hi}):"):
                 w(f"{yrow(yi)} += xr[{xi}] * wv")
 
@@ -130,7 +154,7 @@ class _Row:
         return f"{self.xrow(combo)}[{col}] * w_{'_'.join(map(str, self.weight(combo, kk)))}"
 
 
-def _emit_fused_rows(w, d, o, per_tap) -> None:
+def _emit_fused_rows(w, d, o, per_tap, fold=None) -> None:
     """FORWARD rows whose every outer tap lies inside the input: per input channel, one pass
     over the row sums all taps at once (``y[j] += x[..., j*s + off_0]*w_0 + ...``), the
     weights held in scalars; the row's edges, where some last-axis taps fall outside, take
@@ -160,19 +184,29 @@ def _emit_fused_rows(w, d, o, per_tap) -> None:
                     w(f"{yrow('j')} += " + " + ".join(terms))
             for edge in (range(0, row.j_lo), range(row.j_hi, row.o)):
                 if len(edge):
-                    _emit_row_edge(w, row, edge)
+                    _emit_row_edge(w, row, edge, fold)
     with w.block("else:"):
         per_tap()
 
 
-def _emit_row_edge(w, row: _Row, edge: range) -> None:
+def _emit_row_edge(w, row: _Row, edge: range, fold=None) -> None:
     """The pixels of ``edge`` where some last-axis taps fall outside the input: a few written
-    out with only the taps inside, more in a loop with a bounds test per tap."""
+    out with only the taps inside, more in a loop with a bounds test per tap. With ``fold``
+    (kind, padded extent) the taps outside read the input through the map instead."""
     k_l = row.ksz[-1]
+    pad = row.d.start_padding[-1]
+    if fold is not None:  # padded coordinate -> input column, worked out here
+        m = AxisMap(fold[0], row.n, fold[1][-1], pad)
+
+        def col(x):
+            return int(m.at(x + pad)[0]) if 0 <= x + pad < fold[1][-1] else None
+    else:
+        def col(x):
+            return x if 0 <= x < row.n else None
     if len(edge) <= EDGE_UNROLL:
         for j in edge:
-            terms = [row.term(cb, kk, str(j * row.s + row.offs[kk])) for kk in range(k_l)
-                     if 0 <= j * row.s + row.offs[kk] < row.n for cb in row.combos]
+            terms = [row.term(cb, kk, str(col(j * row.s + row.offs[kk]))) for kk in range(k_l)
+                     if col(j * row.s + row.offs[kk]) is not None for cb in row.combos]
             if terms:
                 w(f"{yrow(j)} += " + " + ".join(terms))
         return
@@ -180,6 +214,12 @@ def _emit_row_edge(w, row: _Row, edge: range) -> None:
         w(f"acc = {yrow('j')}")
         for kk in range(k_l):
             w(f"xj = {row.xcol(row.offs[kk])}")  # (not ``b``: that is the bias argument)
+            if fold is not None:
+                w(f"pj = xj + {pad}")
+                with w.block(f"if pj < {fold[1][-1]}:"):
+                    emit_map(w, m, "pj", "xj")
+                    w("acc += " + " + ".join(row.term(cb, kk, "xj") for cb in row.combos))
+                continue
             with w.block(f"if xj >= 0 and xj < {row.n}:"):
                 w("acc += " + " + ".join(row.term(cb, kk, "xj") for cb in row.combos))
         w(f"{yrow('j')} = acc")
@@ -196,7 +236,11 @@ class DirectKernel(ConvolutionKernel):
         self.desc = desc
         self.acc = accumulator(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
-        super().__init__(conv_key(desc, options), emit,
+        key = conv_key(desc, options)
+        mode = options.get("input_padding")
+        if mode is not None:  # a padding in front, read through its map (FORWARD)
+            key = dataclasses.replace(key, plan=Fold(FOLDS[mode]))
+        super().__init__(key, emit,
                          [(self.acc, rank)] * (4 if desc.bias_tensor is not None else 3), options)
 
     def run(self, inputs, y):

@@ -144,11 +144,15 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
     host = host or Host.current()
     options = options or {}
     fold = FOLDS.get(options.get("input_padding"))
-    if fold:  # a padding folded into phase 1: the blocked tiles that can read it
+    if fold:  # a padding folded in: the direct kernel and the blocked tiles that read it
         plans = [dataclasses.replace(p, fold=fold) for p in blocked_plans(desc, host)
                  if can_fold(desc, p)]
-        first = Candidate("blocked", dataclasses.replace(block_plan(desc, host), fold=fold))
-        found = list(dict.fromkeys([first] + [Candidate("blocked", p) for p in plans]))
+        base = block_plan(desc, host)
+        first = (Candidate("blocked", dataclasses.replace(base, fold=fold))
+                 if base is not None and can_fold(desc, base)
+                 and choose_algorithm(desc, host) == "blocked" else Candidate("direct"))
+        found = list(dict.fromkeys([first, Candidate("direct")]
+                                   + [Candidate("blocked", p) for p in plans]))
     else:
         kdesc = pointwise_as_1d(desc) or desc
         first = static(desc, host)
