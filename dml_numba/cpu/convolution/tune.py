@@ -22,8 +22,9 @@ import statistics
 import time
 
 import numpy as np
+from numba.core import event
 
-from ... import _env, _wisdom
+from ... import _diskcache, _env, _wisdom
 from ..._cache import freeze
 from ..._machine import CpuShare
 from ...ops.convolution import FOLDS, ConvolutionDirection, geometry
@@ -272,12 +273,20 @@ def key_of(desc, options) -> str:
     return _wisdom.digest(repr(freeze((desc, opts))))
 
 
-def describe(desc) -> str:
-    """A short label for people: shapes, strides, groups, direction."""
+def describe(desc, options: dict | None = None) -> str:
+    """A short label for people: shapes, strides, padding (and a folded one), groups, the
+    fused activation, the type."""
     geo = geometry(desc)
+    pad = (f" p{tuple(desc.start_padding)}{tuple(desc.end_padding)}"
+           if any(desc.start_padding) or any(desc.end_padding) else "")
+    fold = (options or {}).get("input_padding")
+    act = desc.fused_activation
+    act = (" +" + type(act).__name__.removeprefix("Activation").removesuffix("OperatorDesc")
+           .lower()) if act is not None else ""
     return (f"{'conv' if geo.forward else 'transposed'} x{tuple(desc.input_tensor.sizes)} "
-            f"w{tuple(desc.filter_tensor.sizes)} s{tuple(desc.strides)} g{desc.group_count} "
-            f"{desc.input_tensor.data_type.name.lower()}")
+            f"w{tuple(desc.filter_tensor.sizes)} s{tuple(desc.strides)}{pad}"
+            + (f" {fold.lower()}" if fold else "") + f" g{desc.group_count}{act}"
+            + f" {desc.input_tensor.data_type.name.lower()}")
 
 
 def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
@@ -304,7 +313,8 @@ def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
 def _known(key, mode, valid) -> dict | None:
     """The wisdom's entry for ``key`` where it serves ``mode`` and names a valid candidate."""
     known = _wisdom.get(key)
-    if known is not None and (mode == "quick" or known.get("mode") == "exhaustive"):
+    if known is not None and not known.get("provisional") and (
+            mode == "quick" or known.get("mode") == "exhaustive"):
         if Candidate.from_json(known["choice"]) in valid:
             return known
     return None
@@ -325,8 +335,11 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
     # BLAS last: its thread pool spins a while after each call and would slow whatever is
     # timed next
     samples, kernels = {}, {}
+    compiled = False
     for cand in sorted(cands, key=lambda c: c.algorithm == "gemm"):
-        kernels[cand] = build(cand, timed=True)
+        with event.install_recorder("numba:compile") as compiles:
+            kernels[cand] = build(cand, timed=True)
+        compiled = compiled or bool(compiles.buffer)
         samples[cand] = measure(lambda k=kernels[cand]: k(inputs, out), clock, REPEAT[mode],
                                 best)
         med = statistics.median(samples[cand])
@@ -340,8 +353,13 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
                                      REPEAT[mode], None)
     medians = {c: statistics.median(v) for c, v in samples.items()}
     choice = min(medians, key=medians.get)
+    # a kernel compiled in this process can run at another speed than its copy loaded from the
+    # disk cache, which is what later processes run (measured: 5.1 against 7.6 ms for one
+    # parallel tile): a tuning that compiled keeps its result as provisional, and the next
+    # process, loading every candidate from the disk cache, times them once more
+    provisional = compiled and _diskcache.state().usable
     entry = {"choice": choice.to_json(), "chosen": choice.label(), "mode": mode,
-             "label": describe(desc),
+             "provisional": provisional, "label": describe(desc, options),
              "tuning_s": round(time.perf_counter() - t0, 4), "static": cands[0].label(),
              "seconds": {c.label(): medians[c] for c in cands}}
     busy = others.others()
