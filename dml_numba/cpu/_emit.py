@@ -145,14 +145,24 @@ def _signature(arg_types):
                  numba.from_dtype(dt) for dt, nd in arg_types)
 
 
+#: keys of the kernels this process compiled (not loaded from the disk cache): a compiled copy
+#: can run at another speed than the cached one later processes load (the tuner asks)
+COMPILED_HERE: set = set()
+
+
 def build(key: KernelKey, source: str, arg_types):
     """Compile (or load from the disk cache) ``source``; eager for C-contiguous arguments, so
     the compile happens here, under the cache lock, and not in the first call."""
 
     def finish(mod):
+        from numba.core import event
+
         sig = _signature(arg_types)
         if not (mod.__dict__["__dml_disk_cache__"] and load_cached(mod.kernel, sig)):
-            mod.kernel.compile(sig)  # compiles, or loads from the disk cache the normal way
+            with event.install_recorder("numba:compile") as compiles:
+                mod.kernel.compile(sig)  # compiles, or loads from the disk cache the normal way
+            if compiles.buffer:
+                COMPILED_HERE.add(key)
         return mod.kernel
 
     return _diskcache.compile_kernel(key, source, finish)

@@ -22,13 +22,12 @@ import statistics
 import time
 
 import numpy as np
-from numba.core import event
 
 from ... import _diskcache, _env, _wisdom
 from ..._cache import freeze
 from ..._machine import CpuShare
 from ...ops.convolution import FOLDS, ConvolutionDirection, geometry
-from .._emit import Host, resolve_parallel
+from .._emit import COMPILED_HERE, Host, resolve_parallel
 from .blocked import BlockedKernel
 from .blocked.plan import (
     FLAT_GAIN,
@@ -335,11 +334,8 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
     # BLAS last: its thread pool spins a while after each call and would slow whatever is
     # timed next
     samples, kernels = {}, {}
-    compiled = False
     for cand in sorted(cands, key=lambda c: c.algorithm == "gemm"):
-        with event.install_recorder("numba:compile") as compiles:
-            kernels[cand] = build(cand, timed=True)
-        compiled = compiled or bool(compiles.buffer)
+        kernels[cand] = build(cand, timed=True)
         samples[cand] = measure(lambda k=kernels[cand]: k(inputs, out), clock, REPEAT[mode],
                                 best)
         med = statistics.median(samples[cand])
@@ -357,6 +353,7 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
     # disk cache, which is what later processes run (measured: 5.1 against 7.6 ms for one
     # parallel tile): a tuning that compiled keeps its result as provisional, and the next
     # process, loading every candidate from the disk cache, times them once more
+    compiled = any(getattr(k, "key", None) in COMPILED_HERE for k in kernels.values())
     provisional = compiled and _diskcache.state().usable
     entry = {"choice": choice.to_json(), "chosen": choice.label(), "mode": mode,
              "provisional": provisional, "label": describe(desc, options),
