@@ -469,6 +469,17 @@ def test_mode_padding_stays_a_step_where_no_kernel_can_fold_it():
         assert len(dml.compile_graph(g, "cpu").steps) == 2
 
 
+@pytest.mark.parametrize("algorithm", ["blocked", "direct"])
+def test_input_padding_runs_the_algorithm_asked_for(algorithm):
+    x, w = rand((1, 2, 8, 9)), rand((2, 2, 3, 3), seed=1)
+    c = dml.functional.convolution_desc(x, w, start_padding=(1, 1), end_padding=(1, 1))
+    op = dml.compile_operator(c, "cpu", input_padding="SYMMETRIC", algorithm=algorithm)
+    assert op.kernel.algorithm == algorithm
+    ref = dml.convolution(np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)], mode="symmetric"), w,
+                          device="numpy")
+    assert_close(op(x, w), ref, np.float32)
+
+
 def test_input_padding_option_is_refused_where_it_cannot_apply():
     c = dml.functional.convolution_desc(np.zeros((1, 2, 10, 10), np.float32),
                                         np.zeros((2, 2, 3, 3), np.float32), strides=(1, 2),

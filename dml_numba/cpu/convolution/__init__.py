@@ -45,10 +45,11 @@ def emit(key) -> str:
 
 
 def make_kernel(desc, options):
-    """The kernel of ``desc``: ``options["algorithm"]`` or the automatic choice.
-    ``options["input_padding"]`` (a PaddingMode name but CONSTANT): the start/end padding is
-    that mode's fold of the input instead of zeros, read in the blocked kernel's phase 1 (what a
-    graph's padding operator in front of the convolution becomes: :func:`folds_padding`)."""
+    """The kernel of ``desc``: ``options["algorithm"]``, or the tuner's choice, or the static
+    rule's (``tune="off"``). ``options["input_padding"]`` (a PaddingMode name but CONSTANT): the
+    start/end padding is that mode's fold of the input instead of zeros, read in the blocked
+    kernel's phase 1 or the direct kernel's taps (what a graph's padding operator in front of the
+    convolution becomes: :func:`folds_padding`)."""
     mode = options.get("input_padding")
     algorithm = options.get("algorithm")
     if mode is not None:
@@ -63,10 +64,12 @@ def make_kernel(desc, options):
         tuning = tune.mode_of(options.get("tune"))
         if tuning != "off":  # with a folded padding: among the kernels that fold it
             return tune.tune(desc, options, tuning)
-    if mode is not None:  # the blocked tile where it folds and is the static choice
-        if algorithm == "direct" or plan is None or choose_algorithm(desc) != "blocked":
-            return DirectKernel(desc, options)
-        return BlockedKernel(desc, options, plan=plan)
+    if mode is not None:  # the blocked tile where forced, or where it folds and is the static
+        # choice; else the direct loop nest
+        if algorithm == "blocked" or (algorithm is None and plan is not None
+                                      and choose_algorithm(desc) == "blocked"):
+            return BlockedKernel(desc, options, plan=plan)
+        return DirectKernel(desc, options)
     return KERNELS[algorithm or choose_algorithm(desc)](desc, options)
 
 
