@@ -39,7 +39,7 @@ from pathlib import Path
 
 from . import _env
 from ._cache import cache
-from ._trust import makedirs_private, private_dir, unsafe_path, untrusted
+from ._trust import makedirs_private, private_dir, private_file, unsafe_path, untrusted
 from ._version import __version__ as VERSION
 
 SUBDIR = "dml-numba-cache-v1"
@@ -234,8 +234,7 @@ def _check_entry(sub: Path, name: str) -> None:
             st = os.lstat(p)
         except FileNotFoundError:
             continue
-        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
-                or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+        if not private_file(st):
             bad = True
     if bad:
         purge(name, sub)

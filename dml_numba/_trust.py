@@ -42,6 +42,13 @@ def untrusted(path: Path, what: str) -> str | None:
     return None
 
 
+def private_file(st) -> bool:
+    """Whether ``st`` (an ``lstat`` result, POSIX) is a regular file owned by the current user
+    and writable by nobody else: what a cache entry's files and the tuner's wisdom must be."""
+    return (stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
 _TRUSTED_OWNERS = (0,)  # root, besides the current user
 _MAX_LINKS = 40  # symbolic links followed on one path (Linux's own limit)
 

@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import platform
-import stat
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +38,7 @@ except ImportError:  # pragma: no cover - Windows: one process's threads only
 
 from . import _diskcache
 from ._machine import cpu_model
+from ._trust import private_file
 from ._version import __version__ as VERSION
 
 FORMAT = 1
@@ -81,8 +81,7 @@ def _trusted(path: Path) -> bool:
         st = os.lstat(path)
     except FileNotFoundError:
         return False
-    if os.name != "nt" and (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
-                            or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+    if os.name != "nt" and not private_file(st):
         try:
             os.unlink(path)
         except OSError:

@@ -10,11 +10,16 @@ from ...ops.convolution import geometry
 from .._emit import CpuKernel, make_key, run_in_accumulator
 
 
+def conv_work(desc) -> int:
+    """A convolution's multiply-adds: outputs x input channels per group x taps."""
+    geo = geometry(desc)
+    return desc.output_tensor.element_count * geo.in_channels * geo.taps
+
+
 def conv_key(desc, options):
     """The key of a convolution's main kernel: serial or parallel from its multiply-adds
-    (outputs x input channels per group x taps), unless ``options`` says."""
-    geo = geometry(desc)
-    return make_key(desc, options, desc.output_tensor.element_count * geo.in_channels * geo.taps)
+    (:func:`conv_work`), unless ``options`` says."""
+    return make_key(desc, options, conv_work(desc))
 
 
 class ConvolutionKernel(CpuKernel):

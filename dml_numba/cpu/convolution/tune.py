@@ -28,6 +28,7 @@ from ..._cache import freeze
 from ..._machine import CpuShare
 from ...ops.convolution import FOLDS, ConvolutionDirection, geometry
 from .._emit import COMPILED_HERE, Host, resolve_parallel
+from .base import conv_work
 from .blocked import BlockedKernel
 from .blocked.plan import (
     FLAT_GAIN,
@@ -173,7 +174,7 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
                 rest.append(c)
                 tiles.add(_tile(c))
         # small work: waking the thread pool may cost more than it saves
-        if serial and first.algorithm != "gemm" and _work(desc) < QUICK_SERIAL_WORK:
+        if serial and first.algorithm != "gemm" and conv_work(desc) < QUICK_SERIAL_WORK:
             rest.append(dataclasses.replace(first, parallel=False))
         return [first] + rest
     if serial:
@@ -188,14 +189,8 @@ def _tile(cand: Candidate):
     return dataclasses.replace(cand, plan=plan)
 
 
-def _work(desc) -> int:
-    """Multiply-adds (what the parallel choice is made from)."""
-    geo = geometry(desc)
-    return desc.output_tensor.element_count * geo.in_channels * geo.taps
-
-
 def _parallel_by_default(desc) -> bool:
-    return resolve_parallel(None, _work(desc))
+    return resolve_parallel(None, conv_work(desc))
 
 
 def cost(desc, cand: Candidate, host: Host) -> float:
@@ -206,8 +201,7 @@ def cost(desc, cand: Candidate, host: Host) -> float:
     the others reach (its measured rate on the crossover grid), except on windows of one input
     channel."""
     geo = geometry(desc)
-    fmas = desc.output_tensor.element_count * geo.in_channels * geo.taps
-    vec = fmas / host.lanes
+    vec = conv_work(desc) / host.lanes
     if cand.algorithm == "gemm":
         # the column matrix is written and read back through memory: ~8 vector FMAs of time
         # an element (8 bytes at a core's share of the bandwidth); a 1x1 unit-stride unpadded
