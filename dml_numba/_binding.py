@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _interop
 from ._errors import ValidationError
 from .tensor import TensorDesc
 
@@ -70,6 +71,8 @@ def as_array(value, owner: str, field: str):
     refused; a non-native byte order is converted to native."""
     if type(value) is np.ndarray and value.dtype.isnative and value.dtype.kind != "O":
         return value
+    if getattr(value, "is_cpu", False) and _interop.kind(value) == "torch":
+        value = _interop.host_view(value)  # a PyTorch CPU tensor: viewed, not copied
     where = _where(owner, field)
     if isinstance(value, np.ma.MaskedArray):
         raise ValidationError(f"{where}: a masked array is invalid; expected a plain array (the "

@@ -124,6 +124,8 @@ class KernelCache:
         self.misses = 0
         self.evictions = 0
         self.returns = 0
+        #: counts clear()s: a memo in front of this cache holds its values only while it holds
+        self.generation = 0
 
     def get_or_build(self, key, build, *, keep: bool = False):
         """The value for ``key``; ``build()`` runs once per key, under that key's own lock
@@ -204,6 +206,7 @@ class KernelCache:
             self._sources.clear()
             self._kept.clear()
             self.hits = self.misses = self.evictions = self.returns = 0
+            self.generation += 1
 
     def __len__(self):
         return len(self._table)

@@ -93,25 +93,67 @@ def _named(exc: ValidationError, name: str) -> ValidationError:
 _UNKEYED = []
 
 
+def _simple(params) -> bool:
+    """Whether every parameter is a Python integer, a name, None or a tuple of Python integers:
+    then the parameters key the memo as they are (hashable, and equal only when equal in
+    value and type)."""
+    for p in params:
+        t = type(p)
+        if t is int or t is str or p is None:
+            continue
+        if t is not tuple:
+            return False
+        for v in p:
+            if type(v) is not int:
+                return False
+    return True
+
+
+#: the operators of the latest distinct calls, in front of the cache (one dictionary lookup
+#: instead of the cache's ordered bookkeeping), for the cache's generation ``_recent_of[0]``
+_recent: dict = {}
+_recent_of = [0]
+RECENT = 64
+
+
+def _remember(key, op) -> None:
+    if _recent_of[0] != cache.generation or len(_recent) >= RECENT:
+        _recent.clear()  # the cache was cleared, or too many distinct calls: start again
+        _recent_of[0] = cache.generation
+    _recent[key] = op
+
+
 def run(name, tensors, params, make_desc, inputs, device, out, like=None):
-    """Run a call. The compiled operator is memoised on the call's tensor inputs (type, shape,
-    dtype), its parameters (by value) and the device, so a repeated call skips building the
-    descriptor; a parameter that cannot be keyed (unhashable) skips the memo. The result is of
-    ``like``'s kind (a PyTorch tensor for a tensor input: :mod:`._interop`)."""
-    key = ("functional", name, tuple([_tensor_key(a) for a in tensors]),
-           tuple([_param_key(p) for p in params]), device)
-    try:
+    """Run a call. The compiled operator of ``make_desc(*tensors, *params)`` is memoised on the
+    call's tensor inputs (type, shape, dtype), its parameters (by value) and the device, so a
+    repeated call skips building the descriptor; a parameter that cannot be keyed (unhashable)
+    skips the memo. The result is of ``like``'s kind (a PyTorch tensor for a tensor input:
+    :mod:`._interop`)."""
+    if _simple(params) and type(device) is str:
+        key = ("functional", name, tuple([_tensor_key(a) for a in tensors]), params, device)
+    else:
+        key = ("functional", name, tuple([_tensor_key(a) for a in tensors]),
+               tuple([_param_key(p) for p in params]), device)
         try:
             hash(key)
         except TypeError:  # an unhashable parameter: no memo, same result
-            op = compile_operator(make_desc(), device)
+            key = None
+    try:
+        if key is None:
+            op = compile_operator(make_desc(*tensors, *params), device)
         else:
-            op = cache.get_or_build(key, lambda: compile_operator(make_desc(), device))
+            op = _recent.get(key) if _recent_of[0] == cache.generation else None
+            if op is None:
+                op = cache.get_or_build(
+                    key, lambda: compile_operator(make_desc(*tensors, *params), device))
+                _remember(key, op)
         result = op(*inputs, out=out)
     except ValidationError as exc:
         raise _named(exc, name) from None
+    if type(like) is np.ndarray or out is not None:
+        return result
     k = _interop.kind(like)
-    return result if k is None or out is not None else _interop.as_kind(result, k)
+    return result if k is None else _interop.as_kind(result, k)
 
 
 def _scalar(value):
@@ -216,14 +258,17 @@ def padding(x, start_padding=None, end_padding=None, mode=PaddingMode.CONSTANT, 
     if pad_width is not None or start_padding is None or end_padding is None:
         start_padding, end_padding = _pad_width(pad_width, start_padding, end_padding,
                                                 getattr(x, "ndim", 0))
-    return run("padding", (x,), (start_padding, end_padding, mode, value),
-               lambda: padding_desc(x, start_padding, end_padding, mode, value), (x,), device,
-               out, x0)
+    return run("padding", (x,), (start_padding, end_padding, mode, value), padding_desc, (x,),
+               device, out, x0)
 
 
 def _pad_width(pad_width, start_padding, end_padding, rank: int):
     """(start, end) per axis from ``numpy.pad``'s ``pad_width``: ``n``, ``(before, after)`` or
     ``((before, after), ...)`` with a pair per axis (any array-like)."""
+    if start_padding is None and end_padding is None and type(pad_width) is tuple and len(
+            pad_width) == rank and all(type(p) is tuple and len(p) == 2 and type(p[0]) is int
+                                       and type(p[1]) is int for p in pad_width):
+        return tuple(p[0] for p in pad_width), tuple(p[1] for p in pad_width)  # the usual form
     c = Checker("padding")
     if pad_width is None:
         missing = "start_padding" if start_padding is None else "end_padding"
@@ -276,8 +321,7 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
     if isinstance(window, tuple):
         _batch_axis(x, len(window) + 2, "window_size", "lp_pooling")
     args = (window_size, strides, start_padding, end_padding, dilations, p)
-    return run("lp_pooling", (x,), args, lambda: lp_pooling_desc(x, *args), (x,), device, out,
-               x0)
+    return run("lp_pooling", (x,), args, lp_pooling_desc, (x,), device, out, x0)
 
 
 def lp_pooling_desc(x, window_size, strides=None, start_padding=None, end_padding=None,
@@ -323,9 +367,8 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
 
     params = (strides, dilations, start_padding, end_padding, output_padding, group_count, mode,
               direction, fused_activation)
-    return run("convolution", (x, filter, bias), params,
-               lambda: convolution_desc(x, filter, bias, *params), tuple(inputs), device, out,
-               x0)
+    return run("convolution", (x, filter, bias), params, convolution_desc, tuple(inputs), device,
+               out, x0)
 
 
 def bias_sizes(sizes, rank: int) -> tuple:
@@ -372,7 +415,7 @@ def tile(x, repeats, *, device="cpu", out=None):
            [1, 2, 1, 2]], dtype=int8)
     """
     x0, x = x, as_array(x, "tile", "x")
-    return run("tile", (x,), (repeats,), lambda: tile_desc(x, repeats), (x,), device, out, x0)
+    return run("tile", (x,), (repeats,), tile_desc, (x,), device, out, x0)
 
 
 def tile_desc(x, repeats):
@@ -392,8 +435,7 @@ def slice1(x, offsets, sizes, strides=None, *, device="cpu", out=None):
     array([3, 1], dtype=int32)
     """
     x0, x = x, as_array(x, "slice1", "x")
-    return run("slice1", (x,), (offsets, sizes, strides),
-               lambda: slice1_desc(x, offsets, sizes, strides), (x,), device, out, x0)
+    return run("slice1", (x,), (offsets, sizes, strides), slice1_desc, (x,), device, out, x0)
 
 
 def slice1_desc(x, offsets, sizes, strides=None):

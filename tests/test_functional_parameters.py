@@ -340,3 +340,39 @@ def test_unkeyable_parameters_run_without_the_memo():
     np.testing.assert_array_equal(dml.tile(X4, r), np.tile(X4, (1, 1, 1, 2)))
     r.r = [1, 1, 2, 1]
     np.testing.assert_array_equal(dml.tile(X4, r), np.tile(X4, (1, 1, 2, 1)))
+
+
+@pytest.mark.parametrize("device", ["numpy", "cpu"])
+def test_parameters_equal_in_value_but_not_in_type_never_share(device):
+    """The memo keys plain parameters (integers, names, tuples of integers) as themselves and
+    everything else by type and bits: a constant 0 and -0.0 are two operators (the padded
+    cells' sign bit tells them apart), and so are an integer and a float constant 1 in a
+    float16 padding of the same shape (same result, but two keys, each right)."""
+    x = np.ones((2, 3), np.float32)
+    results = [dml.padding(x, (1, 1), (1, 1), "constant", v, device=device)
+               for v in (0, -0.0, 0, np.float32(-0.0), 0.0)]
+    assert [bool(np.signbit(r[0, 0])) for r in results] == [False, True, False, True, False]
+    for r in results:
+        np.testing.assert_array_equal(np.abs(r), np.pad(x, 1))
+
+
+def test_the_memo_in_front_of_the_cache_follows_it():
+    """The functional layer's memo of recent calls is emptied with the cache (a call after
+    ``cache.clear()`` builds its operator again), and it holds at most ``RECENT`` calls
+    however many distinct calls are made; every call stays right."""
+    from dml_numba import functional
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    dml.tile(x, (1, 2), device="numpy")
+    saved = dml.cache._table.copy()
+    dml.cache.clear()
+    try:
+        misses = dml.cache.misses
+        np.testing.assert_array_equal(dml.tile(x, (1, 2), device="numpy"), np.tile(x, (1, 2)))
+        assert dml.cache.misses > misses  # built again, not answered from the memo
+    finally:
+        dml.cache._table.update(saved)
+    for r in range(1, functional.RECENT + 10):
+        np.testing.assert_array_equal(dml.tile(x, (r, 1), device="numpy"), np.tile(x, (r, 1)))
+        assert len(functional._recent) <= functional.RECENT
+    np.testing.assert_array_equal(dml.tile(x, (1, 2), device="numpy"), np.tile(x, (1, 2)))
