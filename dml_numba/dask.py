@@ -189,7 +189,7 @@ def tile(x, repeats, *, device="cpu"):
     """Lazy :func:`dml_numba.tile` of a Dask array (output chunks regular, the input's size)."""
     x = _as_dask(x, "tile", "x")
     _check_device(device)
-    desc = F.tile_desc(x, repeats)
+    desc = F.tile_desc(x, F.last_axes(repeats, x.ndim))
     return _data_movement(x, desc, tuple(_regular(n, c) for n, c in zip(desc.output.sizes,
                                                                        x.chunks)))
 

@@ -407,15 +407,36 @@ def convolution_desc(x, filter, bias=None, strides=None, dilations=None, start_p
 
 
 def tile(x, repeats, *, device="cpu", out=None):
-    """Repeat ``x`` ``repeats[i]`` times along each axis (like ``numpy.tile`` at equal rank).
+    """Repeat ``x`` ``repeats[i]`` times along each axis. As ``numpy.tile``, one integer or
+    fewer repeats than axes repeat the last axes (the others once); the output has ``x``'s
+    rank.
 
     >>> import numpy as np
     >>> tile(np.array([[1, 2]], np.int8), (2, 2), device="numpy")
     array([[1, 2, 1, 2],
            [1, 2, 1, 2]], dtype=int8)
+    >>> tile(np.array([[1, 2]], np.int8), 2, device="numpy")
+    array([[1, 2, 1, 2]], dtype=int8)
     """
     x0, x = x, as_array(x, "tile", "x")
-    return run("tile", (x,), (repeats,), tile_desc, (x,), device, out, x0)
+    return run("tile", (x,), (last_axes(repeats, getattr(x, "ndim", 0)),), tile_desc, (x,),
+               device, out, x0)
+
+
+def last_axes(repeats, rank: int):
+    """``numpy.tile``'s repeats: one integer, or a sequence of fewer integers than ``rank``,
+    preceded by ones up to ``rank``; anything else as it is (the descriptor's checks name
+    it)."""
+    if type(repeats) is tuple and len(repeats) == rank:
+        return repeats  # the usual form, decided first
+    r = _scalar(repeats)
+    if isinstance(r, numbers.Integral) and not isinstance(r, bool):
+        r = (r,)
+    r = _tuple(r)
+    if isinstance(r, tuple) and 0 < len(r) < rank and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in r):
+        return (1,) * (rank - len(r)) + r
+    return repeats
 
 
 def tile_desc(x, repeats):

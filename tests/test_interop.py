@@ -131,6 +131,37 @@ def test_pad_width_and_modes_as_numpy_pad_takes_them(pad_width, mode):
     np.testing.assert_array_equal(got, expected)
 
 
+X3 = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+
+@pytest.mark.parametrize("repeats", [2, np.int8(3), np.array(2), (2,), [3, 2], np.array([2, 1]),
+                                     (2, 1, 3), (np.int64(1), 2)])
+@pytest.mark.parametrize("where", ["functional", "dask"])
+def test_tile_repeats_as_numpy_tile_takes_them(repeats, where):
+    """One integer or fewer repeats than axes repeat the last axes, as numpy.tile (the output
+    keeps x's rank), in the functional layer and on Dask."""
+    expected = np.tile(X3, repeats)
+    if where == "dask":
+        da = pytest.importorskip("dask.array")
+        import dml_numba.dask as dmd
+
+        got = dmd.tile(da.from_array(X3, chunks=(1, 2, 3)), repeats).compute(scheduler="sync")
+    else:
+        got = dml.tile(X3, repeats)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("repeats,message", [
+    ((1, 1, 1, 2), "tile.repeats: (1, 1, 1, 2) is invalid; expected 3 entries"),
+    ((2, 0), "tile.repeats"), (2.0, "tile.repeats: 2.0 is invalid"),
+    ((True, 2), "tile.repeats"), ((), "tile.repeats: () is invalid")])
+def test_tile_repeats_numpy_tile_would_widen_x_with_are_refused(repeats, message):
+    """More repeats than axes (numpy.tile would add axes: a tile keeps the rank), zero,
+    floats and bools are refused, naming the field."""
+    with pytest.raises(dml.ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        dml.tile(X3, repeats)
+
+
 @pytest.mark.parametrize("kwargs,message", [
     ({"pad_width": ((1, 1), (1, 1), (1, 1))}, "expected 2 (before, after) pairs, one per axis"),
     ({"pad_width": (1, 2, 3)}, "expected numpy.pad's form"),
