@@ -60,7 +60,8 @@ def host_view(a):
 def as_kind(result, k: str | None):
     """``result`` (a NumPy array, or a device array from the CUDA device) as an array of kind
     ``k``, without a copy where the library can share it."""
-    if type(result) is not np.ndarray and on_gpu(result) and k in ("torch", "cupy"):  # the CUDA array interface shares it
+    # a device result: the CUDA array interface shares it
+    if type(result) is not np.ndarray and on_gpu(result) and k in ("torch", "cupy"):
         if k == "torch":
             import torch
 
