@@ -7,6 +7,8 @@ each across the algorithms, variants, devices and ranks where it applies, agains
   kernel;
 * 1x1 unit-stride convolutions of rank 4 and 5 with end padding but no start padding (and the
   mirror case);
+* the direct kernel's edge rows (outer-axis rows with taps in the padding), zero padding and
+  every mode padding folded in;
 * ``out=`` arrays of the right type that are not C-contiguous (row- and column-strided views,
   negative strides, Fortran order), for every operator and for the paths that compute into an
   accumulator and copy back;
@@ -127,6 +129,136 @@ def test_pointwise_padded_at_one_end(name, algorithm, parallel):
     y = _run_everywhere(desc, inputs, algorithm, parallel)
     if y is not None:
         assert_close(y, _brute(desc, inputs), np.float32)
+
+
+# -- the direct kernel's edge rows -----------------------------------------------------------------
+
+#: (input, filter, strides, dilations, start, end, groups): outer-axis edge rows of every kind the
+#: direct kernel's fused rows specialise: one a side, several, rows whose every tap reads padding,
+#: more edge rows than get branches of their own (the general path), edges on two outer axes
+#: (3-D: nine branches, and more than nine: interior only), strided and dilated, one-sided
+DIRECT_EDGES = {
+    "2d-same-3x3": ((2, 3, 7, 9), (4, 3, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1),
+    "2d-5x5-two-a-side": ((1, 2, 8, 11), (3, 2, 5, 5), (1, 1), (1, 1), (2, 2), (2, 2), 1),
+    "2d-all-padding-rows": ((1, 2, 3, 10), (2, 2, 3, 3), (1, 1), (1, 1), (4, 1), (3, 1), 1),
+    "2d-too-many-edge-rows": ((1, 2, 12, 8), (2, 2, 11, 3), (1, 1), (1, 1), (5, 1), (5, 1), 1),
+    "2d-strided-dilated": ((1, 4, 13, 17), (4, 1, 3, 3), (2, 2), (2, 1), (3, 1), (1, 2), 4),
+    "2d-start-only": ((2, 2, 6, 9), (3, 2, 3, 2), (1, 1), (1, 1), (2, 1), (0, 0), 1),
+    "3d-nine-branches": ((1, 2, 5, 6, 9), (2, 2, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1),
+                         (1, 1, 1), 1),
+    "3d-interior-only": ((1, 2, 7, 7, 8), (2, 2, 5, 5, 3), (1, 1, 1), (1, 1, 1), (2, 2, 1),
+                         (2, 2, 1), 1),
+    "1d": ((2, 3, 12), (2, 3, 5), (1,), (1,), (2,), (2,), 1),
+    # row interiors in explicit vectors (16 lanes here, 8 with AVX2): narrower than a vector,
+    # exactly two of eight, one more; several channels (the overlapping last vector adds to
+    # the row); one channel a group with long row edges (written by a loop, not added to)
+    "2d-narrow-row": ((1, 4, 5, 12), (4, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 4),
+    "2d-row-sixteen": ((1, 2, 4, 18), (2, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 2),
+    "2d-row-seventeen": ((1, 2, 4, 19), (2, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 2),
+    "2d-channels-wide-row": ((1, 3, 6, 40), (4, 3, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1),
+    "2d-long-row-edges": ((1, 2, 5, 30), (2, 1, 2, 11), (1, 1), (1, 1), (1, 5), (0, 5), 2),
+}
+NUMPY_MODES = {None: None, "EDGE": "edge", "REFLECTION": "reflect", "SYMMETRIC": "symmetric",
+               "WRAP": "wrap"}
+#: each case with zero padding and with one mode padding folded in (the modes in turn), serial
+#: and parallel alternately (the loop nest is the same); one case with every mode
+DIRECT_EDGE_RUNS = list(dict.fromkeys(
+    [(name, mode, i % 2 == k) for i, name in enumerate(DIRECT_EDGES)
+     for k, mode in enumerate((None, list(NUMPY_MODES)[1 + i % 4]))]
+    + [("2d-same-3x3", mode, True) for mode in NUMPY_MODES]))
+
+
+@pytest.mark.parametrize("name,mode,parallel", DIRECT_EDGE_RUNS, ids=[
+    f"{n}-{(m or 'zeros').lower()}-{'parallel' if p else 'serial'}"
+    for n, m, p in DIRECT_EDGE_RUNS])
+def test_direct_kernel_edge_rows(name, mode, parallel):
+    """Every output row of the direct kernel, its edge rows' own fused branches included,
+    against brute force: with zero padding, and with a mode padding folded in (against
+    numpy.pad, then the convolution unpadded)."""
+    desc, inputs = conv_case(*DIRECT_EDGES[name])
+    x, w = inputs[:2]
+    nd = x.ndim - 2
+    if mode is not None:
+        start, end = desc.start_padding, desc.end_padding
+        wide = [(0, 0), (0, 0)] + list(zip(start, end))
+        if mode in ("REFLECTION", "SYMMETRIC") and any(
+                max(a, b) > n - (mode == "REFLECTION") for (a, b), n in zip(wide[2:], x.shape[2:])):
+            pytest.skip("numpy.pad would reflect more than once (DirectML's padding refuses it)")
+        xp = np.pad(x, wide, mode=NUMPY_MODES[mode])
+        ref = brute_conv_forward(xp, w, inputs[2] if len(inputs) > 2 else None, desc.strides,
+                                 desc.dilations, (0,) * nd, flip=desc.mode == CV,
+                                 groups=desc.group_count, out_spatial=desc.output_tensor.sizes[2:])
+        op = dml.compile_operator(desc, "cpu", algorithm="direct", parallel=parallel,
+                                  input_padding=mode)
+    else:
+        ref = _brute(desc, inputs)
+        op = dml.compile_operator(desc, "cpu", algorithm="direct", parallel=parallel)
+    assert_close(op(*inputs), ref, np.float32)
+    # every pixel written (rows of one channel are assigned, not added to zeros): an out=
+    # full of NaN leaves none behind
+    out = np.full(ref.shape, np.nan, np.float32)
+    assert_close(op(*inputs, out=out), ref, np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_direct_kernel_rows_in_every_type_and_layout(dtype):
+    """The direct kernel's rows (vectors in float32 and float16, scalar code in float64) on
+    inputs that are not C-contiguous (a strided view and a transposed copy), against brute
+    force."""
+    desc, inputs = conv_case((1, 2, 6, 40), (2, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 2,
+                             dtype=dtype)
+    x, w, b = inputs
+    wide = np.zeros(x.shape[:3] + (80,), dtype)
+    wide[..., ::2] = x
+    view = wide[..., ::2]
+    fortran = np.asfortranarray(x)
+    assert not view.flags.c_contiguous and not fortran.flags.c_contiguous
+    op = dml.compile_operator(desc, "cpu", algorithm="direct")
+    ref = _brute(desc, inputs)
+    for a in (x, view, fortran):
+        assert_close(op(a, w, b), ref, dtype)
+
+
+RELU_TILES = {
+    # (input, filter, groups): the dense tile (rows, and flattened), the depthwise plane tile
+    "dense": ((1, 8, 6, 40), (8, 8, 3, 3), 1),
+    "dense-narrow": ((2, 4, 5, 7), (8, 4, 3, 3), 1),
+    "depthwise": ((1, 16, 6, 35), (16, 1, 3, 3), 16),
+}
+
+
+@pytest.mark.parametrize("name", list(RELU_TILES))
+def test_fused_relu_in_vectors_is_the_scalar_relu(name):
+    """The blocked kernels apply a fused ReLU to their accumulators before the store: every
+    output is, bit for bit, ``where(v > 0, v, 0)`` of the same kernel's sums without the
+    activation (NaN to +0, -0.0 to +0, negatives to +0), with and without a bias; and the
+    values are the convolution's (against the vectorised device)."""
+    xs, ws, g = RELU_TILES[name]
+    relu = dml.ActivationReluOperatorDesc()
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(xs).astype(np.float32)
+    x[0, 0, 2, 3] = np.nan  # NaN sums around it, in every output channel of its group
+    x[0, -1] = -0.0  # the last plane all negative zeros: with a bias of -0.0 and positive
+    w = rng.standard_normal(ws).astype(np.float32)  # weights, its interior sums are -0.0
+    w[-1] = np.abs(w[-1])
+    b = rng.standard_normal((1, ws[0], 1, 1)).astype(np.float32)
+    b[0, -1] = -0.0
+    for bias in (None, b):
+        inputs = (x, w) if bias is None else (x, w, bias)
+        plain, fused = (dml.compile_operator(dml.functional.convolution_desc(
+            x, w, bias, start_padding=(1, 1), end_padding=(1, 1), group_count=g,
+            fused_activation=a), "cpu", algorithm="blocked") for a in (None, relu))
+        assert "vrelu" in fused.source
+        v = plain(*inputs)
+        assert np.isnan(v).any() and (v < 0).any()
+        if g > 1 and bias is not None:  # the plane kernel starts its sums from the bias
+            assert np.signbit(v[0, -1][v[0, -1] == 0]).any()
+        y = fused(*inputs)
+        expected = np.where(v > 0, v, np.float32(0))
+        np.testing.assert_array_equal(y.view(np.uint32), expected.view(np.uint32))
+        ref = dml.convolution(*inputs, start_padding=(1, 1), end_padding=(1, 1), group_count=g,
+                              fused_activation=relu, device="numpy")
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
 
 
 # -- out= views that are not C-contiguous --------------------------------------------------------

@@ -17,7 +17,7 @@ convolution kernels hold their accumulators in ``<L x float>`` values: a Numba t
 * ``vinterleave(a, b)``: the lanes of two vectors alternately, as one of twice the lanes;
 * ``vstore_rows(a, base, p, v, width, pitch)``: the lanes of ``v`` that fall in the first
   ``width`` columns of a plane with rows of ``pitch`` (two masked stores);
-* ``vadd(a, b)`` and ``vzero(L)``.
+* ``vadd(a, b)``, ``vzero(L)`` and ``vrelu(a)`` (a fused ReLU, lane by lane).
 
 For data movement, :class:`RawVector` holds lanes of any element type: ``vload_stride(a, i, s,
 L)`` reads ``a[i + lane * s]`` (one load and a shuffle) and ``vstore_raw(a, i, v)`` writes them.
@@ -150,6 +150,20 @@ def vadd(typingctx, a, b):
         return builder.fadd(args[0], args[1])
 
     return a(a, b), codegen
+
+
+@intrinsic(prefer_literal=True)
+def vrelu(typingctx, a):
+    """``a`` where ``a > 0``, else 0, per lane (a NaN lane gives 0, as the scalar
+    ``where(v > 0.0, v, 0.0)`` does): a fused ReLU on the accumulators before their store."""
+    if not isinstance(a, FloatVector):
+        raise TypeError("vrelu takes a FloatVector")
+
+    def codegen(context, builder, sig, args):
+        zero = ir.Constant(args[0].type, None)
+        return builder.select(builder.fcmp_ordered(">", args[0], zero), args[0], zero)
+
+    return a(a), codegen
 
 
 @intrinsic(prefer_literal=True)

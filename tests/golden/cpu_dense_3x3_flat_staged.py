@@ -18,7 +18,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
-from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, vstore, vzero, vstore_rows
+from dml_numba.cpu._simd import vadd, vfma, vload, vrelu, vsplat, vstore, vzero, vstore_rows
 
 
 @numba.njit(inline='always')
@@ -166,29 +166,22 @@ def tile4(xp, wp, b, y, n, g, mbi, rt, xs):
             a3_0_2 = vfma(ws, x0_2, a3_0_2)
             a3_0_3 = vfma(ws, x0_3, a3_0_3)
     bs = vsplat(b[m0 + 0], 16)
-    vstore_rows(y, (n * 64 + m0 + 0) * 3136 + yr0, j + 0, vadd(a0_0_0, bs), 56, 58)
-    vstore_rows(y, (n * 64 + m0 + 0) * 3136 + yr0, j + 16, vadd(a0_0_1, bs), 56, 58)
-    vstore_rows(y, (n * 64 + m0 + 0) * 3136 + yr0, j + 32, vadd(a0_0_2, bs), 56, 58)
-    vstore_rows(y, (n * 64 + m0 + 0) * 3136 + yr0, j + 48, vadd(a0_0_3, bs), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 0) * 3136 + yr0, j + 0, vrelu(vadd(a0_0_0, bs)), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 0) * 3136 + yr0, j + 16, vrelu(vadd(a0_0_1, bs)), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 0) * 3136 + yr0, j + 32, vrelu(vadd(a0_0_2, bs)), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 0) * 3136 + yr0, j + 48, vrelu(vadd(a0_0_3, bs)), 56, 58)
     bs = vsplat(b[m0 + 1], 16)
-    vstore_rows(y, (n * 64 + m0 + 1) * 3136 + yr0, j + 0, vadd(a1_0_0, bs), 56, 58)
-    vstore_rows(y, (n * 64 + m0 + 1) * 3136 + yr0, j + 16, vadd(a1_0_1, bs), 56, 58)
-    vstore_rows(y, (n * 64 + m0 + 1) * 3136 + yr0, j + 32, vadd(a1_0_2, bs), 56, 58)
-    vstore_rows(y, (n * 64 + m0 + 1) * 3136 + yr0, j + 48, vadd(a1_0_3, bs), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 1) * 3136 + yr0, j + 0, vrelu(vadd(a1_0_0, bs)), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 1) * 3136 + yr0, j + 16, vrelu(vadd(a1_0_1, bs)), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 1) * 3136 + yr0, j + 32, vrelu(vadd(a1_0_2, bs)), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 1) * 3136 + yr0, j + 48, vrelu(vadd(a1_0_3, bs)), 56, 58)
     bs = vsplat(b[m0 + 2], 16)
-    vstore_rows(y, (n * 64 + m0 + 2) * 3136 + yr0, j + 0, vadd(a2_0_0, bs), 56, 58)
-    vstore_rows(y, (n * 64 + m0 + 2) * 3136 + yr0, j + 16, vadd(a2_0_1, bs), 56, 58)
-    vstore_rows(y, (n * 64 + m0 + 2) * 3136 + yr0, j + 32, vadd(a2_0_2, bs), 56, 58)
-    vstore_rows(y, (n * 64 + m0 + 2) * 3136 + yr0, j + 48, vadd(a2_0_3, bs), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 2) * 3136 + yr0, j + 0, vrelu(vadd(a2_0_0, bs)), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 2) * 3136 + yr0, j + 16, vrelu(vadd(a2_0_1, bs)), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 2) * 3136 + yr0, j + 32, vrelu(vadd(a2_0_2, bs)), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 2) * 3136 + yr0, j + 48, vrelu(vadd(a2_0_3, bs)), 56, 58)
     bs = vsplat(b[m0 + 3], 16)
-    vstore_rows(y, (n * 64 + m0 + 3) * 3136 + yr0, j + 0, vadd(a3_0_0, bs), 56, 58)
-    vstore_rows(y, (n * 64 + m0 + 3) * 3136 + yr0, j + 16, vadd(a3_0_1, bs), 56, 58)
-    vstore_rows(y, (n * 64 + m0 + 3) * 3136 + yr0, j + 32, vadd(a3_0_2, bs), 56, 58)
-    vstore_rows(y, (n * 64 + m0 + 3) * 3136 + yr0, j + 48, vadd(a3_0_3, bs), 56, 58)
-    for m in range(4):
-        for r in range(1):
-            for q in range(64):
-                if (j + q) % 58 < 56:
-                    v = y[(n * 64 + m0 + m) * 3136 + yr0 + (j + q) // 58 * 56 + (j + q) % 58]
-                    v = where(v > 0.0, v, 0.0)
-                    y[(n * 64 + m0 + m) * 3136 + yr0 + (j + q) // 58 * 56 + (j + q) % 58] = v
+    vstore_rows(y, (n * 64 + m0 + 3) * 3136 + yr0, j + 0, vrelu(vadd(a3_0_0, bs)), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 3) * 3136 + yr0, j + 16, vrelu(vadd(a3_0_1, bs)), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 3) * 3136 + yr0, j + 32, vrelu(vadd(a3_0_2, bs)), 56, 58)
+    vstore_rows(y, (n * 64 + m0 + 3) * 3136 + yr0, j + 48, vrelu(vadd(a3_0_3, bs)), 56, 58)

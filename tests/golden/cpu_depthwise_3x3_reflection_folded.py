@@ -18,7 +18,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
-from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, vstore, vzero
+from dml_numba.cpu._simd import vadd, vfma, vload, vrelu, vsplat, vstore, vzero
 
 
 @numba.njit(inline='always')
@@ -137,12 +137,7 @@ def plane(xp, wp, b, y, f, xo):
                 a3_0 = vfma(w7, x0, a3_0)
                 x0 = vload(xp, xb + j + 292, 16)
                 a3_0 = vfma(w8, x0, a3_0)
-                vstore(y, yb + j, a0_0)
-                vstore(y, yb + j + 56, a1_0)
-                vstore(y, yb + j + 112, a2_0)
-                vstore(y, yb + j + 168, a3_0)
-                for r in range(4):
-                    for q in range(16):
-                        v = y[yb + r * 56 + j + q]
-                        v = where(v > 0.0, v, 0.0)
-                        y[yb + r * 56 + j + q] = v
+                vstore(y, yb + j, vrelu(a0_0))
+                vstore(y, yb + j + 56, vrelu(a1_0))
+                vstore(y, yb + j + 112, vrelu(a2_0))
+                vstore(y, yb + j + 168, vrelu(a3_0))

@@ -18,7 +18,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
-from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, vstore, vzero, vstore_rows
+from dml_numba.cpu._simd import vadd, vfma, vload, vrelu, vsplat, vstore, vzero, vstore_rows
 
 
 @numba.njit(inline='always')
@@ -158,29 +158,22 @@ def tile4(xp, wp, b, y, n, g, mbi, rt):
             a3_0_2 = vfma(ws, x0_2, a3_0_2)
             a3_0_3 = vfma(ws, x0_3, a3_0_3)
     bs = vsplat(b[m0 + 0], 16)
-    vstore_rows(y, (n * 16 + m0 + 0) * 400 + yr0, j + 0, vadd(a0_0_0, bs), 20, 22)
-    vstore_rows(y, (n * 16 + m0 + 0) * 400 + yr0, j + 16, vadd(a0_0_1, bs), 20, 22)
-    vstore_rows(y, (n * 16 + m0 + 0) * 400 + yr0, j + 32, vadd(a0_0_2, bs), 20, 22)
-    vstore_rows(y, (n * 16 + m0 + 0) * 400 + yr0, j + 48, vadd(a0_0_3, bs), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 0) * 400 + yr0, j + 0, vrelu(vadd(a0_0_0, bs)), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 0) * 400 + yr0, j + 16, vrelu(vadd(a0_0_1, bs)), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 0) * 400 + yr0, j + 32, vrelu(vadd(a0_0_2, bs)), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 0) * 400 + yr0, j + 48, vrelu(vadd(a0_0_3, bs)), 20, 22)
     bs = vsplat(b[m0 + 1], 16)
-    vstore_rows(y, (n * 16 + m0 + 1) * 400 + yr0, j + 0, vadd(a1_0_0, bs), 20, 22)
-    vstore_rows(y, (n * 16 + m0 + 1) * 400 + yr0, j + 16, vadd(a1_0_1, bs), 20, 22)
-    vstore_rows(y, (n * 16 + m0 + 1) * 400 + yr0, j + 32, vadd(a1_0_2, bs), 20, 22)
-    vstore_rows(y, (n * 16 + m0 + 1) * 400 + yr0, j + 48, vadd(a1_0_3, bs), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 1) * 400 + yr0, j + 0, vrelu(vadd(a1_0_0, bs)), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 1) * 400 + yr0, j + 16, vrelu(vadd(a1_0_1, bs)), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 1) * 400 + yr0, j + 32, vrelu(vadd(a1_0_2, bs)), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 1) * 400 + yr0, j + 48, vrelu(vadd(a1_0_3, bs)), 20, 22)
     bs = vsplat(b[m0 + 2], 16)
-    vstore_rows(y, (n * 16 + m0 + 2) * 400 + yr0, j + 0, vadd(a2_0_0, bs), 20, 22)
-    vstore_rows(y, (n * 16 + m0 + 2) * 400 + yr0, j + 16, vadd(a2_0_1, bs), 20, 22)
-    vstore_rows(y, (n * 16 + m0 + 2) * 400 + yr0, j + 32, vadd(a2_0_2, bs), 20, 22)
-    vstore_rows(y, (n * 16 + m0 + 2) * 400 + yr0, j + 48, vadd(a2_0_3, bs), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 2) * 400 + yr0, j + 0, vrelu(vadd(a2_0_0, bs)), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 2) * 400 + yr0, j + 16, vrelu(vadd(a2_0_1, bs)), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 2) * 400 + yr0, j + 32, vrelu(vadd(a2_0_2, bs)), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 2) * 400 + yr0, j + 48, vrelu(vadd(a2_0_3, bs)), 20, 22)
     bs = vsplat(b[m0 + 3], 16)
-    vstore_rows(y, (n * 16 + m0 + 3) * 400 + yr0, j + 0, vadd(a3_0_0, bs), 20, 22)
-    vstore_rows(y, (n * 16 + m0 + 3) * 400 + yr0, j + 16, vadd(a3_0_1, bs), 20, 22)
-    vstore_rows(y, (n * 16 + m0 + 3) * 400 + yr0, j + 32, vadd(a3_0_2, bs), 20, 22)
-    vstore_rows(y, (n * 16 + m0 + 3) * 400 + yr0, j + 48, vadd(a3_0_3, bs), 20, 22)
-    for m in range(4):
-        for r in range(1):
-            for q in range(64):
-                if (j + q) % 22 < 20:
-                    v = y[(n * 16 + m0 + m) * 400 + yr0 + (j + q) // 22 * 20 + (j + q) % 22]
-                    v = where(v > 0.0, v, 0.0)
-                    y[(n * 16 + m0 + m) * 400 + yr0 + (j + q) // 22 * 20 + (j + q) % 22] = v
+    vstore_rows(y, (n * 16 + m0 + 3) * 400 + yr0, j + 0, vrelu(vadd(a3_0_0, bs)), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 3) * 400 + yr0, j + 16, vrelu(vadd(a3_0_1, bs)), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 3) * 400 + yr0, j + 32, vrelu(vadd(a3_0_2, bs)), 20, 22)
+    vstore_rows(y, (n * 16 + m0 + 3) * 400 + yr0, j + 48, vrelu(vadd(a3_0_3, bs)), 20, 22)

@@ -18,7 +18,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
-from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, vstore, vzero
+from dml_numba.cpu._simd import vadd, vfma, vload, vrelu, vsplat, vstore, vzero
 
 
 @numba.njit(inline='always')
@@ -111,40 +111,34 @@ def tile8(xp, wp, b, y, n, g, mbi, rt):
             a7_0_1 = vfma(ws, x0_1, a7_0_1)
             a7_0_2 = vfma(ws, x0_2, a7_0_2)
         bs = vsplat(b[m0 + 0], 16)
-        vstore(y, (n * 128 + m0 + 0) * 784 + yr0 + j + 0, vadd(a0_0_0, bs))
-        vstore(y, (n * 128 + m0 + 0) * 784 + yr0 + j + 16, vadd(a0_0_1, bs))
-        vstore(y, (n * 128 + m0 + 0) * 784 + yr0 + j + 32, vadd(a0_0_2, bs))
+        vstore(y, (n * 128 + m0 + 0) * 784 + yr0 + j + 0, vrelu(vadd(a0_0_0, bs)))
+        vstore(y, (n * 128 + m0 + 0) * 784 + yr0 + j + 16, vrelu(vadd(a0_0_1, bs)))
+        vstore(y, (n * 128 + m0 + 0) * 784 + yr0 + j + 32, vrelu(vadd(a0_0_2, bs)))
         bs = vsplat(b[m0 + 1], 16)
-        vstore(y, (n * 128 + m0 + 1) * 784 + yr0 + j + 0, vadd(a1_0_0, bs))
-        vstore(y, (n * 128 + m0 + 1) * 784 + yr0 + j + 16, vadd(a1_0_1, bs))
-        vstore(y, (n * 128 + m0 + 1) * 784 + yr0 + j + 32, vadd(a1_0_2, bs))
+        vstore(y, (n * 128 + m0 + 1) * 784 + yr0 + j + 0, vrelu(vadd(a1_0_0, bs)))
+        vstore(y, (n * 128 + m0 + 1) * 784 + yr0 + j + 16, vrelu(vadd(a1_0_1, bs)))
+        vstore(y, (n * 128 + m0 + 1) * 784 + yr0 + j + 32, vrelu(vadd(a1_0_2, bs)))
         bs = vsplat(b[m0 + 2], 16)
-        vstore(y, (n * 128 + m0 + 2) * 784 + yr0 + j + 0, vadd(a2_0_0, bs))
-        vstore(y, (n * 128 + m0 + 2) * 784 + yr0 + j + 16, vadd(a2_0_1, bs))
-        vstore(y, (n * 128 + m0 + 2) * 784 + yr0 + j + 32, vadd(a2_0_2, bs))
+        vstore(y, (n * 128 + m0 + 2) * 784 + yr0 + j + 0, vrelu(vadd(a2_0_0, bs)))
+        vstore(y, (n * 128 + m0 + 2) * 784 + yr0 + j + 16, vrelu(vadd(a2_0_1, bs)))
+        vstore(y, (n * 128 + m0 + 2) * 784 + yr0 + j + 32, vrelu(vadd(a2_0_2, bs)))
         bs = vsplat(b[m0 + 3], 16)
-        vstore(y, (n * 128 + m0 + 3) * 784 + yr0 + j + 0, vadd(a3_0_0, bs))
-        vstore(y, (n * 128 + m0 + 3) * 784 + yr0 + j + 16, vadd(a3_0_1, bs))
-        vstore(y, (n * 128 + m0 + 3) * 784 + yr0 + j + 32, vadd(a3_0_2, bs))
+        vstore(y, (n * 128 + m0 + 3) * 784 + yr0 + j + 0, vrelu(vadd(a3_0_0, bs)))
+        vstore(y, (n * 128 + m0 + 3) * 784 + yr0 + j + 16, vrelu(vadd(a3_0_1, bs)))
+        vstore(y, (n * 128 + m0 + 3) * 784 + yr0 + j + 32, vrelu(vadd(a3_0_2, bs)))
         bs = vsplat(b[m0 + 4], 16)
-        vstore(y, (n * 128 + m0 + 4) * 784 + yr0 + j + 0, vadd(a4_0_0, bs))
-        vstore(y, (n * 128 + m0 + 4) * 784 + yr0 + j + 16, vadd(a4_0_1, bs))
-        vstore(y, (n * 128 + m0 + 4) * 784 + yr0 + j + 32, vadd(a4_0_2, bs))
+        vstore(y, (n * 128 + m0 + 4) * 784 + yr0 + j + 0, vrelu(vadd(a4_0_0, bs)))
+        vstore(y, (n * 128 + m0 + 4) * 784 + yr0 + j + 16, vrelu(vadd(a4_0_1, bs)))
+        vstore(y, (n * 128 + m0 + 4) * 784 + yr0 + j + 32, vrelu(vadd(a4_0_2, bs)))
         bs = vsplat(b[m0 + 5], 16)
-        vstore(y, (n * 128 + m0 + 5) * 784 + yr0 + j + 0, vadd(a5_0_0, bs))
-        vstore(y, (n * 128 + m0 + 5) * 784 + yr0 + j + 16, vadd(a5_0_1, bs))
-        vstore(y, (n * 128 + m0 + 5) * 784 + yr0 + j + 32, vadd(a5_0_2, bs))
+        vstore(y, (n * 128 + m0 + 5) * 784 + yr0 + j + 0, vrelu(vadd(a5_0_0, bs)))
+        vstore(y, (n * 128 + m0 + 5) * 784 + yr0 + j + 16, vrelu(vadd(a5_0_1, bs)))
+        vstore(y, (n * 128 + m0 + 5) * 784 + yr0 + j + 32, vrelu(vadd(a5_0_2, bs)))
         bs = vsplat(b[m0 + 6], 16)
-        vstore(y, (n * 128 + m0 + 6) * 784 + yr0 + j + 0, vadd(a6_0_0, bs))
-        vstore(y, (n * 128 + m0 + 6) * 784 + yr0 + j + 16, vadd(a6_0_1, bs))
-        vstore(y, (n * 128 + m0 + 6) * 784 + yr0 + j + 32, vadd(a6_0_2, bs))
+        vstore(y, (n * 128 + m0 + 6) * 784 + yr0 + j + 0, vrelu(vadd(a6_0_0, bs)))
+        vstore(y, (n * 128 + m0 + 6) * 784 + yr0 + j + 16, vrelu(vadd(a6_0_1, bs)))
+        vstore(y, (n * 128 + m0 + 6) * 784 + yr0 + j + 32, vrelu(vadd(a6_0_2, bs)))
         bs = vsplat(b[m0 + 7], 16)
-        vstore(y, (n * 128 + m0 + 7) * 784 + yr0 + j + 0, vadd(a7_0_0, bs))
-        vstore(y, (n * 128 + m0 + 7) * 784 + yr0 + j + 16, vadd(a7_0_1, bs))
-        vstore(y, (n * 128 + m0 + 7) * 784 + yr0 + j + 32, vadd(a7_0_2, bs))
-        for m in range(8):
-            for r in range(1):
-                for q in range(48):
-                    v = y[(n * 128 + m0 + m) * 784 + yr0 + r * 0 + j + q]
-                    v = where(v > 0.0, v, 0.0)
-                    y[(n * 128 + m0 + m) * 784 + yr0 + r * 0 + j + q] = v
+        vstore(y, (n * 128 + m0 + 7) * 784 + yr0 + j + 0, vrelu(vadd(a7_0_0, bs)))
+        vstore(y, (n * 128 + m0 + 7) * 784 + yr0 + j + 16, vrelu(vadd(a7_0_1, bs)))
+        vstore(y, (n * 128 + m0 + 7) * 784 + yr0 + j + 32, vrelu(vadd(a7_0_2, bs)))

@@ -18,7 +18,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
-from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, vstore, vzero, vload_stride, vstore_raw
+from dml_numba.cpu._simd import vadd, vfma, vload, vrelu, vsplat, vstore, vzero, vload_stride, vstore_raw
 
 
 @numba.njit(inline='always')
@@ -176,28 +176,22 @@ def tile4(xp, wp, b, y, n, g, mbi, rt, xs):
                 a3_2_0 = vfma(ws, x2_0, a3_2_0)
                 a3_3_0 = vfma(ws, x3_0, a3_3_0)
         bs = vsplat(b[m0 + 0], 16)
-        vstore(y, (n * 128 + m0 + 0) * 784 + yr0 + j + 0, vadd(a0_0_0, bs))
-        vstore(y, (n * 128 + m0 + 0) * 784 + yr1 + j + 0, vadd(a0_1_0, bs))
-        vstore(y, (n * 128 + m0 + 0) * 784 + yr2 + j + 0, vadd(a0_2_0, bs))
-        vstore(y, (n * 128 + m0 + 0) * 784 + yr3 + j + 0, vadd(a0_3_0, bs))
+        vstore(y, (n * 128 + m0 + 0) * 784 + yr0 + j + 0, vrelu(vadd(a0_0_0, bs)))
+        vstore(y, (n * 128 + m0 + 0) * 784 + yr1 + j + 0, vrelu(vadd(a0_1_0, bs)))
+        vstore(y, (n * 128 + m0 + 0) * 784 + yr2 + j + 0, vrelu(vadd(a0_2_0, bs)))
+        vstore(y, (n * 128 + m0 + 0) * 784 + yr3 + j + 0, vrelu(vadd(a0_3_0, bs)))
         bs = vsplat(b[m0 + 1], 16)
-        vstore(y, (n * 128 + m0 + 1) * 784 + yr0 + j + 0, vadd(a1_0_0, bs))
-        vstore(y, (n * 128 + m0 + 1) * 784 + yr1 + j + 0, vadd(a1_1_0, bs))
-        vstore(y, (n * 128 + m0 + 1) * 784 + yr2 + j + 0, vadd(a1_2_0, bs))
-        vstore(y, (n * 128 + m0 + 1) * 784 + yr3 + j + 0, vadd(a1_3_0, bs))
+        vstore(y, (n * 128 + m0 + 1) * 784 + yr0 + j + 0, vrelu(vadd(a1_0_0, bs)))
+        vstore(y, (n * 128 + m0 + 1) * 784 + yr1 + j + 0, vrelu(vadd(a1_1_0, bs)))
+        vstore(y, (n * 128 + m0 + 1) * 784 + yr2 + j + 0, vrelu(vadd(a1_2_0, bs)))
+        vstore(y, (n * 128 + m0 + 1) * 784 + yr3 + j + 0, vrelu(vadd(a1_3_0, bs)))
         bs = vsplat(b[m0 + 2], 16)
-        vstore(y, (n * 128 + m0 + 2) * 784 + yr0 + j + 0, vadd(a2_0_0, bs))
-        vstore(y, (n * 128 + m0 + 2) * 784 + yr1 + j + 0, vadd(a2_1_0, bs))
-        vstore(y, (n * 128 + m0 + 2) * 784 + yr2 + j + 0, vadd(a2_2_0, bs))
-        vstore(y, (n * 128 + m0 + 2) * 784 + yr3 + j + 0, vadd(a2_3_0, bs))
+        vstore(y, (n * 128 + m0 + 2) * 784 + yr0 + j + 0, vrelu(vadd(a2_0_0, bs)))
+        vstore(y, (n * 128 + m0 + 2) * 784 + yr1 + j + 0, vrelu(vadd(a2_1_0, bs)))
+        vstore(y, (n * 128 + m0 + 2) * 784 + yr2 + j + 0, vrelu(vadd(a2_2_0, bs)))
+        vstore(y, (n * 128 + m0 + 2) * 784 + yr3 + j + 0, vrelu(vadd(a2_3_0, bs)))
         bs = vsplat(b[m0 + 3], 16)
-        vstore(y, (n * 128 + m0 + 3) * 784 + yr0 + j + 0, vadd(a3_0_0, bs))
-        vstore(y, (n * 128 + m0 + 3) * 784 + yr1 + j + 0, vadd(a3_1_0, bs))
-        vstore(y, (n * 128 + m0 + 3) * 784 + yr2 + j + 0, vadd(a3_2_0, bs))
-        vstore(y, (n * 128 + m0 + 3) * 784 + yr3 + j + 0, vadd(a3_3_0, bs))
-        for m in range(4):
-            for r in range(4):
-                for q in range(16):
-                    v = y[(n * 128 + m0 + m) * 784 + yr0 + r * 28 + j + q]
-                    v = where(v > 0.0, v, 0.0)
-                    y[(n * 128 + m0 + m) * 784 + yr0 + r * 28 + j + q] = v
+        vstore(y, (n * 128 + m0 + 3) * 784 + yr0 + j + 0, vrelu(vadd(a3_0_0, bs)))
+        vstore(y, (n * 128 + m0 + 3) * 784 + yr1 + j + 0, vrelu(vadd(a3_1_0, bs)))
+        vstore(y, (n * 128 + m0 + 3) * 784 + yr2 + j + 0, vrelu(vadd(a3_2_0, bs)))
+        vstore(y, (n * 128 + m0 + 3) * 784 + yr3 + j + 0, vrelu(vadd(a3_3_0, bs)))

@@ -150,20 +150,14 @@ def tile4(xp, wp, b, y, n, g, mbi, rr, rt):
                 a3_0_1 = vfma(ws, x0_1, a3_0_1)
                 a3_1_1 = vfma(ws, x1_1, a3_1_1)
         bs = vsplat(b[m0 + 0], 16)
-        vstore(y, (n * 32 + m0 + 0) * 3136 + yr0 + j * 2, vinterleave(vadd(a0_0_0, bs), vadd(a0_0_1, bs)))
-        vstore(y, (n * 32 + m0 + 0) * 3136 + yr1 + j * 2, vinterleave(vadd(a0_1_0, bs), vadd(a0_1_1, bs)))
+        vstore(y, (n * 32 + m0 + 0) * 3136 + yr0 + j * 2, vinterleave(vrelu(vadd(a0_0_0, bs)), vrelu(vadd(a0_0_1, bs))))
+        vstore(y, (n * 32 + m0 + 0) * 3136 + yr1 + j * 2, vinterleave(vrelu(vadd(a0_1_0, bs)), vrelu(vadd(a0_1_1, bs))))
         bs = vsplat(b[m0 + 1], 16)
-        vstore(y, (n * 32 + m0 + 1) * 3136 + yr0 + j * 2, vinterleave(vadd(a1_0_0, bs), vadd(a1_0_1, bs)))
-        vstore(y, (n * 32 + m0 + 1) * 3136 + yr1 + j * 2, vinterleave(vadd(a1_1_0, bs), vadd(a1_1_1, bs)))
+        vstore(y, (n * 32 + m0 + 1) * 3136 + yr0 + j * 2, vinterleave(vrelu(vadd(a1_0_0, bs)), vrelu(vadd(a1_0_1, bs))))
+        vstore(y, (n * 32 + m0 + 1) * 3136 + yr1 + j * 2, vinterleave(vrelu(vadd(a1_1_0, bs)), vrelu(vadd(a1_1_1, bs))))
         bs = vsplat(b[m0 + 2], 16)
-        vstore(y, (n * 32 + m0 + 2) * 3136 + yr0 + j * 2, vinterleave(vadd(a2_0_0, bs), vadd(a2_0_1, bs)))
-        vstore(y, (n * 32 + m0 + 2) * 3136 + yr1 + j * 2, vinterleave(vadd(a2_1_0, bs), vadd(a2_1_1, bs)))
+        vstore(y, (n * 32 + m0 + 2) * 3136 + yr0 + j * 2, vinterleave(vrelu(vadd(a2_0_0, bs)), vrelu(vadd(a2_0_1, bs))))
+        vstore(y, (n * 32 + m0 + 2) * 3136 + yr1 + j * 2, vinterleave(vrelu(vadd(a2_1_0, bs)), vrelu(vadd(a2_1_1, bs))))
         bs = vsplat(b[m0 + 3], 16)
-        vstore(y, (n * 32 + m0 + 3) * 3136 + yr0 + j * 2, vinterleave(vadd(a3_0_0, bs), vadd(a3_0_1, bs)))
-        vstore(y, (n * 32 + m0 + 3) * 3136 + yr1 + j * 2, vinterleave(vadd(a3_1_0, bs), vadd(a3_1_1, bs)))
-        for m in range(4):
-            for r in range(2):
-                for q in range(32):
-                    v = y[(n * 32 + m0 + m) * 3136 + yr0 + r * 112 + j * 2 + q]
-                    v = where(v > 0.0, v, 0.0)
-                    y[(n * 32 + m0 + m) * 3136 + yr0 + r * 112 + j * 2 + q] = v
+        vstore(y, (n * 32 + m0 + 3) * 3136 + yr0 + j * 2, vinterleave(vrelu(vadd(a3_0_0, bs)), vrelu(vadd(a3_0_1, bs))))
+        vstore(y, (n * 32 + m0 + 3) * 3136 + yr1 + j * 2, vinterleave(vrelu(vadd(a3_1_0, bs)), vrelu(vadd(a3_1_1, bs))))

@@ -8,21 +8,54 @@ import dataclasses
 import itertools
 from contextlib import ExitStack
 
+import numpy as np
+
 from ..._codegen import SourceWriter, affine, decompose, index
 from ..._dims import prod
+from ..._dtypes import accumulator
 from ..._gather import AxisMap, emit_map
 from ...elements import open_window_loops
 from ...elements.convolution import conv_epilogue
-from ...ops._base import FOLDS, Fold
+from ...ops._base import FOLDS
 from ...ops.convolution import ConvolutionMode, geometry
-from .._emit import header
+from .._emit import Host, header
 from .base import ConvolutionKernel, conv_key
+from .blocked.tile import SIMD_IMPORT
 
 #: the fused row loop sums every tap in one expression; beyond this many taps it stops paying
 FUSED_MAX_TAPS = 32
 #: edge runs of at most this many pixels are written out with only their valid taps (no loop,
 #: no bounds tests: less code for Numba's passes, which dominate the compile)
 EDGE_UNROLL = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class RowPlan:
+    """The direct kernel's plan (in its key): ``lanes``, the float32 lanes of the explicit
+    vectors a unit-stride FORWARD row's interior is summed in (0: scalar code, left to LLVM,
+    whose remainder loop runs scalar: a 54-pixel interior took half again as long as a
+    56-pixel one); ``fold``, the AxisMap kind of a padding folded in ("": zeros)."""
+
+    lanes: int = 0
+    fold: str = ""
+
+    @property
+    def label(self) -> str:
+        return " ".join(filter(None, (f"{self.lanes} lanes" if self.lanes else "",
+                                      f"fold {self.fold}" if self.fold else "")))
+
+
+def row_plan(desc, options, host: Host | None = None) -> RowPlan | None:
+    """The plan of ``desc``'s direct kernel on ``host`` (None: plain scalar rows, zero
+    padding): vectors of the host's lanes where the rows are summed as fused rows in float32
+    with a unit last-axis stride."""
+    geo = geometry(desc)
+    mode = options.get("input_padding")
+    vector = (geo.forward and geo.taps <= FUSED_MAX_TAPS and desc.strides[-1] == 1
+              and accumulator(desc.input_tensor.data_type) == np.float32)
+    lanes = (host or Host.current()).lanes if vector else 0
+    plan = RowPlan(lanes, FOLDS[mode] if mode is not None else "")
+    return plan if plan != RowPlan() else None
 
 
 def yrow(j) -> str:
@@ -44,12 +77,18 @@ def emit(key) -> str:
     before, taps in the padding read the mapped input instead of being skipped.
     """
     d, geo = key.desc, geometry(key.desc)
-    fold = (key.plan.kind, geo.padded_sizes()) if isinstance(key.plan, Fold) else None
+    plan = key.plan or RowPlan()
+    fold = (plan.fold, geo.padded_sizes()) if plan.fold else None
     n_, cout = d.input_tensor.sizes[0], d.output_tensor.sizes[1]
     out = d.output_tensor.sizes[2:]
     o = [f"o{i}" for i in range(len(out) - 1)]
+    fused = geo.forward and geo.taps <= FUSED_MAX_TAPS
+    branches, complete = _outer_branches(d, o, fold) if fused else ([], False)
+    # one input channel a group and a fused branch for every row: each row is written once,
+    # by assignment (no zeros first, no read of the row back)
+    assign = bool(branches) and complete and geo.in_channels == 1
     w = SourceWriter()
-    loop = header(w, key)
+    loop = header(w, key, imports=(SIMD_IMPORT,) if plan.lanes else ())
     args = "x, w, b, y" if d.bias_tensor is not None else "x, w, y"
     with w.block(f"def kernel({args}):"):
         with w.block(f"for f in {loop}({n_ * cout * prod(out[:-1])}):"):
@@ -58,10 +97,12 @@ def emit(key) -> str:
             if not geo.forward:
                 w(f"col = m - g * {geo.out_channels}")
             w(f"yr = y[{index('n', 'm', *o)}]")  # 1-D row views keep LLVM's work small
-            with w.block(f"for j in range({out[-1]}):"):
-                w(f"{yrow('j')} = 0")
-            if geo.forward and geo.taps <= FUSED_MAX_TAPS:
-                _emit_fused_rows(w, d, o, per_tap=lambda: _emit_per_tap(w, d, o, fold), fold=fold)
+            if not assign:
+                with w.block(f"for j in range({out[-1]}):"):
+                    w(f"{yrow('j')} = 0")
+            if branches:
+                _emit_fused_rows(w, d, o, lambda: _emit_per_tap(w, d, o, fold), fold, branches,
+                                 complete, assign, plan.lanes)
             else:
                 _emit_per_tap(w, d, o, fold)
             if d.bias_tensor is not None or d.fused_activation is not None:
@@ -96,8 +137,6 @@ def _emit_per_tap(w, d, o, fold=None) -> None:
             span, limit = ((out[-1], sizes_in[-1]) if geo.forward else (sizes_in[-1], out[-1]))
             lo = max(0, -(off // s_l))
             hi = min(span, (limit - 1 - off) // s_l + 1) if limit - 1 - off >= 0 else 0
-            strided = f"j * {s_l} + {off}" if s_l != 1 else f"j + {off}"
-            xi, yi = (strided, "j") if geo.forward else ("j", strided)
             if fold is not None:  # the padding's taps read through the map, up to the extent
                 reach = min(span, (fold[1][-1] - 1 - off - p_l) // s_l + 1)
                 edges = [(0, min(lo, reach)), (max(hi, 0), reach)]
@@ -116,7 +155,11 @@ def _emit_per_tap(w, d, o, fold=None) -> None:
                 continue
             else:
                 w(f"wv = w[{widx}]")
-            with w.block(f"for j in range({lo}, {hi}):"):
+            # counted from 0, every index a non-negative offset of the counter: a negative one
+            # (j - 1) would be wrapped by Numba's indexing, which keeps LLVM from vectorising
+            with w.block(f"for t in range({hi - lo}):"):
+                at, strided_at = affine([("t", 1)], lo), affine([("t", s_l)], lo * s_l + off)
+                xi, yi = (strided_at, at) if geo.forward else (at, strided_at)
                 w(f"{yrow(yi)} += xr[{xi}] * wv")
 
 
@@ -154,45 +197,136 @@ class _Row:
         return f"{self.xrow(combo)}[{col}] * w_{'_'.join(map(str, self.weight(combo, kk)))}"
 
 
-def _emit_fused_rows(w, d, o, per_tap, fold=None) -> None:
-    """FORWARD rows whose every outer tap lies inside the input: per input channel, one pass
-    over the row sums all taps at once (``y[j] += x[..., j*s + off_0]*w_0 + ...``), the
-    weights held in scalars; the row's edges, where some last-axis taps fall outside, take
-    the same sum with a bounds test per tap. Other rows use ``per_tap`` (the general code).
-    One read-modify-write of the output row per channel instead of one per tap."""
-    row, geo = _Row(d), geometry(d)
-    ksz, sizes_in = geo.kernel, d.input_tensor.sizes[2:]
-    conds = []
+#: outer-axis edge rows (a tap in the padding) get fused rows of their own, with the taps in
+#: the padding dropped or mapped, while each axis has at most this many and the branches
+#: (products of an axis' interior and its edge rows) number at most EDGE_BRANCHES
+EDGE_ROWS, EDGE_BRANCHES = 4, 9
+
+
+def _outer_branches(d, o, fold) -> tuple[list, bool]:
+    """The fused rows' branches: ``(condition, rows)`` where ``rows`` gives, per outer tap
+    combination, the input row coordinates (expressions) it reads, or None where it reads
+    zero padding; and whether every output row has a branch. Per outer axis: the interior
+    (every tap inside), then each edge row on its own (constant taps: those in the padding
+    dropped, or, with ``fold``, read from the row the map names)."""
+    geo = geometry(d)
+    ksz, sizes_in, out = geo.kernel, d.input_tensor.sizes[2:], d.output_tensor.sizes[2:]
+    axes = []  # per outer axis: [(condition, value or None for the interior)]
+    complete = True
     for i in range(len(ksz) - 1):
-        s, dil, p = d.strides[i], d.dilations[i], d.start_padding[i]
-        conds.append(f"{affine([(o[i], s)])} >= {p} and "
-                     f"{affine([(o[i], s)], (ksz[i] - 1) * dil - p)} < {sizes_in[i]}")
-    with w.block(f"if {' and '.join(conds)}:" if conds else "if True:"):
-        with w.block(f"for c in range({geo.in_channels}):"):
-            w(f"ci = g * {geo.in_channels} + c")
-            for combo in row.combos:
-                rows = [affine([(o[i], d.strides[i])], combo[i] * d.dilations[i]
-                               - d.start_padding[i]) for i in range(len(ksz) - 1)]
-                w(f"{row.xrow(combo)} = x[{index('n', 'ci', *rows)}]")
-                for kk in range(ksz[-1]):
-                    fidx = row.weight(combo, kk)
-                    w(f"w_{'_'.join(map(str, fidx))} = w[{index('m', 'c', *fidx)}]")
-            if row.j_hi > row.j_lo:
-                with w.block(f"for j in range({row.j_lo}, {row.j_hi}):"):
-                    terms = [row.term(cb, kk, row.xcol(row.offs[kk])) for cb in row.combos
-                             for kk in range(ksz[-1])]
-                    w(f"{yrow('j')} += " + " + ".join(terms))
-            for edge in (range(0, row.j_lo), range(row.j_hi, row.o)):
-                if len(edge):
-                    _emit_row_edge(w, row, edge, fold)
-    with w.block("else:"):
-        per_tap()
+        s, dil, p, n = d.strides[i], d.dilations[i], d.start_padding[i], sizes_in[i]
+        inside = [v for v in range(out[i]) if v * s >= p and v * s + (ksz[i] - 1) * dil - p < n]
+        edges = [v for v in range(out[i]) if v not in inside]
+        classes = [(f"{affine([(o[i], s)])} >= {p} and "
+                    f"{affine([(o[i], s)], (ksz[i] - 1) * dil - p)} < {n}", None)] if inside else []
+        if len(edges) <= EDGE_ROWS:
+            classes += [(f"{o[i]} == {v}", v) for v in edges]
+        else:
+            complete = False
+        axes.append(classes)
+    if prod(len(c) for c in axes) > EDGE_BRANCHES:  # too much code: edges take the general path
+        complete = complete and not any(v is not None for c in axes for _, v in c)
+        axes = [[c for c in classes if c[1] is None] for classes in axes]
+    branches = []
+    for picks in itertools.product(*axes):
+        rows = {}
+        for combo in itertools.product(*(range(k) for k in ksz[:-1])):
+            coords = []
+            for i, ((_, v), k) in enumerate(zip(picks, combo)):
+                s, dil, p, n = d.strides[i], d.dilations[i], d.start_padding[i], sizes_in[i]
+                if v is None:
+                    coords.append(affine([(o[i], s)], k * dil - p))
+                    continue
+                r = v * s + k * dil - p
+                if not 0 <= r < n and fold is not None:
+                    r = int(AxisMap(fold[0], n, fold[1][i], p).at(r + p)[0])
+                coords.append(str(r) if 0 <= r < n else None)
+            rows[combo] = None if None in coords else coords
+        branches.append((" and ".join(c for c, _ in picks) or "True", rows))
+    return branches, complete
 
 
-def _emit_row_edge(w, row: _Row, edge: range, fold=None) -> None:
+def _emit_fused_rows(w, d, o, per_tap, fold, branches, complete, assign, lanes) -> None:
+    """FORWARD rows: per input channel, one pass over the row sums all taps at once
+    (``y[j] += x[..., j*s + off_0]*w_0 + ...``), the weights held in scalars; the row's edges,
+    where some last-axis taps fall outside, take the same sum with only the taps inside (or,
+    with ``fold``, mapped). Rows whose outer taps all lie inside the input share one branch;
+    the few edge rows of each outer axis have their own (``branches``, from
+    :func:`_outer_branches`); rows beyond those use ``per_tap`` (the general code; none where
+    ``complete``). One read-modify-write of the output row per channel instead of one per tap;
+    with ``assign`` (one channel), one write. ``lanes``: the interior in explicit vectors."""
+    row, geo = _Row(d), geometry(d)
+    ksz = geo.kernel
+    op = "=" if assign else "+="
+    for b, (cond, rows) in enumerate(branches):
+        head = ("else:" if complete and b == len(branches) - 1 else f"elif {cond}:") if b else \
+            f"if {cond}:"
+        with w.block(head):
+            combos = [cb for cb in row.combos if rows[cb] is not None]
+            if not combos:  # every tap reads zero padding: the row is zero
+                if assign:
+                    with w.block(f"for j in range({row.o}):"):
+                        w(f"{yrow('j')} = 0")
+                else:
+                    w("pass")
+                continue
+            with w.block(f"for c in range({geo.in_channels}):"):
+                w(f"ci = g * {geo.in_channels} + c")
+                for combo in combos:
+                    w(f"{row.xrow(combo)} = x[{index('n', 'ci', *rows[combo])}]")
+                    for kk in range(ksz[-1]):
+                        fidx = row.weight(combo, kk)
+                        w(f"w_{'_'.join(map(str, fidx))} = w[{index('m', 'c', *fidx)}]")
+                if lanes and row.j_hi - row.j_lo >= lanes:
+                    _emit_vector_interior(w, row, combos, assign, lanes)
+                elif row.j_hi > row.j_lo:
+                    # counted from 0: every index a non-negative offset (see _emit_per_tap)
+                    with w.block(f"for t in range({row.j_hi - row.j_lo}):"):
+                        terms = [row.term(cb, kk, affine([("t", row.s)],
+                                                         row.j_lo * row.s + row.offs[kk]))
+                                 for cb in combos for kk in range(ksz[-1])]
+                        w(f"{yrow(affine([('t', 1)], row.j_lo))} {op} " + " + ".join(terms))
+                for edge in (range(0, row.j_lo), range(row.j_hi, row.o)):
+                    if len(edge):
+                        _emit_row_edge(w, row, edge, fold, combos, assign)
+    if not complete:
+        with w.block("else:"):
+            per_tap()
+
+
+def _emit_vector_interior(w, row: _Row, combos, assign: bool, lanes: int) -> None:
+    """The interior ``[j_lo, j_hi)`` of a unit-stride row in vectors of ``lanes``: whole
+    vectors from ``j_lo``, and the last ``lanes`` pixels as one more vector that overlaps
+    them, computed first from the row as it was (so the pixels both write get the same
+    value), stored last: no scalar remainder. ``assign``: the row's old values are not read."""
+    k_l, end = row.ksz[-1], row.j_hi - lanes
+    taps = [(cb, kk, "v_" + "_".join(map(str, row.weight(cb, kk)))) for cb in combos
+            for kk in range(k_l)]
+    for _, _, v in taps:
+        w(f"{v} = vsplat({v.replace('v_', 'w_', 1)}, {lanes})")
+
+    def sums(acc, at):
+        for cb, kk, v in taps:
+            w(f"{acc} = vfma(vload({row.xrow(cb)}, {affine([(at, 1)], row.offs[kk])}, "
+              f"{lanes}), {v}, {acc})" if at else
+              f"{acc} = vfma(vload({row.xrow(cb)}, {end + row.offs[kk]}, {lanes}), {v}, {acc})")
+
+    w(f"tail = vzero({lanes})" if assign else f"tail = vload(yr, {end}, {lanes})")
+    sums("tail", None)
+    with w.block(f"for t in range({(row.j_hi - row.j_lo) // lanes}):"):
+        w(f"j0 = {affine([('t', lanes)], row.j_lo)}")
+        w(f"acc = vzero({lanes})" if assign else f"acc = vload(yr, j0, {lanes})")
+        sums("acc", "j0")
+        w("vstore(yr, j0, acc)")
+    w(f"vstore(yr, {end}, tail)")
+
+
+def _emit_row_edge(w, row: _Row, edge: range, fold, combos, assign: bool = False) -> None:
     """The pixels of ``edge`` where some last-axis taps fall outside the input: a few written
     out with only the taps inside, more in a loop with a bounds test per tap. With ``fold``
-    (kind, padded extent) the taps outside read the input through the map instead."""
+    (kind, padded extent) the taps outside read the input through the map instead. ``combos``:
+    the outer tap combinations the row reads; ``assign``: the pixels are written, not added
+    to."""
     k_l = row.ksz[-1]
     pad = row.d.start_padding[-1]
     if fold is not None:  # padded coordinate -> input column, worked out here
@@ -206,22 +340,25 @@ def _emit_row_edge(w, row: _Row, edge: range, fold=None) -> None:
     if len(edge) <= EDGE_UNROLL:
         for j in edge:
             terms = [row.term(cb, kk, str(col(j * row.s + row.offs[kk]))) for kk in range(k_l)
-                     if col(j * row.s + row.offs[kk]) is not None for cb in row.combos]
+                     if col(j * row.s + row.offs[kk]) is not None for cb in combos]
             if terms:
-                w(f"{yrow(j)} += " + " + ".join(terms))
+                w(f"{yrow(j)} {'=' if assign else '+='} " + " + ".join(terms))
+            elif assign:
+                w(f"{yrow(j)} = 0")
         return
     with w.block(f"for j in range({edge.start}, {edge.stop}):"):
-        w(f"acc = {yrow('j')}")
+        zero = f"np.{accumulator(row.d.input_tensor.data_type).name}(0)"  # the row's type
+        w(f"acc = {zero}" if assign else f"acc = {yrow('j')}")
         for kk in range(k_l):
             w(f"xj = {row.xcol(row.offs[kk])}")  # (not ``b``: that is the bias argument)
             if fold is not None:
                 w(f"pj = xj + {pad}")
                 with w.block(f"if pj < {fold[1][-1]}:"):
                     emit_map(w, m, "pj", "xj")
-                    w("acc += " + " + ".join(row.term(cb, kk, "xj") for cb in row.combos))
+                    w("acc += " + " + ".join(row.term(cb, kk, "xj") for cb in combos))
                 continue
             with w.block(f"if xj >= 0 and xj < {row.n}:"):
-                w("acc += " + " + ".join(row.term(cb, kk, "xj") for cb in row.combos))
+                w("acc += " + " + ".join(row.term(cb, kk, "xj") for cb in combos))
         w(f"{yrow('j')} = acc")
 
 
@@ -231,17 +368,15 @@ class DirectKernel(ConvolutionKernel):
     algorithm = "direct"
 
     def __init__(self, desc, options):
-        from ..._dtypes import accumulator
-
         self.desc = desc
         self.acc = accumulator(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
-        key = conv_key(desc, options)
-        mode = options.get("input_padding")
-        if mode is not None:  # a padding in front, read through its map (FORWARD)
-            key = dataclasses.replace(key, plan=Fold(FOLDS[mode]))
+        # the plan: vectors for the rows' interiors, a padding in front read through its map
+        key = dataclasses.replace(conv_key(desc, options), plan=row_plan(desc, options))
         super().__init__(key, emit,
                          [(self.acc, rank)] * (4 if desc.bias_tensor is not None else 3), options)
 
     def run(self, inputs, y):
+        if self.key.plan is not None and self.key.plan.lanes:  # vector loads: C-contiguous rows
+            inputs = [np.ascontiguousarray(a) for a in inputs]
         self.fn(*inputs, y)

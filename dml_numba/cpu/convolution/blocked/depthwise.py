@@ -22,7 +22,14 @@ from ....ops.convolution import geometry
 from ..._emit import header, helper_header
 from .padding import emit_pad_phase
 from .plan import Layout, fold_of, needs_copy
-from .tile import SIMD_IMPORT, Vec, emit_activation_pass, row_block_terms, slot_share
+from .tile import (
+    SIMD_IMPORT,
+    Vec,
+    emit_activation_pass,
+    row_block_terms,
+    slot_share,
+    vector_activation,
+)
 
 
 def emit(key) -> str:
@@ -120,8 +127,11 @@ def _emit_tile(w, d, lay: Layout) -> None:
                     for v in range(J):
                         w(f"{acc[r][v]} = {vec.fma(f'w{t}', f'x{v}', acc[r][v])}")
     row_y = lay.ostride[-2] if nd >= 2 else 0
+    act = vector_activation(d)
     for r in range(lay.rows):
         for v in range(J):
-            w(vec.store("y", affine([("yb", 1), ("j", 1)], r * row_y + v * lay.lanes), acc[r][v]))
-    emit_activation_pass(w, d, [("r", lay.rows), ("q", lay.lanes * J)],
-                         affine([("yb", 1), ("r", row_y), ("j", 1), ("q", 1)]))
+            w(vec.store("y", affine([("yb", 1), ("j", 1)], r * row_y + v * lay.lanes),
+                        f"{act}({acc[r][v]})" if act else acc[r][v]))
+    if not act:
+        emit_activation_pass(w, d, [("r", lay.rows), ("q", lay.lanes * J)],
+                             affine([("yb", 1), ("r", row_y), ("j", 1), ("q", 1)]))

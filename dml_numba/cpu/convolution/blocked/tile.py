@@ -21,7 +21,17 @@ from ..._emit import helper_header
 from .plan import Layout
 
 #: what the forward blocked kernels' modules import (the strided reads added where rows are split)
-SIMD_IMPORT = "from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, vstore, vzero"
+SIMD_IMPORT = "from dml_numba.cpu._simd import vadd, vfma, vload, vrelu, vsplat, vstore, vzero"
+
+#: fused activations applied to the accumulators, in vectors, before their store (the others
+#: run as a scalar pass over the stored tile: :func:`emit_activation_pass`)
+VECTOR_ACTIVATIONS = {"ActivationReluOperatorDesc": "vrelu"}
+
+
+def vector_activation(d) -> str | None:
+    """The vector function of ``d``'s fused activation (None: none, or a scalar pass)."""
+    act = d.fused_activation
+    return VECTOR_ACTIVATIONS.get(type(act).__name__) if act is not None else None
 
 
 class Names:
@@ -129,14 +139,16 @@ def emit_tile(w, names: Names, d, spec: TileSpec) -> None:
             xo, wo = spec.open_taps(stack, names)
             for t in taps:
                 _emit_tap(names, vec, spec, accs, t, xo, wo)
+    act = vector_activation(d)
     for m in range(spec.mb):
         if d.bias_tensor is not None:
             names.let("bs", vec.splat(f"b[{names['m0']} + {m}]"))
         for r in range(spec.rows):
-            spec.store(m, r, [vec.add(a, "bs") if d.bias_tensor is not None else a
-                              for a in accs[m][r]])
-    emit_activation_pass(w, d, [("m", spec.mb), ("r", spec.rows), ("q", spec.span)], spec.at,
-                         spec.keep)
+            values = [vec.add(a, "bs") if d.bias_tensor is not None else a for a in accs[m][r]]
+            spec.store(m, r, [f"{act}({v})" for v in values] if act else values)
+    if not act:
+        emit_activation_pass(w, d, [("m", spec.mb), ("r", spec.rows), ("q", spec.span)],
+                             spec.at, spec.keep)
 
 
 def _emit_tap(names, vec, spec, accs, t, xo, wo) -> None:
