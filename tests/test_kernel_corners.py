@@ -22,6 +22,7 @@ import pytest
 
 import dml_numba as dml
 from dml_numba.cpu import convolution as cpu_conv
+from dml_numba.cpu._emit import Host
 from tests.cases import CV, conv_case, pad_case, pool_case, slice_case, tile_case
 from tests.helpers import assert_close, assert_exact, brute_conv_forward
 
@@ -198,6 +199,29 @@ def test_direct_kernel_edge_rows(name, mode, parallel):
     # full of NaN leaves none behind
     out = np.full(ref.shape, np.nan, np.float32)
     assert_close(op(*inputs, out=out), ref, np.float32)
+
+
+ACTIVATIONS = {"relu": (dml.ActivationReluOperatorDesc(), lambda v: np.where(v > 0, v, 0)),
+               "sigmoid": (dml.ActivationSigmoidOperatorDesc(), lambda v: 1 / (1 + np.exp(-v)))}
+
+
+@pytest.mark.parametrize("act", list(ACTIVATIONS))
+@pytest.mark.parametrize("name", ["2d-narrow-row", "2d-row-seventeen", "2d-long-row-edges",
+                                  "2d-strided-dilated"])
+def test_direct_kernel_rows_of_one_channel_with_bias_and_activation(name, act):
+    """Rows of one input channel a group are written once: the bias and a ReLU as each pixel
+    and vector is written, another activation (sigmoid) in a pass after; every pixel (vector
+    interior, its overlapping last vector, unrolled and looped edges, edge rows) against
+    brute force with the activation's formula, into an out= full of NaN."""
+    fn, formula = ACTIVATIONS[act]
+    args = DIRECT_EDGES[name]
+    desc, inputs = conv_case(*args, act=fn)
+    assert desc.input_tensor.sizes[1] == desc.group_count  # one input channel a group
+    op = dml.compile_operator(desc, "cpu", algorithm="direct")
+    wide = desc.output_tensor.sizes[-1] - 2 >= Host.current().lanes
+    assert ("vrelu(" in op.source) == (act == "relu" and desc.strides[-1] == 1 and wide)
+    out = np.full(desc.output_tensor.sizes, np.nan, np.float32)
+    assert_close(op(*inputs, out=out), formula(_brute(desc, inputs)), np.float32)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])

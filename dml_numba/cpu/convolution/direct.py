@@ -20,7 +20,7 @@ from ...ops._base import FOLDS
 from ...ops.convolution import ConvolutionMode, geometry
 from .._emit import Host, header
 from .base import ConvolutionKernel, conv_key
-from .blocked.tile import SIMD_IMPORT
+from .blocked.tile import SIMD_IMPORT, vector_activation
 
 #: the fused row loop sums every tap in one expression; beyond this many taps it stops paying
 FUSED_MAX_TAPS = 32
@@ -85,8 +85,11 @@ def emit(key) -> str:
     fused = geo.forward and geo.taps <= FUSED_MAX_TAPS
     branches, complete = _outer_branches(d, o, fold) if fused else ([], False)
     # one input channel a group and a fused branch for every row: each row is written once,
-    # by assignment (no zeros first, no read of the row back)
+    # by assignment (no zeros first, no read of the row back), the bias and a fused
+    # activation with a vector form applied as it is written (no pass over the row after)
     assign = bool(branches) and complete and geo.in_channels == 1
+    write = _Write(d, assign, assign and (d.fused_activation is None or bool(
+        vector_activation(d))))
     w = SourceWriter()
     loop = header(w, key, imports=(SIMD_IMPORT,) if plan.lanes else ())
     args = "x, w, b, y" if d.bias_tensor is not None else "x, w, y"
@@ -102,10 +105,11 @@ def emit(key) -> str:
                     w(f"{yrow('j')} = 0")
             if branches:
                 _emit_fused_rows(w, d, o, lambda: _emit_per_tap(w, d, o, fold), fold, branches,
-                                 complete, assign, plan.lanes)
+                                 complete, write, plan.lanes)
             else:
                 _emit_per_tap(w, d, o, fold)
-            if d.bias_tensor is not None or d.fused_activation is not None:
+            if not write.epilogue and (d.bias_tensor is not None
+                                       or d.fused_activation is not None):
                 with w.block(f"for j in range({out[-1]}):"):
                     conv_epilogue(w, d, yrow("j"), yrow("j"))
     return w.text()
@@ -246,7 +250,41 @@ def _outer_branches(d, o, fold) -> tuple[list, bool]:
     return branches, complete
 
 
-def _emit_fused_rows(w, d, o, per_tap, fold, branches, complete, assign, lanes) -> None:
+class _Write:
+    """How the fused rows write a pixel's sum: added to the row (several input channels, the
+    row zeroed first), assigned (``assign``: one channel), or assigned through the epilogue
+    (``epilogue``: one channel, and the bias and the fused activation applied as it is
+    written, in vectors too)."""
+
+    def __init__(self, d, assign: bool, epilogue: bool):
+        self.d, self.assign, self.epilogue = d, assign, epilogue
+        self.zero = f"np.{accumulator(d.input_tensor.data_type).name}(0)"  # the row's type
+
+    def scalar(self, w, target: str, value: str) -> None:
+        if not self.assign:
+            w(f"{target} += {value}")
+        elif self.epilogue:
+            conv_epilogue(w, self.d, value, target)
+        else:
+            w(f"{target} = {value}")
+
+    def vector_setup(self, w, lanes: int) -> None:
+        if self.epilogue and self.d.bias_tensor is not None:
+            bias = index(0, "m", *([0] * (self.d.input_tensor.rank - 2)))
+            w(f"bsv = vsplat(b[{bias}], {lanes})")
+
+    def vector(self, value: str) -> str:
+        """The vector expression written for the sums ``value``."""
+        if not self.epilogue:
+            return value
+        if self.d.bias_tensor is not None:
+            value = f"vadd({value}, bsv)"
+        act = vector_activation(self.d)
+        return f"{act}({value})" if act else value
+
+
+def _emit_fused_rows(w, d, o, per_tap, fold, branches, complete, write: _Write,
+                     lanes) -> None:
     """FORWARD rows: per input channel, one pass over the row sums all taps at once
     (``y[j] += x[..., j*s + off_0]*w_0 + ...``), the weights held in scalars; the row's edges,
     where some last-axis taps fall outside, take the same sum with only the taps inside (or,
@@ -254,19 +292,18 @@ def _emit_fused_rows(w, d, o, per_tap, fold, branches, complete, assign, lanes) 
     the few edge rows of each outer axis have their own (``branches``, from
     :func:`_outer_branches`); rows beyond those use ``per_tap`` (the general code; none where
     ``complete``). One read-modify-write of the output row per channel instead of one per tap;
-    with ``assign`` (one channel), one write. ``lanes``: the interior in explicit vectors."""
+    with one channel, one write (``write``). ``lanes``: the interior in explicit vectors."""
     row, geo = _Row(d), geometry(d)
     ksz = geo.kernel
-    op = "=" if assign else "+="
     for b, (cond, rows) in enumerate(branches):
         head = ("else:" if complete and b == len(branches) - 1 else f"elif {cond}:") if b else \
             f"if {cond}:"
         with w.block(head):
             combos = [cb for cb in row.combos if rows[cb] is not None]
             if not combos:  # every tap reads zero padding: the row is zero
-                if assign:
+                if write.assign:
                     with w.block(f"for j in range({row.o}):"):
-                        w(f"{yrow('j')} = 0")
+                        write.scalar(w, yrow("j"), write.zero)
                 else:
                     w("pass")
                 continue
@@ -278,28 +315,30 @@ def _emit_fused_rows(w, d, o, per_tap, fold, branches, complete, assign, lanes) 
                         fidx = row.weight(combo, kk)
                         w(f"w_{'_'.join(map(str, fidx))} = w[{index('m', 'c', *fidx)}]")
                 if lanes and row.j_hi - row.j_lo >= lanes:
-                    _emit_vector_interior(w, row, combos, assign, lanes)
+                    _emit_vector_interior(w, row, combos, write, lanes)
                 elif row.j_hi > row.j_lo:
                     # counted from 0: every index a non-negative offset (see _emit_per_tap)
                     with w.block(f"for t in range({row.j_hi - row.j_lo}):"):
                         terms = [row.term(cb, kk, affine([("t", row.s)],
                                                          row.j_lo * row.s + row.offs[kk]))
                                  for cb in combos for kk in range(ksz[-1])]
-                        w(f"{yrow(affine([('t', 1)], row.j_lo))} {op} " + " + ".join(terms))
+                        write.scalar(w, yrow(affine([("t", 1)], row.j_lo)), " + ".join(terms))
                 for edge in (range(0, row.j_lo), range(row.j_hi, row.o)):
                     if len(edge):
-                        _emit_row_edge(w, row, edge, fold, combos, assign)
+                        _emit_row_edge(w, row, edge, fold, combos, write)
     if not complete:
         with w.block("else:"):
             per_tap()
 
 
-def _emit_vector_interior(w, row: _Row, combos, assign: bool, lanes: int) -> None:
+def _emit_vector_interior(w, row: _Row, combos, write: _Write, lanes: int) -> None:
     """The interior ``[j_lo, j_hi)`` of a unit-stride row in vectors of ``lanes``: whole
     vectors from ``j_lo``, and the last ``lanes`` pixels as one more vector that overlaps
     them, computed first from the row as it was (so the pixels both write get the same
-    value), stored last: no scalar remainder. ``assign``: the row's old values are not read."""
-    k_l, end = row.ksz[-1], row.j_hi - lanes
+    value), stored last: no scalar remainder. Assigned (``write``): the row's old values are
+    not read."""
+    k_l, end, assign = row.ksz[-1], row.j_hi - lanes, write.assign
+    write.vector_setup(w, lanes)
     taps = [(cb, kk, "v_" + "_".join(map(str, row.weight(cb, kk)))) for cb in combos
             for kk in range(k_l)]
     for _, _, v in taps:
@@ -317,16 +356,15 @@ def _emit_vector_interior(w, row: _Row, combos, assign: bool, lanes: int) -> Non
         w(f"j0 = {affine([('t', lanes)], row.j_lo)}")
         w(f"acc = vzero({lanes})" if assign else f"acc = vload(yr, j0, {lanes})")
         sums("acc", "j0")
-        w("vstore(yr, j0, acc)")
-    w(f"vstore(yr, {end}, tail)")
+        w(f"vstore(yr, j0, {write.vector('acc')})")
+    w(f"vstore(yr, {end}, {write.vector('tail')})")
 
 
-def _emit_row_edge(w, row: _Row, edge: range, fold, combos, assign: bool = False) -> None:
+def _emit_row_edge(w, row: _Row, edge: range, fold, combos, write: _Write) -> None:
     """The pixels of ``edge`` where some last-axis taps fall outside the input: a few written
     out with only the taps inside, more in a loop with a bounds test per tap. With ``fold``
     (kind, padded extent) the taps outside read the input through the map instead. ``combos``:
-    the outer tap combinations the row reads; ``assign``: the pixels are written, not added
-    to."""
+    the outer tap combinations the row reads; ``write``: how a pixel is written."""
     k_l = row.ksz[-1]
     pad = row.d.start_padding[-1]
     if fold is not None:  # padded coordinate -> input column, worked out here
@@ -342,13 +380,12 @@ def _emit_row_edge(w, row: _Row, edge: range, fold, combos, assign: bool = False
             terms = [row.term(cb, kk, str(col(j * row.s + row.offs[kk]))) for kk in range(k_l)
                      if col(j * row.s + row.offs[kk]) is not None for cb in combos]
             if terms:
-                w(f"{yrow(j)} {'=' if assign else '+='} " + " + ".join(terms))
-            elif assign:
-                w(f"{yrow(j)} = 0")
+                write.scalar(w, yrow(j), " + ".join(terms))
+            elif write.assign:
+                write.scalar(w, yrow(j), write.zero)
         return
     with w.block(f"for j in range({edge.start}, {edge.stop}):"):
-        zero = f"np.{accumulator(row.d.input_tensor.data_type).name}(0)"  # the row's type
-        w(f"acc = {zero}" if assign else f"acc = {yrow('j')}")
+        w(f"acc = {write.zero}" if write.assign else f"acc = {yrow('j')}")
         for kk in range(k_l):
             w(f"xj = {row.xcol(row.offs[kk])}")  # (not ``b``: that is the bias argument)
             if fold is not None:
@@ -359,7 +396,10 @@ def _emit_row_edge(w, row: _Row, edge: range, fold, combos, assign: bool = False
                 continue
             with w.block(f"if xj >= 0 and xj < {row.n}:"):
                 w("acc += " + " + ".join(row.term(cb, kk, "xj") for cb in combos))
-        w(f"{yrow('j')} = acc")
+        if write.assign:
+            write.scalar(w, yrow("j"), "acc")
+        else:
+            w(f"{yrow('j')} = acc")
 
 
 class DirectKernel(ConvolutionKernel):
