@@ -409,17 +409,25 @@ def test_the_exhaustive_space_spans_every_tile_dimension():
                                                            {"parallel": True}))
 
 
-def test_quick_takes_the_staging_flip_then_distinct_tiles_and_the_serial_variant_for_small_work():
+def test_quick_takes_the_rows_tile_the_staging_flip_then_distinct_tiles_and_the_serial_variant():
     host = Host(16, 2)
     dense = _desc((2, 16, 56, 56), (16, 16, 3, 3))
     quick = tune.candidates(dense, host, "quick")
     first = quick[0]
     assert first == tune.static(dense, host) and first.plan.staged is not None
-    assert quick[1] == dataclasses.replace(first, plan=dataclasses.replace(
+    assert first.plan.flat  # a flattened static tile: the same tile in rows comes next
+    rows = quick[1].plan
+    assert not rows.flat and (rows.lanes, rows.mb, rows.staged) == (
+        first.plan.lanes, first.plan.mb, first.plan.staged)
+    assert quick[2] == dataclasses.replace(first, plan=dataclasses.replace(
         first.plan, staged=not first.plan.staged))
-    tiles = [tune._tile(c) for c in quick[1:1 + tune.QUICK_EXTRA]]
-    assert tune._tile(first) in tiles[:1] and len(set(tiles)) == len(tiles)
+    tiles = [tune._tile(c) for c in quick[1:2 + tune.QUICK_EXTRA]]
+    assert tune._tile(first) == tiles[1] and len(set(tiles)) == len(tiles)
     assert quick[-1] == dataclasses.replace(first, parallel=False)  # 3.6 M multiply-adds
+    # a static tile in rows already: no extra candidate
+    narrow = _desc((2, 16, 14, 14), (16, 16, 3, 3))
+    nq = tune.candidates(narrow, host, "quick")
+    assert not nq[0].plan.flat and len([c for c in nq if c.parallel is None]) == 3
     big = _desc((8, 64, 56, 56), (64, 64, 3, 3))
     assert all(c.parallel is None for c in tune.candidates(big, host, "quick"))
     assert all(c.parallel is None for c in tune.candidates(dense, host, "quick",
