@@ -65,9 +65,13 @@ def _print_wisdom() -> None:
     total = sum(e.get("tuning_s", 0) for e in found.values())
     print(f"tuned kernels (wisdom of this machine): {len(found)} keys, {total:.2f} s of tuning")
     for entry in sorted(found.values(), key=lambda e: e.get("label", "")):
+        left = entry.get("left") or []
+        state = (f"; provisional, {len(left)} candidates left for a later process" if left
+                 else "; provisional, re-timed by the next process"
+                 if entry.get("provisional") else "")
         print(f"  {entry.get('label', '?')}: {entry.get('chosen', entry['choice'])} "
               f"({entry.get('mode', '?')}, {entry.get('tuning_s', 0):.2f} s; static rule: "
-              f"{entry.get('static', '?')})")
+              f"{entry.get('static', '?')}{state})")
 
 
 def _tune(args) -> int:

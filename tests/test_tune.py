@@ -114,6 +114,46 @@ def test_the_fastest_candidate_by_the_clock_wins_and_is_kept(own_cache, mode):
     assert clock2.reads == 0
 
 
+def test_quick_compiles_within_its_budget_and_a_later_process_times_the_rest(own_cache):
+    """A build that compiles costs wall time; quick mode builds a candidate only while the
+    tuning and the last build's time stay within QUICK_BUDGET_S (the static choice always),
+    keeps the result as provisional with the candidates left named, and the next tuning
+    (another process: its builds load from the disk cache, fast) times them all."""
+    desc, host = _desc(), Host(8, 3)
+    cands = tune.candidates(desc, host, "quick")
+    assert len(cands) >= 3
+    times = {c.label(): 1e-3 for c in cands}
+    times[cands[-1].label()] = 0.5e-3  # the best: the last one, which the budget leaves out
+
+    class Wall:  # each build costs ``cost`` seconds of wall time
+        def __init__(self, cost):
+            self.now, self.cost = 0.0, cost
+
+        def __call__(self):
+            return self.now
+
+    def walled(wall, build):
+        def b(cand, timed=False):
+            wall.now += wall.cost
+            return build(cand, timed)
+        return b
+
+    wall, clock, built = Wall(0.8 * tune.QUICK_BUDGET_S), FakeClock(), []
+    kernel = tune.tune(desc, {}, "quick", clock=clock, host=host, meter=IDLE, wall=wall,
+                       build=walled(wall, fake_build(clock, times, built)))
+    timed = [c for c, t in built if t]
+    assert timed == cands[:1]  # a second compile would overrun the budget
+    entry = _wisdom.get(tune.key_of(desc, {}))
+    assert entry["provisional"] and entry["left"] == [c.label() for c in cands[1:]]
+    assert tune.Candidate.from_json(kernel.tuning["choice"]) == cands[0]
+    # the next process: every build a load from the disk cache
+    wall2, clock2, built2 = Wall(0.01), FakeClock(), []
+    again = tune.tune(desc, {}, "quick", clock=clock2, host=host, meter=IDLE, wall=wall2,
+                      build=walled(wall2, fake_build(clock2, times, built2)))
+    assert again.tuning["source"] == "measured" and not again.tuning["left"]
+    assert tune.Candidate.from_json(again.tuning["choice"]) == cands[-1]
+
+
 def test_close_finalists_are_timed_again_before_the_choice(own_cache):
     """One lucky pass does not decide between candidates within CLOSE of each other."""
     desc, host = _desc(), Host(8, 3)  # not this machine: the host is passed on
@@ -310,6 +350,7 @@ SCRIPT = """
 import numpy as np, dml_numba as dml
 from dml_numba.cpu.convolution import tune
 tune.BUSY_SHARE = 1.0  # kept however busy the test run's other workers keep the machine
+tune.QUICK_BUDGET_S = 600.0  # loads from the disk cache: within any budget
 x = np.ones((2, 8, 11, 13), np.float32); w = np.ones((8, 8, 3, 3), np.float32)
 d = dml.functional.convolution_desc(x, w, None, start_padding=(1, 1), end_padding=(1, 1))
 op = dml.compile_operator(d, "cpu")
@@ -319,6 +360,7 @@ print("source", op.kernel.tuning["source"], float(op(x, w)[0, 0, 5, 5]))
 
 def test_a_real_tuning_is_right_and_a_new_process_reads_it(own_cache, monkeypatch):
     monkeypatch.setattr(tune, "BUSY_SHARE", 1.0)  # kept however busy the other workers are
+    monkeypatch.setattr(tune, "QUICK_BUDGET_S", 600.0)  # every candidate compiled here
     # (a shape no other test builds: its kernels are compiled here, not loaded from a cache)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 8, 11, 13)).astype(np.float32)

@@ -63,6 +63,10 @@ CLOSE, FINALISTS = 1.15, 3
 MIN_SAMPLE_S = 2e-3
 #: other programs' share of the CPU during a tuning beyond which its result is not kept
 BUSY_SHARE = 0.3
+#: quick mode's seconds a process (compiles included): a candidate is built only while the
+#: tuning so far and the last build would stay within it (the static choice always); those
+#: left wait for a later process, the result kept as provisional until none is left
+QUICK_BUDGET_S = 2.0
 
 
 def mode_of(option) -> str:
@@ -300,11 +304,13 @@ def describe(desc, options: dict | None = None) -> str:
 
 
 def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
-         host: Host | None = None, remember: bool = True, meter=CpuShare):
+         host: Host | None = None, remember: bool = True, meter=CpuShare,
+         wall=time.perf_counter):
     """The kernel for ``desc``: from this machine's wisdom, or measured now and kept, unless
     other programs used more than :data:`BUSY_SHARE` of the CPU meanwhile (``meter()``; their
     load skews the timings: measured again in the next process). ``remember=False``: measured
-    now whatever the wisdom holds, and not kept."""
+    now whatever the wisdom holds, and not kept. ``clock`` times the kernels, ``wall`` the
+    tuning itself (:data:`QUICK_BUDGET_S`)."""
     host = host or Host.current()
     build = build or (lambda c, timed=False: c.build(desc, options, timed=timed))
     valid = candidates(desc, host, "exhaustive", options)
@@ -317,7 +323,7 @@ def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
         if known is not None:  # tuned meanwhile (another thread or process)
             return _from_wisdom(known, build)
         return _measure_all(desc, options, mode, host, valid, key, clock, build, remember,
-                            meter)
+                            meter, wall)
 
 
 def _known(key, mode, valid) -> dict | None:
@@ -336,17 +342,22 @@ def _from_wisdom(known, build):
     return kernel
 
 
-def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, meter):
+def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, meter, wall):
     cands = candidates(desc, host, mode, options) if mode == "quick" else valid
-    t0, others = time.perf_counter(), meter()
+    t0, others = wall(), meter()
     rng = np.random.default_rng(0)
     inputs, out = _inputs(desc, rng)
     best = None
     # BLAS last: its thread pool spins a while after each call and would slow whatever is
     # timed next
-    samples, kernels = {}, {}
+    samples, kernels, left, last = {}, {}, [], 0.0
     for cand in sorted(cands, key=lambda c: c.algorithm == "gemm"):
+        if mode == "quick" and kernels and wall() - t0 + last > QUICK_BUDGET_S:
+            left.append(cand)  # another compile would overrun: for a later process
+            continue
+        tb = wall()
         kernels[cand] = build(cand, timed=True)
+        last = wall() - tb
         samples[cand] = measure(lambda k=kernels[cand]: k(inputs, out), clock, REPEAT[mode],
                                 best)
         med = statistics.median(samples[cand])
@@ -365,11 +376,12 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
     # parallel tile): a tuning that compiled keeps its result as provisional, and the next
     # process, loading every candidate from the disk cache, times them once more
     compiled = any(getattr(k, "key", None) in COMPILED_HERE for k in kernels.values())
-    provisional = compiled and _diskcache.state().usable
+    provisional = bool(compiled or left) and _diskcache.state().usable
     entry = {"choice": choice.to_json(), "chosen": choice.label(), "mode": mode,
              "provisional": provisional, "label": describe(desc, options),
-             "tuning_s": round(time.perf_counter() - t0, 4), "static": cands[0].label(),
-             "seconds": {c.label(): medians[c] for c in cands}}
+             "tuning_s": round(wall() - t0, 4), "static": cands[0].label(),
+             "seconds": {c.label(): medians[c] for c in cands if c in medians},
+             "left": [c.label() for c in left]}
     busy = others.others()
     kept = remember and (busy is None or busy <= BUSY_SHARE)
     if kept:
