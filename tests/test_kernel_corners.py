@@ -134,21 +134,23 @@ def test_pointwise_padded_at_one_end(name, algorithm, parallel):
 
 # -- the direct kernel's edge rows -----------------------------------------------------------------
 
-#: (input, filter, strides, dilations, start, end, groups): outer-axis edge rows of every kind the
-#: direct kernel's fused rows specialise: one a side, several, rows whose every tap reads padding,
-#: more edge rows than get branches of their own (the general path), edges on two outer axes
-#: (3-D: nine branches, and more than nine: interior only), strided and dilated, one-sided
+#: (input, filter, strides, dilations, start, end, groups): outer-axis edge rows of every kind
+#: the direct kernel's fused rows specialise (one a side, two on one side, a row whose every tap
+#: reads padding, with several channels and with one) and those that take the general per-tap
+#: path (more edge rows than branches, padding wider than the input, edges on two outer axes),
+#: strided and dilated
 DIRECT_EDGES = {
     "2d-same-3x3": ((2, 3, 7, 9), (4, 3, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1),
-    "2d-5x5-two-a-side": ((1, 2, 8, 11), (3, 2, 5, 5), (1, 1), (1, 1), (2, 2), (2, 2), 1),
-    "2d-all-padding-rows": ((1, 2, 3, 10), (2, 2, 3, 3), (1, 1), (1, 1), (4, 1), (3, 1), 1),
-    "2d-too-many-edge-rows": ((1, 2, 12, 8), (2, 2, 11, 3), (1, 1), (1, 1), (5, 1), (5, 1), 1),
-    "2d-strided-dilated": ((1, 4, 13, 17), (4, 1, 3, 3), (2, 2), (2, 1), (3, 1), (1, 2), 4),
     "2d-start-only": ((2, 2, 6, 9), (3, 2, 3, 2), (1, 1), (1, 1), (2, 1), (0, 0), 1),
-    "3d-nine-branches": ((1, 2, 5, 6, 9), (2, 2, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1),
-                         (1, 1, 1), 1),
-    "3d-interior-only": ((1, 2, 7, 7, 8), (2, 2, 5, 5, 3), (1, 1, 1), (1, 1, 1), (2, 2, 1),
-                         (2, 2, 1), 1),
+    "2d-a-row-of-padding-only": ((1, 2, 2, 10), (2, 2, 1, 3), (1, 1), (1, 1), (1, 1), (0, 1), 1),
+    "2d-a-row-of-padding-only-one-channel": ((1, 2, 2, 10), (2, 1, 1, 3), (1, 1), (1, 1),
+                                             (1, 1), (0, 1), 2),
+    "2d-5x5-general-edges": ((1, 2, 8, 11), (3, 2, 5, 5), (1, 1), (1, 1), (2, 2), (2, 2), 1),
+    "2d-padding-wider-than-input": ((1, 2, 3, 10), (2, 2, 3, 3), (1, 1), (1, 1), (4, 1), (3, 1),
+                                    1),
+    "2d-strided-dilated": ((1, 4, 13, 17), (4, 1, 3, 3), (2, 2), (2, 1), (3, 1), (1, 2), 4),
+    "3d-edges-on-two-axes": ((1, 2, 5, 6, 9), (2, 2, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1),
+                             (1, 1, 1), 1),
     "1d": ((2, 3, 12), (2, 3, 5), (1,), (1,), (2,), (2,), 1),
     # row interiors in explicit vectors (16 lanes here, 8 with AVX2): narrower than a vector,
     # exactly two of eight, one more; several channels (the overlapping last vector adds to
@@ -207,7 +209,7 @@ ACTIVATIONS = {"relu": (dml.ActivationReluOperatorDesc(), lambda v: np.where(v >
 
 @pytest.mark.parametrize("act", list(ACTIVATIONS))
 @pytest.mark.parametrize("name", ["2d-narrow-row", "2d-row-seventeen", "2d-long-row-edges",
-                                  "2d-strided-dilated"])
+                                  "2d-strided-dilated", "2d-a-row-of-padding-only-one-channel"])
 def test_direct_kernel_rows_of_one_channel_with_bias_and_activation(name, act):
     """Rows of one input channel a group are written once: the bias and a ReLU as each pixel
     and vector is written, another activation (sigmoid) in a pass after; every pixel (vector
