@@ -285,6 +285,12 @@ def test_fused_relu_in_vectors_is_the_scalar_relu(name):
         ref = dml.convolution(*inputs, start_padding=(1, 1), end_padding=(1, 1), group_count=g,
                               fused_activation=relu, device="numpy")
         np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+        # the identity needs no pass over the stored tile: the same bits as no activation
+        ident = dml.compile_operator(dml.functional.convolution_desc(
+            x, w, bias, start_padding=(1, 1), end_padding=(1, 1), group_count=g,
+            fused_activation=dml.ActivationIdentityOperatorDesc()), "cpu", algorithm="blocked")
+        assert "v = y[" not in ident.source
+        np.testing.assert_array_equal(ident(*inputs).view(np.uint32), v.view(np.uint32))
 
 
 # -- out= views that are not C-contiguous --------------------------------------------------------

@@ -88,8 +88,7 @@ def emit(key) -> str:
     # by assignment (no zeros first, no read of the row back), the bias and a fused
     # activation with a vector form applied as it is written (no pass over the row after)
     assign = bool(branches) and complete and geo.in_channels == 1
-    write = _Write(d, assign, assign and (d.fused_activation is None or bool(
-        vector_activation(d))))
+    write = _Write(d, assign, assign and vector_activation(d) is not None)
     w = SourceWriter()
     loop = header(w, key, imports=(SIMD_IMPORT,) if plan.lanes else ())
     args = "x, w, b, y" if d.bias_tensor is not None else "x, w, y"
@@ -283,8 +282,7 @@ class _Write:
             return value
         if self.d.bias_tensor is not None:
             value = f"vadd({value}, bsv)"
-        act = vector_activation(self.d)
-        return f"{act}({value})" if act else value
+        return vector_activation(self.d).format(value)
 
 
 def _emit_fused_rows(w, d, o, per_tap, fold, branches, complete, write: _Write,

@@ -131,7 +131,7 @@ def _emit_tile(w, d, lay: Layout) -> None:
     for r in range(lay.rows):
         for v in range(J):
             w(vec.store("y", affine([("yb", 1), ("j", 1)], r * row_y + v * lay.lanes),
-                        f"{act}({acc[r][v]})" if act else acc[r][v]))
-    if not act:
+                        (act or "{}").format(acc[r][v])))
+    if act is None:
         emit_activation_pass(w, d, [("r", lay.rows), ("q", lay.lanes * J)],
                              affine([("yb", 1), ("r", row_y), ("j", 1), ("q", 1)]))

@@ -23,15 +23,19 @@ from .plan import Layout
 #: what the forward blocked kernels' modules import (the strided reads added where rows are split)
 SIMD_IMPORT = "from dml_numba.cpu._simd import vadd, vfma, vload, vrelu, vsplat, vstore, vzero"
 
-#: fused activations applied to the accumulators, in vectors, before their store (the others
-#: run as a scalar pass over the stored tile: :func:`emit_activation_pass`)
-VECTOR_ACTIVATIONS = {"ActivationReluOperatorDesc": "vrelu"}
+#: fused activations applied to the accumulators, in vectors, before their store, as the
+#: expression of a vector ``{}``; exact as the scalar formulas are (the others run as a scalar
+#: pass over the stored tile, :func:`emit_activation_pass`: their scalar formulas compute in
+#: float64, which float32 vectors would round differently)
+VECTOR_ACTIVATIONS = {"ActivationReluOperatorDesc": "vrelu({})",
+                      "ActivationIdentityOperatorDesc": "{}"}
 
 
 def vector_activation(d) -> str | None:
-    """The vector function of ``d``'s fused activation (None: none, or a scalar pass)."""
+    """The vector expression (a format of ``{}``) of ``d``'s fused activation, where it has
+    one: with no activation, ``"{}"``; None: a scalar pass."""
     act = d.fused_activation
-    return VECTOR_ACTIVATIONS.get(type(act).__name__) if act is not None else None
+    return VECTOR_ACTIVATIONS.get(type(act).__name__) if act is not None else "{}"
 
 
 class Names:
@@ -145,8 +149,8 @@ def emit_tile(w, names: Names, d, spec: TileSpec) -> None:
             names.let("bs", vec.splat(f"b[{names['m0']} + {m}]"))
         for r in range(spec.rows):
             values = [vec.add(a, "bs") if d.bias_tensor is not None else a for a in accs[m][r]]
-            spec.store(m, r, [f"{act}({v})" for v in values] if act else values)
-    if not act:
+            spec.store(m, r, [(act or "{}").format(v) for v in values])
+    if act is None:
         emit_activation_pass(w, d, [("m", spec.mb), ("r", spec.rows), ("q", spec.span)],
                              spec.at, spec.keep)
 
