@@ -16,9 +16,11 @@ from .blocked.plan import BlockPlan, block_plan, pointwise_as_1d
 THRESHOLDS = {
     "small_window": (2, 9),  # taps of the windows the direct loop nest wins on, when it does
     "narrow_row": 28,  # output rows this short leave the per-plane kernel's vectors idle
+    # (pixels: a plane's output pixels times the batch, the work the blocked kernel shares out;
+    # BLAS runs a product per image and group)
     "dense_1x1_gemm_pixels": 512,  # dense 1x1 over fewer pixels: BLAS
-    "grouped_gemm_pixels": 32,  # grouped windows over fewer pixels a plane: BLAS
-    "grouped_1x1_gemm_pixels": 64,  # grouped 1x1 over fewer pixels a plane: BLAS
+    "grouped_gemm_pixels": 32,  # grouped windows over fewer pixels: BLAS
+    "grouped_1x1_gemm_pixels": 64,  # grouped 1x1 over fewer pixels: BLAS
     "gemm_inner": 32,  # BLAS pays off from this inner dimension (channels a group x taps)...
     "gemm_rows_forward": 32,  # ...and this many output channels a group (FORWARD)
     "gemm_rows_backward": 8,  # ...or columns (output channels a group x taps, BACKWARD)
@@ -37,7 +39,7 @@ class Facts:
     groups: int
     out_channels: int  # a group's
     taps: int
-    pixels: int  # output pixels a plane
+    pixels: int  # output pixels a plane, times the batch
     strided: bool
     narrow: bool
     few_planes: bool  # fewer (image, channel) planes than threads
@@ -53,7 +55,8 @@ class Facts:
             inner, rows = geo.in_channels, geo.out_channels * geo.taps
             fits = inner >= t["gemm_inner"] and rows >= t["gemm_rows_backward"]
         return cls(block_plan(pointwise_as_1d(desc) or desc, host), host, geo.forward,
-                   geo.groups, geo.out_channels, geo.taps, prod(desc.output_tensor.sizes[2:]),
+                   geo.groups, geo.out_channels, geo.taps,
+                   prod(desc.output_tensor.sizes[2:]) * desc.input_tensor.sizes[0],
                    any(s > 1 for s in desc.strides),
                    desc.output_tensor.sizes[-1] < t["narrow_row"],
                    desc.input_tensor.sizes[0] * geo.groups < host.threads, fits)
