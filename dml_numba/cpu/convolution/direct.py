@@ -222,7 +222,7 @@ def _outer_branches(d, o, fold) -> tuple[list, bool]:
     complete = True
     for i in range(len(ksz) - 1):
         s, dil, p, n = d.strides[i], d.dilations[i], d.start_padding[i], sizes_in[i]
-        inside = [v for v in range(out[i]) if v * s >= p and v * s + (ksz[i] - 1) * dil - p < n]
+        inside = {v for v in range(out[i]) if v * s >= p and v * s + (ksz[i] - 1) * dil - p < n}
         edges = [v for v in range(out[i]) if v not in inside]
         classes = [(f"{affine([(o[i], s)])} >= {p} and "
                     f"{affine([(o[i], s)], (ksz[i] - 1) * dil - p)} < {n}", None)] if inside else []
