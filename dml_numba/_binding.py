@@ -73,6 +73,8 @@ def as_array(value, owner: str, field: str):
         return value
     if getattr(value, "is_cpu", False) and _interop.kind(value) == "torch":
         value = _interop.host_view(value)  # a PyTorch CPU tensor: viewed, not copied
+        if type(value) is np.ndarray and value.dtype.isnative and value.dtype.kind != "O":
+            return value
     where = _where(owner, field)
     if isinstance(value, np.ma.MaskedArray):
         raise ValidationError(f"{where}: a masked array is invalid; expected a plain array (the "
