@@ -240,6 +240,27 @@ def test_direct_kernel_rows_of_one_channel_with_bias_and_activation(name, act):
     assert_close(op(*inputs, out=out), formula(_brute(desc, inputs)), np.float32)
 
 
+@pytest.mark.parametrize("lanes", [8, 4], ids=["avx2", "sse-neon"])
+def test_direct_kernel_rows_planned_for_narrower_vectors(lanes):
+    """The direct kernel as a machine with 8-lane (AVX2) or 4-lane (SSE, NEON) vectors would
+    build it: its row interiors are whole vectors of those lanes and an overlapping last one
+    (rows 10 to 38 pixels wide: vectors where this machine's 16 lanes would not fit), one
+    channel with its bias and ReLU, several channels added up; against brute force."""
+    from dml_numba.cpu._emit import planned_for
+
+    relu = dml.ActivationReluOperatorDesc()
+    for name, act in (("2d-narrow-row", relu), ("2d-row-seventeen", None),
+                      ("2d-channels-wide-row", relu)):
+        desc, inputs = conv_case(*DIRECT_EDGES[name], act=act)
+        with planned_for(Host(lanes, 2)):
+            kernel = cpu_conv.make_kernel(desc, {"algorithm": "direct"})
+        assert kernel.key.plan.lanes == lanes and "vload(xr_1, " in kernel.source
+        out = np.full(desc.output_tensor.sizes, np.nan, np.float32)
+        kernel(list(inputs), out)
+        ref = _brute(desc, inputs)
+        assert_close(out, np.where(ref > 0, ref, 0) if act else ref, np.float32)
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])
 def test_direct_kernel_rows_in_every_type_and_layout(dtype):
     """The direct kernel's rows (vectors in float32 and float16, scalar code in float64) on
