@@ -1,5 +1,6 @@
 """Shared fixtures: an isolated disk cache, the CUDA simulator when there is no GPU, devices, and
 the grouping that lets the suite run on every core (pytest-xdist) with the PTX check last."""
+import atexit
 import os
 import shutil
 import tempfile
@@ -31,7 +32,11 @@ if _RECORD not in os.environ:
     _OWN_RECORD = os.environ[_RECORD] = tempfile.mkdtemp(prefix="dml_numba_test_cuda_")
 
 
-def pytest_unconfigure(config):
+@atexit.register
+def _remove_own_folders():
+    """The folders made above, removed when the process ends (not when a pytest session does:
+    a tool that runs pytest twice in one process, as mutation testing does, finds them still
+    there the second time, where the environment still names them)."""
     for own in (_OWN_CACHE, _OWN_RECORD):
         if own:
             shutil.rmtree(own, ignore_errors=True)
