@@ -49,7 +49,7 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
     # the functional layer's argument forms and memo
     "functional": (["dml_numba/functional.py"],
                    ["tests/test_functional_parameters.py", "tests/ops/test_seeds.py",
-                    "-k", "not dask"]),
+                    "tests/test_interop.py", "-m", "not cuda", "-k", "not dask"]),
     # the tuner and its wisdom: a fake clock and fake kernels, and one real tuning
     "tune": (["dml_numba/cpu/convolution/tune.py", "dml_numba/_wisdom.py",
               "dml_numba/_machine.py"],
