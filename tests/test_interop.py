@@ -2,6 +2,8 @@
 gives the same kind out, read without a copy, ``out=`` written in place; ``numpy.pad``'s
 ``pad_width`` and mode names; ``slice``; a missing batch axis and mixed data types named with
 their fix; the command line's conventions."""
+import re
+
 import numpy as np
 import pytest
 
@@ -174,8 +176,46 @@ def test_tile_repeats_numpy_tile_would_widen_x_with_are_refused(repeats, message
                                          "symmetric, wrap, or NumPy's reflect (= reflection)"),
 ])
 def test_padding_amounts_and_modes_are_refused_with_what_is_expected(kwargs, message):
-    with pytest.raises(dml.ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(dml.ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")) \
+            as caught:
         dml.padding(X2, **kwargs)
+    # one prefix: the function, the field the caller typed, the value, "is invalid; expected"
+    assert re.match(r"padding\.(pad_width|mode|start_padding|end_padding): .* is invalid; "
+                    r"expected ", str(caught.value))
+    if set(kwargs) == {"pad_width"}:  # the value as the caller gave it
+        assert str(caught.value).startswith(f"padding.pad_width: {_shown(kwargs['pad_width'])} ")
+
+
+def _shown(value):
+    """A parameter as the messages show it: sequences as tuples."""
+    return repr(tuple(_shown_item(v) for v in value)) if isinstance(value, (tuple, list)) \
+        else repr(value)
+
+
+def _shown_item(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else v
+
+
+def test_a_list_parameter_out_of_the_inputs_range_is_refused():
+    """A bias given as a list takes x's type where its values round into it; a value beyond
+    the type's range (a finite number that would become infinity) is refused, saying what to
+    cast."""
+    x, w = X4.astype(np.float16), W4.astype(np.float16)
+    np.testing.assert_array_equal(dml.convolution(x, w, bias=[0.1, 2.0, 3.0]),
+                                  dml.convolution(x, w, bias=np.array([0.1, 2.0, 3.0],
+                                                                      np.float16)))
+    with pytest.raises(dml.ValidationError, match=r"convolution.bias.dtype: 'float64' is "
+                       r"invalid; expected float16"):
+        dml.convolution(x, w, bias=[1e6, 2.0, 3.0])
+
+
+def test_convolution_enums_are_named_in_their_messages():
+    with pytest.raises(dml.ValidationError, match=r"^convolution\.mode: 'diagonal' is invalid; "
+                       r"expected one of convolution, cross_correlation"):
+        dml.convolution(X4, W4, mode="diagonal")
+    with pytest.raises(dml.ValidationError, match=r"^convolution\.direction: 'sideways' is "
+                       r"invalid; expected one of forward, backward"):
+        dml.convolution(X4, W4, direction="sideways")
 
 
 def test_slice_is_slice1_everywhere_a_user_types_it(capsys):
