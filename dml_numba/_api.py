@@ -6,7 +6,7 @@ import functools
 import numpy as np
 
 from . import _interop
-from ._binding import HostDevice, check_no_overlap
+from ._binding import HostDevice
 from ._cache import cache, freeze
 from ._errors import ValidationError
 from ._registry import check_device_name, check_options, get_device, get_lowering
@@ -30,8 +30,7 @@ class CompiledOperator:
         self._owner = type(desc).__name__
         self._inputs = desc.bound_inputs()
         self._output = desc.output
-        # a host device's plain call (NumPy arrays of exactly the bound shapes and types, a
-        # writable out= of the output's, no stream): what HostDevice.call does, decided first
+        # a host device's plain call (HostDevice.call_plain): decided first
         self._plain = tuple((t.sizes, t.dtype) for _, t in self._inputs) if isinstance(
             device, HostDevice) else None
         self._made = (self._output.sizes, self._output.dtype)
@@ -41,22 +40,11 @@ class CompiledOperator:
             names = ", ".join(f for f, _ in self._inputs)
             raise ValidationError(f"{self._owner}: {len(inputs)} inputs are invalid; expected "
                                   f"{len(self._inputs)} ({names})")
-        plain = self._plain
-        if plain is not None and stream is None:
-            for a, (shape, dtype) in zip(inputs, plain):
-                if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
-                    break
-            else:
-                shape, dtype = self._made
-                if out is None:
-                    y = np.empty(shape, dtype)
-                    self.kernel(inputs, y)
-                    return y
-                if (type(out) is np.ndarray and out.shape == shape and out.dtype == dtype
-                        and out.flags.writeable):
-                    check_no_overlap(out, inputs, self._owner)
-                    self.kernel(inputs, out)
-                    return out
+        if self._plain is not None and stream is None:
+            result = self.device.call_plain(self.kernel, self._owner, self._plain, self._made,
+                                            inputs, out)
+            if result is not None:
+                return result
         for a in inputs:  # NumPy arrays only: the common case, decided first
             if type(a) is not np.ndarray:
                 break

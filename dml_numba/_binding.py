@@ -69,12 +69,11 @@ def as_array(value, owner: str, field: str):
     """What the functional layer takes: anything ``np.asarray`` accepts (lists, scalars, objects
     with ``__array__``); CUDA device arrays pass through. Masked arrays and object dtype are
     refused; a non-native byte order is converted to native."""
+    if type(value) is not np.ndarray and getattr(value, "is_cpu", False) and \
+            _interop.kind(value) == "torch":
+        value = _interop.host_view(value)  # a PyTorch CPU tensor: viewed, not copied
     if type(value) is np.ndarray and value.dtype.isnative and value.dtype.kind != "O":
         return value
-    if getattr(value, "is_cpu", False) and _interop.kind(value) == "torch":
-        value = _interop.host_view(value)  # a PyTorch CPU tensor: viewed, not copied
-        if type(value) is np.ndarray and value.dtype.isnative and value.dtype.kind != "O":
-            return value
     where = _where(owner, field)
     if isinstance(value, np.ma.MaskedArray):
         raise ValidationError(f"{where}: a masked array is invalid; expected a plain array (the "
@@ -119,6 +118,26 @@ class HostDevice:
     def __init__(self, name: str, options: dict | None = None):
         self.name = name
         self.options = dict(options or {})
+
+    def call_plain(self, kernel, owner, plain, made, inputs, out):
+        """:meth:`call` where it is plain, decided without its per-argument checks: NumPy
+        arrays of exactly the bound ``(shape, dtype)`` pairs ``plain``, and no ``out`` or a
+        writable one of the output's ``made``. None where the call is not plain (then
+        :meth:`call` decides, and names what is wrong)."""
+        for a, (shape, dtype) in zip(inputs, plain):
+            if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+                return None
+        shape, dtype = made
+        if out is None:
+            y = np.empty(shape, dtype)
+            kernel(inputs, y)
+            return y
+        if (type(out) is np.ndarray and out.shape == shape and out.dtype == dtype
+                and out.flags.writeable):
+            check_no_overlap(out, inputs, owner)
+            kernel(inputs, out)
+            return out
+        return None
 
     def call(self, kernel, owner, input_specs, inputs, out, out_desc, stream):
         if stream is not None:

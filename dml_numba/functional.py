@@ -129,11 +129,10 @@ def run(name, tensors, params, make_desc, inputs, device, out, like=None):
     repeated call skips building the descriptor; a parameter that cannot be keyed (unhashable)
     skips the memo. The result is of ``like``'s kind (a PyTorch tensor for a tensor input:
     :mod:`._interop`)."""
-    if _simple(params) and type(device) is str:
-        key = ("functional", name, tuple([_tensor_key(a) for a in tensors]), params, device)
-    else:
-        key = ("functional", name, tuple([_tensor_key(a) for a in tensors]),
-               tuple([_param_key(p) for p in params]), device)
+    simple = _simple(params) and type(device) is str
+    key = ("functional", name, tuple([_tensor_key(a) for a in tensors]),
+           params if simple else tuple([_param_key(p) for p in params]), device)
+    if not simple:
         try:
             hash(key)
         except TypeError:  # an unhashable parameter: no memo, same result

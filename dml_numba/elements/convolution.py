@@ -57,12 +57,17 @@ def conv_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e,
         conv_epilogue(w, desc, name, f"y[{index('n', chan, *o)}]", load=load, channel=chan)
 
 
+def bias_element(desc, channel: str = "m") -> str:
+    """The bias of output channel ``channel``: ``b[0, channel, 0...]``."""
+    return "b[" + index(0, channel, *([0] * (desc.input_tensor.rank - 2))) + "]"
+
+
 def conv_epilogue(w: SourceWriter, desc, value: str, target: str, *, load=lambda e: e,
                   bias: str | None = None, channel: str = "m") -> None:
     """``target = act(value + bias[channel])``; ``v`` is its own variable, so the accumulator's
-    type stays narrow. ``bias`` overrides the default read of ``b[0, channel, 0...]``."""
+    type stays narrow. ``bias`` overrides the default read of :func:`bias_element`."""
     if desc.bias_tensor is not None and bias is None:
-        bias = load("b[" + index(0, channel, *([0] * (desc.input_tensor.rank - 2))) + "]")
+        bias = load(bias_element(desc, channel))
     w(f"v = {value}" + (f" + {bias}" if desc.bias_tensor is not None else ""))
     if desc.fused_activation is not None:
         w(f"v = {desc.fused_activation.expression('v')}")

@@ -15,7 +15,7 @@ from ..._dims import prod
 from ..._dtypes import accumulator
 from ..._gather import AxisMap, emit_map
 from ...elements import open_window_loops
-from ...elements.convolution import conv_epilogue
+from ...elements.convolution import bias_element, conv_epilogue
 from ...ops._base import FOLDS
 from ...ops.convolution import ConvolutionMode, geometry
 from .._emit import Host, header
@@ -72,9 +72,10 @@ def emit(key) -> str:
     gathers ``y[j] += x[j*s + k*d - p] * w``; BACKWARD scatters each input row into the private
     output row, ``y[j*s + k*d - p] += x[j] * w`` (no races: one row, one iteration).
 
-    A key whose plan is a :class:`~dml_numba.ops._base.Fold` (FORWARD): the padding is the input
-    read through that map (a graph's padding operator in front, folded): the interior reads as
-    before, taps in the padding read the mapped input instead of being skipped.
+    The key's plan is a :class:`RowPlan`: with ``lanes``, unit-stride FORWARD row interiors are
+    summed in explicit vectors; with ``fold`` (FORWARD), the padding is the input read through
+    that map (a graph's padding operator in front, folded): the interior reads as before, taps
+    in the padding read the mapped input instead of being skipped.
     """
     d, geo = key.desc, geometry(key.desc)
     plan = key.plan or RowPlan()
@@ -273,8 +274,7 @@ class _Write:
 
     def vector_setup(self, w, lanes: int) -> None:
         if self.epilogue and self.d.bias_tensor is not None:
-            bias = index(0, "m", *([0] * (self.d.input_tensor.rank - 2)))
-            w(f"bsv = vsplat(b[{bias}], {lanes})")
+            w(f"bsv = vsplat({bias_element(self.d)}, {lanes})")
 
     def vector(self, value: str) -> str:
         """The vector expression written for the sums ``value``."""
@@ -346,18 +346,17 @@ def _emit_vector_interior(w, row: _Row, combos, write: _Write, lanes: int) -> No
     for _, _, v in taps:
         w(f"{v} = vsplat({v.replace('v_', 'w_', 1)}, {lanes})")
 
-    def sums(acc, at):
+    def sums(acc, terms, start):  # the vector of pixels from affine(terms, start) on
         for cb, kk, v in taps:
-            w(f"{acc} = vfma(vload({row.xrow(cb)}, {affine([(at, 1)], row.offs[kk])}, "
-              f"{lanes}), {v}, {acc})" if at else
-              f"{acc} = vfma(vload({row.xrow(cb)}, {end + row.offs[kk]}, {lanes}), {v}, {acc})")
+            at = affine(terms, start + row.offs[kk])
+            w(f"{acc} = vfma(vload({row.xrow(cb)}, {at}, {lanes}), {v}, {acc})")
 
     w(f"tail = vzero({lanes})" if assign else f"tail = vload(yr, {end}, {lanes})")
-    sums("tail", None)
+    sums("tail", [], end)
     with w.block(f"for t in range({(row.j_hi - row.j_lo) // lanes}):"):
         w(f"j0 = {affine([('t', lanes)], row.j_lo)}")
         w(f"acc = vzero({lanes})" if assign else f"acc = vload(yr, j0, {lanes})")
-        sums("acc", "j0")
+        sums("acc", [("j0", 1)], 0)
         w(f"vstore(yr, j0, {write.vector('acc')})")
     w(f"vstore(yr, {end}, {write.vector('tail')})")
 
