@@ -8,7 +8,8 @@ each across the algorithms, variants, devices and ranks where it applies, agains
 * 1x1 unit-stride convolutions of rank 4 and 5 with end padding but no start padding (and the
   mirror case);
 * the direct kernel's edge rows (outer-axis rows with taps in the padding), zero padding and
-  every mode padding folded in;
+  every mode padding folded in, and the edge pixels of its rows in vectors (and past their
+  limits, pixel by pixel);
 * ``out=`` arrays of the right type that are not C-contiguous (row- and column-strided views,
   negative strides, Fortran order), for every operator and for the paths that compute into an
   accumulator and copy back;
@@ -259,6 +260,52 @@ def test_direct_kernel_rows_planned_for_narrower_vectors(lanes):
         kernel(list(inputs), out)
         ref = _brute(desc, inputs)
         assert_close(out, np.where(ref > 0, ref, 0) if act else ref, np.float32)
+
+
+#: (case, mode, host lanes, form): a row's edge pixels in vectors built by a shuffle of an
+#: in-range load (mapped columns inside the load, zeros, columns inserted from outside it), and
+#: the rows that sum their edges pixel by pixel instead: a wrap of 5 (five columns from
+#: outside the load, past EDGE_EXTRAS), and 4-lane vectors over a row padded by 9 a side (five
+#: edge vectors, past EDGE_VECTORS)
+WIDE_PADDING = ((1, 2, 3, 12), (2, 1, 1, 11), (1, 1), (1, 1), (0, 9), (0, 9), 2)
+EDGE_VECTOR_FORMS = [
+    ("2d-row-seventeen", "REFLECTION", 16, "shuffle"),
+    ("2d-row-seventeen", None, 16, "zeros"),
+    ("2d-row-seventeen", "WRAP", 16, "insert"),
+    ("2d-long-row-edges", "WRAP", 16, "pixels"),
+    ("2d-wide-padding", None, 4, "pixels"),
+]
+
+
+@pytest.mark.parametrize("name,mode,lanes,form", EDGE_VECTOR_FORMS, ids=[
+    f"{n}-{(m or 'zeros').lower()}-{k}-lanes-{f}" for n, m, k, f in EDGE_VECTOR_FORMS])
+def test_direct_kernel_row_edges_in_vectors_and_their_limits(name, mode, lanes, form):
+    """A unit-stride row's edge pixels are summed in vectors where each tap's lanes can be
+    built from one load inside the row (a shuffle; a lane from outside it inserted, at most
+    EDGE_EXTRAS, a zero lane for zero padding) and the row needs at most EDGE_VECTORS of
+    them; past either limit the edges are summed pixel by pixel. The form the source takes,
+    and every pixel against numpy.pad and brute force, into an out= full of NaN."""
+    from dml_numba.cpu._emit import planned_for
+
+    case = WIDE_PADDING if name == "2d-wide-padding" else DIRECT_EDGES[name]
+    desc, inputs = conv_case(*case, act=dml.ActivationReluOperatorDesc())
+    x, w, b = inputs
+    nd = x.ndim - 2
+    options = {"algorithm": "direct", **({"input_padding": mode} if mode else {})}
+    with planned_for(Host(lanes, 2)):
+        kernel = cpu_conv.make_kernel(desc, options)
+    src = kernel.source
+    assert ("vshuffle(" in src) == (form != "pixels")
+    assert ("vinsert(" in src) == (form == "insert")
+    assert (f", vzero({lanes}), \"" in src) == (form in ("shuffle", "zeros"))
+    assert ("for j in range(" in src) == (form == "pixels")  # the edge pixels' loop
+    wide = [(0, 0), (0, 0)] + list(zip(desc.start_padding, desc.end_padding))
+    xp = np.pad(x, wide, mode=NUMPY_MODES[mode] or "constant")
+    ref = brute_conv_forward(xp, w, b, desc.strides, desc.dilations, (0,) * nd,
+                             groups=desc.group_count, out_spatial=desc.output_tensor.sizes[2:])
+    out = np.full(desc.output_tensor.sizes, np.nan, np.float32)
+    kernel(list(inputs), out)
+    assert_close(out, np.where(ref > 0, ref, 0), np.float32)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])

@@ -17,7 +17,9 @@ convolution kernels hold their accumulators in ``<L x float>`` values: a Numba t
 * ``vinterleave(a, b)``: the lanes of two vectors alternately, as one of twice the lanes;
 * ``vstore_rows(a, base, p, v, width, pitch)``: the lanes of ``v`` that fall in the first
   ``width`` columns of a plane with rows of ``pitch`` (two masked stores);
-* ``vadd(a, b)``, ``vzero(L)`` and ``vrelu(a)`` (a fused ReLU, lane by lane).
+* ``vadd(a, b)``, ``vzero(L)`` and ``vrelu(a)`` (a fused ReLU, lane by lane);
+* ``vshuffle(a, b, "p0,p1,...")`` (lanes picked from both, by a literal list) and
+  ``vinsert(a, i, s)`` (lane ``i`` set to ``s``).
 
 For data movement, :class:`RawVector` holds lanes of any element type: ``vload_stride(a, i, s,
 L)`` reads ``a[i + lane * s]`` (one load and a shuffle) and ``vstore_raw(a, i, v)`` writes them.
@@ -180,6 +182,42 @@ def vinterleave(typingctx, a, b):
                                       ir.Constant(ir.VectorType(ir.IntType(32), 2 * n), picks))
 
     return FloatVector(2 * n)(a, b), codegen
+
+
+@intrinsic(prefer_literal=True)
+def vshuffle(typingctx, a, b, picks):
+    """Lane ``i`` is lane ``picks[i]`` of ``a`` followed by ``b`` (LLVM's shufflevector; one
+    or two instructions): ``picks`` a string literal of comma-separated lane numbers. The
+    direct convolution builds a row's edge vectors with it: an in-range load with the lanes
+    in the padding replaced by mapped columns or zeros."""
+    if not (isinstance(a, FloatVector) and a == b and isinstance(picks, types.StringLiteral)):
+        raise TypeError("vshuffle takes two FloatVectors of one lane count and a string "
+                        "literal of lane numbers")
+    lanes = [int(v) for v in picks.literal_value.split(",")]
+    if len(lanes) != a.lanes or not all(0 <= v < 2 * a.lanes for v in lanes):
+        raise TypeError(f"vshuffle: {picks.literal_value!r} is not {a.lanes} lanes of two "
+                        f"vectors of {a.lanes}")
+
+    def codegen(context, builder, sig, args):
+        return builder.shuffle_vector(args[0], args[1],
+                                      ir.Constant(ir.VectorType(ir.IntType(32), a.lanes), lanes))
+
+    return a(a, b, picks), codegen
+
+
+@intrinsic(prefer_literal=True)
+def vinsert(typingctx, a, lane, scalar):
+    """``a`` with lane ``lane`` (an integer literal) set to the float32 ``scalar``."""
+    if not (isinstance(a, FloatVector) and scalar == types.float32):
+        raise TypeError("vinsert sets a float32 lane of a FloatVector")
+    at = _lanes(lane)
+    if not 0 <= at < a.lanes:
+        raise TypeError(f"vinsert: lane {at} of {a.lanes}")
+
+    def codegen(context, builder, sig, args):
+        return builder.insert_element(args[0], args[2], ir.Constant(ir.IntType(32), at))
+
+    return a(a, lane, scalar), codegen
 
 
 @intrinsic

@@ -18,7 +18,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
-from dml_numba.cpu._simd import vadd, vfma, vload, vrelu, vsplat, vstore, vzero
+from dml_numba.cpu._simd import vadd, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero
 
 
 @numba.njit(inline='always')
@@ -61,32 +61,28 @@ def kernel(x, w, b, y):
                 v_2_0 = vsplat(w_2_0, 16)
                 v_2_1 = vsplat(w_2_1, 16)
                 v_2_2 = vsplat(w_2_2, 16)
-                tail = vload(yr, 3, 16)
-                tail = vfma(vload(xr_0, 2, 16), v_0_0, tail)
-                tail = vfma(vload(xr_0, 3, 16), v_0_1, tail)
-                tail = vfma(vload(xr_0, 4, 16), v_0_2, tail)
-                tail = vfma(vload(xr_1, 2, 16), v_1_0, tail)
-                tail = vfma(vload(xr_1, 3, 16), v_1_1, tail)
-                tail = vfma(vload(xr_1, 4, 16), v_1_2, tail)
-                tail = vfma(vload(xr_2, 2, 16), v_2_0, tail)
-                tail = vfma(vload(xr_2, 3, 16), v_2_1, tail)
-                tail = vfma(vload(xr_2, 4, 16), v_2_2, tail)
-                for t in range(1):
-                    j0 = t * 16 + 1
-                    acc = vload(yr, j0, 16)
-                    acc = vfma(vload(xr_0, j0 - 1, 16), v_0_0, acc)
-                    acc = vfma(vload(xr_0, j0, 16), v_0_1, acc)
-                    acc = vfma(vload(xr_0, j0 + 1, 16), v_0_2, acc)
-                    acc = vfma(vload(xr_1, j0 - 1, 16), v_1_0, acc)
-                    acc = vfma(vload(xr_1, j0, 16), v_1_1, acc)
-                    acc = vfma(vload(xr_1, j0 + 1, 16), v_1_2, acc)
-                    acc = vfma(vload(xr_2, j0 - 1, 16), v_2_0, acc)
-                    acc = vfma(vload(xr_2, j0, 16), v_2_1, acc)
-                    acc = vfma(vload(xr_2, j0 + 1, 16), v_2_2, acc)
-                    vstore(yr, j0, acc)
-                vstore(yr, 3, tail)
-                yr[0] += xr_0[0] * w_0_1 + xr_1[0] * w_1_1 + xr_2[0] * w_2_1 + xr_0[1] * w_0_2 + xr_1[1] * w_1_2 + xr_2[1] * w_2_2
-                yr[19] += xr_0[18] * w_0_0 + xr_1[18] * w_1_0 + xr_2[18] * w_2_0 + xr_0[19] * w_0_1 + xr_1[19] * w_1_1 + xr_2[19] * w_2_1
+                tail = vload(yr, 4, 16)
+                tail = vfma(vload(xr_0, 3, 16), v_0_0, tail)
+                tail = vfma(vload(xr_0, 4, 16), v_0_1, tail)
+                tail = vfma(vshuffle(vload(xr_0, 4, 16), vzero(16), "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"), v_0_2, tail)
+                tail = vfma(vload(xr_1, 3, 16), v_1_0, tail)
+                tail = vfma(vload(xr_1, 4, 16), v_1_1, tail)
+                tail = vfma(vshuffle(vload(xr_1, 4, 16), vzero(16), "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"), v_1_2, tail)
+                tail = vfma(vload(xr_2, 3, 16), v_2_0, tail)
+                tail = vfma(vload(xr_2, 4, 16), v_2_1, tail)
+                tail = vfma(vshuffle(vload(xr_2, 4, 16), vzero(16), "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"), v_2_2, tail)
+                acc = vload(yr, 0, 16)
+                acc = vfma(vshuffle(vload(xr_0, 0, 16), vzero(16), "16,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14"), v_0_0, acc)
+                acc = vfma(vload(xr_0, 0, 16), v_0_1, acc)
+                acc = vfma(vload(xr_0, 1, 16), v_0_2, acc)
+                acc = vfma(vshuffle(vload(xr_1, 0, 16), vzero(16), "16,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14"), v_1_0, acc)
+                acc = vfma(vload(xr_1, 0, 16), v_1_1, acc)
+                acc = vfma(vload(xr_1, 1, 16), v_1_2, acc)
+                acc = vfma(vshuffle(vload(xr_2, 0, 16), vzero(16), "16,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14"), v_2_0, acc)
+                acc = vfma(vload(xr_2, 0, 16), v_2_1, acc)
+                acc = vfma(vload(xr_2, 1, 16), v_2_2, acc)
+                vstore(yr, 0, acc)
+                vstore(yr, 4, tail)
         elif o0 == 0:
             for c in range(8):
                 ci = g * 8 + c
@@ -104,26 +100,22 @@ def kernel(x, w, b, y):
                 v_2_0 = vsplat(w_2_0, 16)
                 v_2_1 = vsplat(w_2_1, 16)
                 v_2_2 = vsplat(w_2_2, 16)
-                tail = vload(yr, 3, 16)
-                tail = vfma(vload(xr_1, 2, 16), v_1_0, tail)
-                tail = vfma(vload(xr_1, 3, 16), v_1_1, tail)
-                tail = vfma(vload(xr_1, 4, 16), v_1_2, tail)
-                tail = vfma(vload(xr_2, 2, 16), v_2_0, tail)
-                tail = vfma(vload(xr_2, 3, 16), v_2_1, tail)
-                tail = vfma(vload(xr_2, 4, 16), v_2_2, tail)
-                for t in range(1):
-                    j0 = t * 16 + 1
-                    acc = vload(yr, j0, 16)
-                    acc = vfma(vload(xr_1, j0 - 1, 16), v_1_0, acc)
-                    acc = vfma(vload(xr_1, j0, 16), v_1_1, acc)
-                    acc = vfma(vload(xr_1, j0 + 1, 16), v_1_2, acc)
-                    acc = vfma(vload(xr_2, j0 - 1, 16), v_2_0, acc)
-                    acc = vfma(vload(xr_2, j0, 16), v_2_1, acc)
-                    acc = vfma(vload(xr_2, j0 + 1, 16), v_2_2, acc)
-                    vstore(yr, j0, acc)
-                vstore(yr, 3, tail)
-                yr[0] += xr_1[0] * w_1_1 + xr_2[0] * w_2_1 + xr_1[1] * w_1_2 + xr_2[1] * w_2_2
-                yr[19] += xr_1[18] * w_1_0 + xr_2[18] * w_2_0 + xr_1[19] * w_1_1 + xr_2[19] * w_2_1
+                tail = vload(yr, 4, 16)
+                tail = vfma(vload(xr_1, 3, 16), v_1_0, tail)
+                tail = vfma(vload(xr_1, 4, 16), v_1_1, tail)
+                tail = vfma(vshuffle(vload(xr_1, 4, 16), vzero(16), "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"), v_1_2, tail)
+                tail = vfma(vload(xr_2, 3, 16), v_2_0, tail)
+                tail = vfma(vload(xr_2, 4, 16), v_2_1, tail)
+                tail = vfma(vshuffle(vload(xr_2, 4, 16), vzero(16), "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"), v_2_2, tail)
+                acc = vload(yr, 0, 16)
+                acc = vfma(vshuffle(vload(xr_1, 0, 16), vzero(16), "16,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14"), v_1_0, acc)
+                acc = vfma(vload(xr_1, 0, 16), v_1_1, acc)
+                acc = vfma(vload(xr_1, 1, 16), v_1_2, acc)
+                acc = vfma(vshuffle(vload(xr_2, 0, 16), vzero(16), "16,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14"), v_2_0, acc)
+                acc = vfma(vload(xr_2, 0, 16), v_2_1, acc)
+                acc = vfma(vload(xr_2, 1, 16), v_2_2, acc)
+                vstore(yr, 0, acc)
+                vstore(yr, 4, tail)
         else:
             for c in range(8):
                 ci = g * 8 + c
@@ -141,26 +133,22 @@ def kernel(x, w, b, y):
                 v_1_0 = vsplat(w_1_0, 16)
                 v_1_1 = vsplat(w_1_1, 16)
                 v_1_2 = vsplat(w_1_2, 16)
-                tail = vload(yr, 3, 16)
-                tail = vfma(vload(xr_0, 2, 16), v_0_0, tail)
-                tail = vfma(vload(xr_0, 3, 16), v_0_1, tail)
-                tail = vfma(vload(xr_0, 4, 16), v_0_2, tail)
-                tail = vfma(vload(xr_1, 2, 16), v_1_0, tail)
-                tail = vfma(vload(xr_1, 3, 16), v_1_1, tail)
-                tail = vfma(vload(xr_1, 4, 16), v_1_2, tail)
-                for t in range(1):
-                    j0 = t * 16 + 1
-                    acc = vload(yr, j0, 16)
-                    acc = vfma(vload(xr_0, j0 - 1, 16), v_0_0, acc)
-                    acc = vfma(vload(xr_0, j0, 16), v_0_1, acc)
-                    acc = vfma(vload(xr_0, j0 + 1, 16), v_0_2, acc)
-                    acc = vfma(vload(xr_1, j0 - 1, 16), v_1_0, acc)
-                    acc = vfma(vload(xr_1, j0, 16), v_1_1, acc)
-                    acc = vfma(vload(xr_1, j0 + 1, 16), v_1_2, acc)
-                    vstore(yr, j0, acc)
-                vstore(yr, 3, tail)
-                yr[0] += xr_0[0] * w_0_1 + xr_1[0] * w_1_1 + xr_0[1] * w_0_2 + xr_1[1] * w_1_2
-                yr[19] += xr_0[18] * w_0_0 + xr_1[18] * w_1_0 + xr_0[19] * w_0_1 + xr_1[19] * w_1_1
+                tail = vload(yr, 4, 16)
+                tail = vfma(vload(xr_0, 3, 16), v_0_0, tail)
+                tail = vfma(vload(xr_0, 4, 16), v_0_1, tail)
+                tail = vfma(vshuffle(vload(xr_0, 4, 16), vzero(16), "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"), v_0_2, tail)
+                tail = vfma(vload(xr_1, 3, 16), v_1_0, tail)
+                tail = vfma(vload(xr_1, 4, 16), v_1_1, tail)
+                tail = vfma(vshuffle(vload(xr_1, 4, 16), vzero(16), "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"), v_1_2, tail)
+                acc = vload(yr, 0, 16)
+                acc = vfma(vshuffle(vload(xr_0, 0, 16), vzero(16), "16,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14"), v_0_0, acc)
+                acc = vfma(vload(xr_0, 0, 16), v_0_1, acc)
+                acc = vfma(vload(xr_0, 1, 16), v_0_2, acc)
+                acc = vfma(vshuffle(vload(xr_1, 0, 16), vzero(16), "16,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14"), v_1_0, acc)
+                acc = vfma(vload(xr_1, 0, 16), v_1_1, acc)
+                acc = vfma(vload(xr_1, 1, 16), v_1_2, acc)
+                vstore(yr, 0, acc)
+                vstore(yr, 4, tail)
         for j in range(20):
             v = yr[j] + b[0, m, 0, 0]
             v = where(v > 0.0, v, 0.0)

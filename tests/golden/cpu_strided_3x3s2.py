@@ -18,7 +18,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
-from dml_numba.cpu._simd import vadd, vfma, vload, vrelu, vsplat, vstore, vzero, vload_stride, vstore_raw
+from dml_numba.cpu._simd import vadd, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, vload_stride, vstore_raw
 
 
 @numba.njit(inline='always')

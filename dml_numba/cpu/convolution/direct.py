@@ -200,6 +200,15 @@ class _Row:
     def term(self, combo, kk, col) -> str:
         return f"{self.xrow(combo)}[{col}] * w_{'_'.join(map(str, self.weight(combo, kk)))}"
 
+    def column(self, fold):
+        """Input column -> the column read there (None: a zero), worked out here: itself
+        inside the input; outside, the map of ``fold`` (kind, padded extent) or a zero."""
+        pad = self.d.start_padding[-1]
+        if fold is None:
+            return lambda c: c if 0 <= c < self.n else None
+        m = AxisMap(fold[0], self.n, fold[1][-1], pad)
+        return lambda c: int(m.at(c + pad)[0]) if 0 <= c + pad < fold[1][-1] else None
+
 
 #: outer-axis edge rows (a tap in the padding) get fused rows of their own, with the taps in
 #: the padding dropped or mapped, while each axis has at most EDGE_ROWS and the branches
@@ -316,8 +325,10 @@ def _emit_fused_rows(w, d, o, per_tap, fold, branches, complete, write: _Write,
                     for kk in range(ksz[-1]):
                         fidx = row.weight(combo, kk)
                         w(f"w_{'_'.join(map(str, fidx))} = w[{index('m', 'c', *fidx)}]")
-                if lanes and row.j_hi - row.j_lo >= lanes:
-                    _emit_vector_interior(w, row, combos, write, lanes)
+                col = row.column(fold)
+                span = _vector_span(row, col, combos, lanes) if lanes else None
+                if span is not None:
+                    _emit_vector_interior(w, row, combos, write, lanes, span, col)
                 elif row.j_hi > row.j_lo:
                     # counted from 0: every index a non-negative offset (see _emit_per_tap)
                     with w.block(f"for t in range({row.j_hi - row.j_lo}):"):
@@ -325,7 +336,8 @@ def _emit_fused_rows(w, d, o, per_tap, fold, branches, complete, write: _Write,
                                                          row.j_lo * row.s + row.offs[kk]))
                                  for cb in combos for kk in range(ksz[-1])]
                         write.scalar(w, yrow(affine([("t", 1)], row.j_lo)), " + ".join(terms))
-                for edge in (range(0, row.j_lo), range(row.j_hi, row.o)):
+                lo, hi = span or (row.j_lo, row.j_hi)
+                for edge in (range(0, lo), range(hi, row.o)):
                     if len(edge):
                         _emit_row_edge(w, row, edge, fold, combos, write)
     if not complete:
@@ -333,32 +345,111 @@ def _emit_fused_rows(w, d, o, per_tap, fold, branches, complete, write: _Write,
             per_tap()
 
 
-def _emit_vector_interior(w, row: _Row, combos, write: _Write, lanes: int) -> None:
-    """The interior ``[j_lo, j_hi)`` of a unit-stride row in vectors of ``lanes``: whole
-    vectors from ``j_lo``, and the last ``lanes`` pixels as one more vector that overlaps
-    them, computed first from the row as it was (so the pixels both write get the same
-    value), stored last: no scalar remainder. Assigned (``write``): the row's old values are
-    not read."""
-    k_l, end, assign = row.ksz[-1], row.j_hi - lanes, write.assign
+#: a row's edge vectors (lanes with taps outside the input) are built from an in-range load
+#: by a shuffle, with at most this many columns from outside the load inserted a lane each, and
+#: a row writes at most EDGE_VECTORS of them; rows past either bound sum their edges pixel by
+#: pixel
+EDGE_EXTRAS, EDGE_VECTORS = 4, 4
+
+
+def _tap_vector(row: _Row, col, xr: str, c0: int, lanes: int) -> str | None:
+    """The vector of input columns ``c0, c0 + 1, ...`` (a constant start) of row ``xr``, each
+    read through ``col`` (:meth:`_Row.column`): a plain load where every column is itself;
+    else a load inside the row with the other lanes picked from it or from a vector of the
+    columns outside it (a zero where ``col`` gives None). None where every lane is a zero;
+    ValueError past :data:`EDGE_EXTRAS`."""
+    cols = [col(c0 + lane) for lane in range(lanes)]
+    if cols == list(range(c0, c0 + lanes)):
+        return f"vload({xr}, {c0}, {lanes})"
+    if all(c is None for c in cols):
+        return None
+    a = min(max(c0, 0), row.n - lanes)
+    extras, picks = [], []
+    for c in cols:
+        if c is not None and a <= c < a + lanes:
+            picks.append(c - a)
+            continue
+        if c not in extras:
+            extras.append(c)  # None: a lane left zero
+        picks.append(lanes + extras.index(c))
+    if len(extras) > lanes or sum(c is not None for c in extras) > EDGE_EXTRAS:
+        raise ValueError(f"{len(extras)} columns from outside the load")
+    outside = f"vzero({lanes})"
+    for lane, c in enumerate(extras):
+        if c is not None:
+            outside = f"vinsert({outside}, {lane}, {xr}[{c}])"
+    return f"vshuffle(vload({xr}, {a}, {lanes}), {outside}, \"{','.join(map(str, picks))}\")"
+
+
+def _vector_span(row: _Row, col, combos, lanes: int) -> tuple[int, int] | None:
+    """The pixels of a unit-stride row summed in vectors of ``lanes``: the whole row where its
+    edge vectors can be built (:func:`_tap_vector`), else the interior ``[j_lo, j_hi)`` where
+    it holds a vector, else None (scalar code)."""
+    if row.o >= lanes <= row.n and (row.j_lo or row.j_hi < row.o):
+        edges = [j for j in _vector_starts(row, (0, row.o), lanes)
+                 if not row.j_lo <= j <= row.j_hi - lanes]
+        try:
+            if len(edges) <= EDGE_VECTORS:
+                for j, kk, cb in itertools.product(edges, range(row.ksz[-1]), combos):
+                    _tap_vector(row, col, row.xrow(cb), j + row.offs[kk], lanes)
+                return 0, row.o
+        except ValueError:
+            pass
+    return (row.j_lo, row.j_hi) if row.j_hi - row.j_lo >= lanes else None
+
+
+def _vector_starts(row: _Row, span, lanes: int) -> list[int]:
+    """Where the vectors over ``span`` start: whole vectors from its start, and the last
+    ``lanes`` pixels as one more where they do not fill it."""
+    lo, hi = span
+    starts = list(range(lo, hi - lanes + 1, lanes))
+    return starts + [hi - lanes] if (hi - lo) % lanes else starts
+
+
+def _emit_vector_interior(w, row: _Row, combos, write: _Write, lanes: int, span, col) -> None:
+    """The pixels of ``span`` (:func:`_vector_span`) in vectors of ``lanes``: whole vectors
+    from its start, those whose every tap lies inside the input in a loop, the others (edge
+    vectors, through ``col``) written out; where they do not fill it, the last ``lanes``
+    pixels as one more vector that overlaps them, computed first from the row as it was (so
+    the pixels both write get the same value), stored last: no scalar remainder. Assigned
+    (``write``): the row's old values are not read."""
+    k_l, assign = row.ksz[-1], write.assign
     write.vector_setup(w, lanes)
     taps = [(cb, kk, "v_" + "_".join(map(str, row.weight(cb, kk)))) for cb in combos
             for kk in range(k_l)]
     for _, _, v in taps:
         w(f"{v} = vsplat({v.replace('v_', 'w_', 1)}, {lanes})")
 
-    def sums(acc, terms, start):  # the vector of pixels from affine(terms, start) on
+    def sums(acc, at):  # the vector of pixels from ``at`` on (a constant or a name)
         for cb, kk, v in taps:
-            at = affine(terms, start + row.offs[kk])
-            w(f"{acc} = vfma(vload({row.xrow(cb)}, {at}, {lanes}), {v}, {acc})")
+            if isinstance(at, int):
+                load = _tap_vector(row, col, row.xrow(cb), at + row.offs[kk], lanes)
+            else:
+                load = f"vload({row.xrow(cb)}, {affine([(at, 1)], row.offs[kk])}, {lanes})"
+            if load is not None:
+                w(f"{acc} = vfma({load}, {v}, {acc})")
 
-    w(f"tail = vzero({lanes})" if assign else f"tail = vload(yr, {end}, {lanes})")
-    sums("tail", [], end)
-    with w.block(f"for t in range({(row.j_hi - row.j_lo) // lanes}):"):
-        w(f"j0 = {affine([('t', lanes)], row.j_lo)}")
-        w(f"acc = vzero({lanes})" if assign else f"acc = vload(yr, j0, {lanes})")
-        sums("acc", [("j0", 1)], 0)
-        w(f"vstore(yr, j0, {write.vector('acc')})")
-    w(f"vstore(yr, {end}, {write.vector('tail')})")
+    def vector(acc, at, store=True):
+        w(f"{acc} = vzero({lanes})" if assign else f"{acc} = vload(yr, {at}, {lanes})")
+        sums(acc, at)
+        if store:
+            w(f"vstore(yr, {at}, {write.vector(acc)})")
+
+    starts = _vector_starts(row, span, lanes)
+    whole = starts[:len(range(span[0], span[1] - lanes + 1, lanes))]
+    tail = starts[-1] if len(starts) > len(whole) else None
+    inner = [j for j in whole if row.j_lo <= j <= row.j_hi - lanes]
+    if tail is not None:
+        vector("tail", tail, store=False)
+    for j in whole:
+        if j not in inner:
+            vector("acc", j)
+        elif j == inner[0]:
+            with w.block(f"for t in range({len(inner)}):"):
+                w(f"j0 = {affine([('t', lanes)], j)}")
+                vector("acc", "j0")
+    if tail is not None:
+        w(f"vstore(yr, {tail}, {write.vector('tail')})")
 
 
 def _emit_row_edge(w, row: _Row, edge: range, fold, combos, write: _Write) -> None:
@@ -368,14 +459,7 @@ def _emit_row_edge(w, row: _Row, edge: range, fold, combos, write: _Write) -> No
     the outer tap combinations the row reads; ``write``: how a pixel is written."""
     k_l = row.ksz[-1]
     pad = row.d.start_padding[-1]
-    if fold is not None:  # padded coordinate -> input column, worked out here
-        m = AxisMap(fold[0], row.n, fold[1][-1], pad)
-
-        def col(x):
-            return int(m.at(x + pad)[0]) if 0 <= x + pad < fold[1][-1] else None
-    else:
-        def col(x):
-            return x if 0 <= x < row.n else None
+    col = row.column(fold)
     if len(edge) <= EDGE_UNROLL:
         for j in edge:
             terms = [row.term(cb, kk, str(col(j * row.s + row.offs[kk]))) for kk in range(k_l)
@@ -392,7 +476,7 @@ def _emit_row_edge(w, row: _Row, edge: range, fold, combos, write: _Write) -> No
             if fold is not None:
                 w(f"pj = xj + {pad}")
                 with w.block(f"if pj < {fold[1][-1]}:"):
-                    emit_map(w, m, "pj", "xj")
+                    emit_map(w, AxisMap(fold[0], row.n, fold[1][-1], pad), "pj", "xj")
                     w("acc += " + " + ".join(row.term(cb, kk, "xj") for cb in combos))
                 continue
             with w.block(f"if xj >= 0 and xj < {row.n}:"):

@@ -21,7 +21,8 @@ from ..._emit import helper_header
 from .plan import Layout
 
 #: what the forward blocked kernels' modules import (the strided reads added where rows are split)
-SIMD_IMPORT = "from dml_numba.cpu._simd import vadd, vfma, vload, vrelu, vsplat, vstore, vzero"
+SIMD_IMPORT = ("from dml_numba.cpu._simd import vadd, vfma, vinsert, vload, vrelu, vshuffle, "
+               "vsplat, vstore, vzero")
 
 #: fused activations applied to the accumulators, in vectors, before their store, as the
 #: expression of a vector ``{}``; exact as the scalar formulas are (the others run as a scalar
