@@ -7,6 +7,7 @@ composed map element by element instead."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from .._codegen import SourceWriter, affine, decompose, index
 from .._dims import prod
@@ -33,20 +34,37 @@ def row_lanes(desc, host: Host | None = None) -> int:
     return lanes if fits and len(runs) <= MAX_RUNS else 0
 
 
+def trailing_tile(desc):
+    """``(the chain before it, its repeats)`` where ``desc`` ends in a tile that repeats
+    something after at least one other operator, on rank 2 and up; else None."""
+    *rest, last = desc.operators
+    last = last.canonical()
+    if not rest or desc.output_tensor.rank < 2 or type(last).op_name() != "tile" \
+            or all(r == 1 for r in last.repeats):
+        return None
+    return GatherChainDesc(desc.input_tensor, last.input_tensor, tuple(rest)), last.repeats
+
+
 def emit(key) -> str:
-    """The fused loop nest of the chain ``key.desc``."""
+    """The fused loop nest of the chain ``key.desc``. A chain that ends in a tile computes
+    each row of the tile's input once and copies it where the tile repeats it (a row's
+    repeats, then the whole row to the other rows it lands in), from the cache it was just
+    written to: the gathers, the costly part, run once for all the repeats."""
     desc = key.desc
-    plans = desc.gather_plans()
-    sizes = desc.output_tensor.sizes
+    tiled = trailing_tile(desc)
+    body = tiled[0] if tiled else desc
+    plans = body.gather_plans()
+    sizes = body.output_tensor.sizes
     rank = len(sizes)
     lanes = key.plan.lanes
     w = SourceWriter()
     loop = header(w, key, imports=("from dml_numba.cpu._simd import vload_stride, vstore_raw",)
                   if lanes else ())
-    runs = desc.runs()
+    runs = body.runs()
     with w.block("def kernel(x, y):"):
         w("# one pass for the chain " + " -> ".join(type(op).op_name() for op in desc.operators)
-          + "; each axis maps the output coordinate through them, last first")
+          + "; each axis maps the output coordinate through them, last first"
+          + ("; the tile's input rows computed once, copied to their repeats" if tiled else ""))
         chain_constants(w, plans, desc.output_tensor.data_type)
         if rank == 1 and (loop != "range" or len(runs) > MAX_RUNS):
             with w.block(f"for j in {loop}({sizes[0]}):"):
@@ -64,7 +82,40 @@ def emit(key) -> str:
             else:
                 emit_select(w, conds, lambda k: _row(w, runs, outer, inner, k),
                             lambda: _row(w, runs, outer, inner, -1, lanes))
+            if tiled:
+                _repeat(w, sizes, tiled[1], outer, lanes)
     return w.text()
+
+
+def _repeat(w, sizes, repeats, outer, lanes: int) -> None:
+    """The row just written (``sizes``' last axis at ``outer``) copied where a tile of
+    ``repeats`` repeats it: along the row, then the whole row to each repeat of the outer
+    axes."""
+    n = sizes[-1]
+    w(f"yr = y[{index(*outer)}]")
+    for k in range(1, repeats[-1]):
+        _copy(w, "yr", 0, k * n, n, lanes)
+    for combo in itertools.product(*(range(r) for r in repeats[:-1])):
+        if any(combo):
+            at = [affine([(o, 1)], k * m) for o, k, m in zip(outer, combo, sizes)]
+            w(f"zr = y[{index(*at)}]")
+            _copy(w, "zr", 0, 0, n * repeats[-1], lanes, src="yr")
+
+
+def _copy(w, dst: str, s0: int, d0: int, n: int, lanes: int, src: str | None = None) -> None:
+    """``dst[d0:d0+n] = src[s0:s0+n]`` (``src`` defaults to ``dst``; the two never overlap),
+    a vector at a time where ``lanes`` (the last vector overlapping the one before)."""
+    src = src or dst
+    if lanes and n >= lanes:
+        with w.block(f"for t in range({n // lanes}):"):
+            w(f"vstore_raw({dst}, {affine([('t', lanes)], d0)}, vload_stride({src}, "
+              f"{affine([('t', lanes)], s0)}, 1, {lanes}))")
+        if n % lanes:
+            w(f"vstore_raw({dst}, {d0 + n - lanes}, vload_stride({src}, {s0 + n - lanes}, 1, "
+              f"{lanes}))")
+        return
+    with w.block(f"for t in range({n}):"):
+        w(f"{dst}[{affine([('t', 1)], d0)}] = {src}[{affine([('t', 1)], s0)}]")
 
 
 def _row(w, runs, outer, inner, base: int, lanes: int = 0) -> None:
@@ -116,8 +167,9 @@ class GatherChainKernel(MoveKernel):
     """The fused chain on the CPU."""
 
     def __init__(self, desc, options):
+        tiled = trailing_tile(desc)
         key = dataclasses.replace(make_key(desc, options, desc.output_tensor.element_count),
-                                  plan=RowReads(row_lanes(desc)))
+                                  plan=RowReads(row_lanes(tiled[0] if tiled else desc)))
         super().__init__(key, emit, desc, options)
 
 

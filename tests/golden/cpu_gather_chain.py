@@ -18,17 +18,16 @@ def where(c, a, b):  # the activations' select, for scalars
 
 @numba.njit(parallel=False, cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
 def kernel(x, y):
-    # one pass for the chain padding -> slice -> tile; each axis maps the output coordinate through them, last first
-    for f in range(576):
-        o2 = f % 72
-        t0 = f // 72
+    # one pass for the chain padding -> slice -> tile; each axis maps the output coordinate through them, last first; the tile's input rows computed once, copied to their repeats
+    for f in range(288):
+        o2 = f % 36
+        t0 = f // 36
         o1 = t0 % 4
         t1 = t0 // 4
         o0 = t1
         i0 = o0
         i1 = o1
-        i2_2 = o2 % 36
-        i2_1 = i2_2 * 2
+        i2_1 = o2 * 2
         i2 = (i2_1 + 122) % 126
         if i2 >= 64:
             i2 = 126 - i2
@@ -41,10 +40,11 @@ def kernel(x, y):
         vstore_raw(yr, 18, vload_stride(xr, 32, 2, 16))
         for t in range(2):
             y[o0, o1, o2, t + 34] = x[i0, i1, i2, t * -2 + 62]
-        for t in range(3):
-            y[o0, o1, o2, t + 36] = x[i0, i1, i2, t * -2 + 4]
-        for t in range(1):
-            vstore_raw(yr, t * 16 + 39, vload_stride(xr, t * 32 + 2, 2, 16))
-        vstore_raw(yr, 54, vload_stride(xr, 32, 2, 16))
+        yr = y[o0, o1, o2]
         for t in range(2):
-            y[o0, o1, o2, t + 70] = x[i0, i1, i2, t * -2 + 62]
+            vstore_raw(yr, t * 16 + 36, vload_stride(yr, t * 16, 1, 16))
+        vstore_raw(yr, 56, vload_stride(yr, 20, 1, 16))
+        zr = y[o0, o1, o2 + 36]
+        for t in range(4):
+            vstore_raw(zr, t * 16, vload_stride(yr, t * 16, 1, 16))
+        vstore_raw(zr, 56, vload_stride(yr, 56, 1, 16))

@@ -183,3 +183,29 @@ def test_long_rows_move_a_vector_at_a_time(dtype, step):
     vectored = abs(step) <= 4
     assert ("vload_stride" in op.source) == vectored
     np.testing.assert_array_equal(op(x), run_oracles(links, x))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.float64])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_trailing_tile_computes_each_row_once_and_copies_it(dtype, parallel):
+    """A chain that ends in a tile computes each row of the tile's input once (the loop runs
+    over those rows only) and copies it to every repeat: along the row (rows long enough for
+    vectors, with a remainder, and short ones), and the whole row to the repeats of every
+    outer axis; against numpy.pad, slicing and numpy.tile."""
+    shape = (2, 3, 5, 70)
+    links = [pad(dtype, shape, (0, 1, 0, 3), (1, 0, 2, 4), dml.PaddingMode.SYMMETRIC),
+             slice1(dtype, (3, 4, 7, 77), (0, 1, 1, 0), (3, 3, 6, 77), (1, 1, 2, 1)),
+             tile(dtype, (3, 3, 3, 77), (2, 1, 3, 2))]
+    d = chain(links, dtype, shape)
+    op = dml.compile_operator(d, "cpu", parallel=parallel)
+    assert "copied to their repeats" in op.source
+    assert f"range({3 * 3 * 3})" in op.source  # the tile input's rows, not the output's
+    assert op.source.count("zr = y[") == 2 * 3 - 1  # every outer repeat but the first
+    x = _input(dtype, shape, 4)
+    np.testing.assert_array_equal(op(x), run_oracles(links, x))
+    short = [pad(dtype, (2, 3), (1, 0), (0, 1), dml.PaddingMode.WRAP),
+             tile(dtype, (3, 4), (3, 2))]  # a row shorter than any vector
+    x = _input(dtype, (2, 3), 5)
+    np.testing.assert_array_equal(
+        dml.compile_operator(chain(short, dtype, (2, 3)), "cpu", parallel=parallel)(x),
+        run_oracles(short, x))
