@@ -17,11 +17,13 @@ def channel_block(desc, limit: int = 4) -> int:
 
 
 def conv_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e,
-                 channels: int = 1) -> None:
+                 channels: int = 1, fold=None) -> None:
     """Convolution at output (n, m, o...) and, with ``channels`` > 1, at the next channels
     (m .. m + channels - 1, one group): each input tap is read once for all of them, into
     ``channels`` accumulators. FORWARD gathers input taps; BACKWARD is the adjoint in gather
-    form (race-free). Bias and the fused activation form the epilogue."""
+    form (race-free). Bias and the fused activation form the epilogue. ``fold`` (FORWARD):
+    ``(kind, padded extent)``, a padding operator in front read through its map (taps in the
+    padding read the mapped input instead of zeros)."""
     nd = len(o)
     a = [f"a{i}" for i in range(nd)]
     cin = desc.input_tensor.sizes[1]
@@ -42,7 +44,7 @@ def conv_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e,
             w, stack, [f"k{i}" for i in range(nd)], a, desc.input_tensor.sizes[2:],
             starts={"o": o, "k": desc.filter_tensor.sizes[2:], "pad": desc.start_padding},
             steps=desc.strides, dilations=desc.dilations, transposed=not forward,
-            flip=desc.mode == ConvolutionMode.CONVOLUTION)
+            flip=desc.mode == ConvolutionMode.CONVOLUTION, fold=fold)
         xin = load("x[" + index("n", "ci", *a) + "]")
         if channels > 1:
             w(f"xv = {xin}")

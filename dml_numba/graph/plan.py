@@ -7,10 +7,11 @@ are, the specification):
 * **zero padding into a window**: a CONSTANT padding with value +0 of the spatial axes only,
   whose output is read as the input of a FORWARD convolution or an LP pooling, becomes that
   operator's own start/end padding (both read zeros there; LP pooling counts them as 0);
-* **any other padding into a convolution** (CPU): an EDGE, REFLECTION, SYMMETRIC or WRAP
-  padding of the spatial axes in front of a FORWARD convolution without padding of its own
-  becomes that convolution's padding, read through the mode's map in the blocked kernel's
-  phase 1 (``input_padding``), where the automatic choice runs the blocked kernel;
+* **any other padding into a window**: an EDGE, REFLECTION, SYMMETRIC or WRAP padding of the
+  spatial axes in front of a FORWARD convolution or an LP pooling without padding of its own
+  becomes that operator's padding, read through the mode's map wherever its kernels read the
+  input (``input_padding``: the blocked kernels' staging, the direct kernels' taps, CUDA's
+  shared-memory regions and gathers);
 * **a slice after a window**: a slice with positive strides along the spatial axes of the
   output of a FORWARD convolution or an LP pooling (read by nothing else) becomes that
   operator's strides and start padding: only the kept windows are computed;
@@ -96,8 +97,7 @@ def window(op):
 def _fold_mode_padding(consumer, padding, src_tensor, device):
     """``consumer`` (a FORWARD convolution or an LP pooling, without padding of its own) reading
     ``src_tensor`` through ``padding`` (mode, start, end) in its own input reads, where the
-    device's kernel can (convolution: the CPU's blocked kernels, CUDA's tiled ones; LP pooling:
-    every kernel); None elsewhere."""
+    device's kernels can (every kernel on the CPU and CUDA); None elsewhere."""
     c = consumer.canonical()
     backend = split_device(device)[0]
     if isinstance(c, LpPooling1OperatorDesc):  # every LP pooling kernel reads through a fold

@@ -272,16 +272,18 @@ def test_random_graphs_agree_with_node_by_node(cuda):
 
 DW_LAYER = ((2, 1, 3, 3), 2, "plane patches")  # filter, groups, what the source says
 DENSE_LAYER = ((4, 2, 3, 3), 1, "implicit GEMM")
+DIRECT_LAYER = ((2, 2, 3, 3), 1, "direct")  # two output channels: no tile pays
 
 
 @pytest.mark.parametrize("mode, layer", [("REFLECTION", DW_LAYER), ("REFLECTION", DENSE_LAYER),
                                          ("EDGE", DW_LAYER), ("SYMMETRIC", DENSE_LAYER),
-                                         ("WRAP", DW_LAYER)])
-def test_mode_padding_folds_into_the_tiled_kernels(cuda, mode, layer):
-    """On CUDA a padding operator in front of a convolution the tiled kernels run is read
-    through its map as they load their input (the depthwise plane kernel's shared-memory region,
-    the implicit GEMM's gather): one step, no padded tensor, the result of np.pad followed by the
-    convolution. Each mode once, each kernel at least once."""
+                                         ("WRAP", DW_LAYER), ("WRAP", DIRECT_LAYER),
+                                         ("SYMMETRIC", DIRECT_LAYER)])
+def test_mode_padding_folds_into_every_cuda_kernel(cuda, mode, layer):
+    """On CUDA a padding operator in front of a convolution is read through its map as each
+    kernel reads its input (the depthwise plane kernel's shared-memory region, the implicit
+    GEMM's gather, the direct kernel's taps): one step, no padded tensor, the result of np.pad
+    followed by the convolution. Each mode once, each kernel at least once."""
     from tests.test_graph import IN, MID, NP_MODE, OUT, N, conv, pad
 
     ws, groups, kernel = layer
@@ -294,21 +296,24 @@ def test_mode_padding_folds_into_the_tiled_kernels(cuda, mode, layer):
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in (xs, ws, (1, ws[0], 1, 1)))
     cg = dml.compile_graph(g, "cuda")
     assert len(cg.steps) == 1 and cg.steps[0].options == (("input_padding", mode),)
-    assert f"fold {dml.ops.convolution.FOLDS[mode]}" in cg.source and kernel in cg.source
+    assert f"fold {dml.ops.convolution.FOLDS[mode]}" in cg.source
+    tiled = [k for _, _, k in (DW_LAYER, DENSE_LAYER)]
+    assert [k for k in tiled if k in cg.source] == ([kernel] if kernel in tiled else [])
     ref = dml.convolution(np.pad(x, [(0, 0), (0, 0), (1, 2), (2, 1)], mode=NP_MODE[mode]), w, b,
                           group_count=groups, fused_activation=dml.ActivationReluOperatorDesc(),
                           device="numpy")
     np.testing.assert_allclose(cg(x, w, b), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_cuda_input_padding_is_refused_off_the_tiled_kernels():
-    """Two output channels: the direct kernel, which reads no folded padding."""
-    dense = dml.functional.convolution_desc(np.zeros((1, 2, 8, 8), np.float32),
-                                            np.zeros((2, 2, 3, 3), np.float32),
-                                            start_padding=(1, 1), end_padding=(1, 1))
+def test_cuda_input_padding_is_refused_for_a_transposed_convolution():
+    """A transposed convolution's padding crops its output: nothing to read through a map."""
+    back = dml.functional.convolution_desc(np.zeros((1, 2, 8, 8), np.float32),
+                                           np.zeros((2, 2, 3, 3), np.float32),
+                                           start_padding=(1, 1), end_padding=(1, 1),
+                                           direction=dml.ConvolutionDirection.BACKWARD)
     with pytest.raises(dml.ValidationError, match="input_padding: 'REFLECTION' is invalid; "
                                                   "expected None for this descriptor on CUDA"):
-        dml.compile_operator(dense, "cuda", input_padding="REFLECTION")
+        dml.compile_operator(back, "cuda", input_padding="REFLECTION")
 
 
 @pytest.mark.parametrize("mode, window, strides, kernel", [

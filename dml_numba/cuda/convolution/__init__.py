@@ -34,6 +34,7 @@ from ..._codegen import index
 from ..._dtypes import accumulator
 from ..._errors import ValidationError
 from ..._registry import register
+from ...elements import fold_of
 from ...elements.convolution import channel_block, conv_element, conv_epilogue
 from ...ops._base import Fold
 from ...ops.convolution import (
@@ -71,8 +72,14 @@ def choose_algorithm(desc) -> str:
 
 
 def emit_direct(key) -> str:
+    """One thread an output element (or a few channels of one group), every tap gathered; a
+    folded padding (the key's plan a :class:`~dml_numba.ops._base.Fold`) read through its
+    map."""
     args = "x, w, b, y" if key.desc.bias_tensor is not None else "x, w, y"
-    return emit_reduction(key, args, "m", conv_element, channels=channel_block(key.desc))
+    fold = fold_of(key)
+    return emit_reduction(key, args, "m", lambda w, d, o, **kw: conv_element(w, d, o, fold=fold,
+                                                                             **kw),
+                          channels=channel_block(key.desc))
 
 
 def emit_planes(key) -> str:
@@ -80,7 +87,7 @@ def emit_planes(key) -> str:
     one output of channel ``c`` (the padding read through a folded padding's map where the key's
     plan is a :class:`~dml_numba.ops._base.Fold`)."""
     d = key.desc
-    fold = (key.plan.kind, geometry(d).padded_sizes()) if key.plan is not None else None
+    fold = fold_of(key)
     plan = plane_plan_for(d)
     mg = geometry(d).out_channels
     ksz = d.filter_tensor.sizes[2:]
@@ -109,11 +116,10 @@ def emit_tiled(key) -> str:
 
 def folds_padding(desc, mode: str) -> bool:
     """Whether a padding of ``mode`` in front of ``desc`` (``desc`` carrying its sizes as
-    start/end padding) folds into the kernel the automatic choice runs: the tiled kernels, FORWARD
-    (the depthwise plane kernel's region loads and the implicit GEMM's gather read through the
-    padding's map); not the direct kernel."""
-    return (mode in FOLDS and desc.direction == ConvolutionDirection.FORWARD
-            and choose_algorithm(desc) == "tiled")
+    start/end padding) folds into its kernels: FORWARD, every kernel (the direct kernel's taps,
+    the depthwise plane kernel's region loads and the implicit GEMM's gather read through the
+    padding's map)."""
+    return mode in FOLDS and desc.direction == ConvolutionDirection.FORWARD
 
 
 @register(ConvolutionOperatorDesc, "cuda", options={"algorithm": (None, "direct", "tiled"),
@@ -121,11 +127,10 @@ def folds_padding(desc, mode: str) -> bool:
 def lower(desc, options):
     algorithm = options.get("algorithm") or choose_algorithm(desc)
     mode = options.get("input_padding")
-    if mode is not None and (algorithm != "tiled" or not folds_padding(desc, mode)):
+    if mode is not None and not folds_padding(desc, mode):
         raise ValidationError(
             f"compile_operator.input_padding: {mode!r} is invalid; expected None for this "
-            "descriptor on CUDA (a folded padding needs a tiled kernel: FORWARD, and a "
-            "depthwise window that overlaps or at least 4 output channels a group)")
+            "descriptor on CUDA (a folded padding needs a FORWARD convolution)")
     key = make_key(desc, options, "tiled" if algorithm == "tiled" else "main")
     if mode is not None:
         key = dataclasses.replace(key, plan=Fold(FOLDS[mode]))
