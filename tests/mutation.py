@@ -44,7 +44,8 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
     # the disk cache: trust rules, entries, housekeeping (in-process tests; the subprocess ones
     # import the installed package, which the tool does not mutate)
     "cache": (["dml_numba/_diskcache.py", "dml_numba/_trust.py", "dml_numba/_housekeeping.py"],
-              ["tests/test_cache_trust.py", "tests/test_cache_paths.py", "tests/test_cache.py",
+              ["tests/unit/test_disk_cache_parts.py", "tests/test_cache_trust.py",
+               "tests/test_cache_paths.py", "tests/test_cache.py",
                "-k", "not new_process and not racing"]),
     # the functional layer's argument forms and memo
     "functional": (["dml_numba/functional.py"],
