@@ -126,7 +126,9 @@ def test_a_sticky_folder_entry_owned_by_another_user_is_refused(tmp_path):
     theirs.mkdir(mode=0o755)
     os.chown(theirs, OTHER_UID, OTHER_UID)
     why = _trust.unsafe_path(theirs / "cache")
-    assert why and "sticky, but the entry in it is another user's" in why
+    assert why == (f"the folder {sticky} on the way to the cache is writable by group or others "
+                   "(mode 1777) (sticky, but the entry in it is another user's), so another "
+                   f"user could replace {theirs}")
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="needs a second user id (run as root)")

@@ -382,7 +382,11 @@ def test_private_dir_creates_tightens_and_refuses(tmp_path):
     from dml_numba._trust import private_dir
 
     made = tmp_path / "made"
-    assert private_dir(made, "f") is None and stat.S_IMODE(made.stat().st_mode) == 0o700
+    old = os.umask(0)  # a folder made 0700 whatever the umask (else refused as open to others)
+    try:
+        assert private_dir(made, "f") is None and stat.S_IMODE(made.stat().st_mode) == 0o700
+    finally:
+        os.umask(old)
     for mode, after in ((0o750, 0o700), (0o500, 0o500)):
         p = tmp_path / f"m{mode:o}"
         p.mkdir()
@@ -410,7 +414,13 @@ def test_makedirs_private_makes_every_missing_parent_0700_whatever_the_umask(tmp
         makedirs_private(tmp_path / "a" / "b" / "c")  # there already: nothing to do
     finally:
         os.umask(old)
-    for p in (tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / "c"):
+    old = os.umask(0o277)  # a umask that takes the owner's own bits: still 0700
+    try:
+        makedirs_private(tmp_path / "d" / "e")
+    finally:
+        os.umask(old)
+    for p in (tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / "c", tmp_path / "d",
+              tmp_path / "d" / "e"):
         assert stat.S_IMODE(p.stat().st_mode) == 0o700, p
     assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755  # an existing parent is not touched
 
@@ -435,6 +445,13 @@ def test_unsafe_path_walks_relative_paths_dots_and_links(tmp_path, monkeypatch):
     assert unsafe_path(Path("./inner/.")) is None
     assert "writable by group or others" in unsafe_path(Path("../open/inner"))
     assert unsafe_path(safe / "inner" / ".." / "inner") is None
+    # ".." goes back to the parent without looking into the folder it leaves (only the names
+    # looked up count): an open folder left by ".." is not on the way
+    (safe / "opened").mkdir()
+    os.chmod(safe / "opened", 0o777)
+    assert unsafe_path(safe / "opened" / ".." / "inner") is None
+    long = safe / ("n" * 300)
+    assert unsafe_path(long / "x") == f"the folder {safe} cannot be inspected (File name too long)"
     (safe / "to-open").symlink_to("../open")  # relative target, through the open folder
     assert "writable by group or others" in unsafe_path(safe / "to-open" / "inner")
     (safe / "to-inner").symlink_to(safe / "inner")  # absolute target
@@ -467,6 +484,14 @@ def test_the_tree_check_keeps_the_marker_and_says_why_it_cannot_write(tmp_path, 
     assert (root / SUBDIR / _diskcache.MARKER).read_text() == \
         "Signature: 8a477f597d28d172789f06886806bc55\n"
     assert sorted(p.name for p in sub.iterdir()) == ["CACHEDIR.TAG", "__pycache__"]
+
+    for path, what in ((root / SUBDIR / "__pycache__", "the cache's __pycache__"),
+                       (root / SUBDIR, "the library's cache subfolder")):
+        os.chmod(path, 0o777)
+        assert _diskcache._check_tree(root) == (
+            None, f"{what} {path} is writable by group or others (mode 0777; expected 0700 or "
+                  "0755)")
+        os.chmod(path, 0o700)
 
     def read_only(self, data):
         raise OSError(30, "Read-only file system")
@@ -575,3 +600,18 @@ def test_compile_kernel_keeps_its_source_and_outlives_eviction(library, monkeypa
     assert built[0].startswith(PREFIX + "cpu_tile_") and (library / f"{built[0]}.py").exists()
     assert _diskcache.compile_kernel(keys[2], "value = 13\n", finish, disk=False) == 13
     assert not (library / f"{built[-1]}.py").exists()
+
+
+@posix
+def test_untrusted_says_what_it_could_not_inspect(tmp_path):
+    """A missing folder, and a link (the configured root may be one) to nothing, each named
+    with the system's reason; a link anywhere else is refused as a link."""
+    from dml_numba._trust import untrusted
+
+    assert untrusted(tmp_path / "missing", "the thing") == (
+        f"the thing {tmp_path / 'missing'} cannot be inspected (No such file or directory)")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert untrusted(tmp_path / "dangling", "cache folder") == (
+        f"cache folder {tmp_path / 'dangling'} cannot be inspected (No such file or directory)")
+    assert untrusted(tmp_path / "dangling", "the thing") == (
+        f"the thing {tmp_path / 'dangling'} is a symbolic link")
