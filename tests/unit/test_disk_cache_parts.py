@@ -23,6 +23,7 @@ def library(tmp_path, monkeypatch):
     root.mkdir(mode=0o700)
     monkeypatch.setenv("DML_NUMBA_CACHE_DIR", str(root))
     monkeypatch.delenv("DML_NUMBA_DISK_CACHE", raising=False)
+    monkeypatch.setattr(_diskcache, "_warned", set())  # each test sees its own warnings
     _diskcache.reset()
     st = _diskcache.state()
     assert st.usable, st.reason
@@ -67,6 +68,7 @@ def test_the_state_per_configuration_switched_off_and_refused(tmp_path, monkeypa
     for r in roots:
         r.mkdir(mode=0o700)
     monkeypatch.delenv("DML_NUMBA_DISK_CACHE", raising=False)
+    monkeypatch.setattr(_diskcache, "_warned", set())
     _diskcache.reset()
     try:
         for r in roots:
