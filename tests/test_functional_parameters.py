@@ -376,3 +376,122 @@ def test_the_memo_in_front_of_the_cache_follows_it():
         np.testing.assert_array_equal(dml.tile(x, (r, 1), device="numpy"), np.tile(x, (r, 1)))
         assert len(functional._recent) <= functional.RECENT
     np.testing.assert_array_equal(dml.tile(x, (1, 2), device="numpy"), np.tile(x, (1, 2)))
+
+
+# -- refusals name the function, the argument and the value as given ------------------------
+
+F = dml.functional
+X = np.zeros((1, 1, 4, 4), np.float32)
+W1 = np.zeros((1, 1, 1, 1), np.float32)
+NOT_AN_ARRAY = object()
+DTYPE_WORDS = ("dtype object is invalid; expected a numeric array (one of float32, float16, "
+               "float64, int8..int64, uint8..uint64)")
+FORM_WORDS = ("expected numpy.pad's form: an integer, (before, after), or one (before, after) "
+              "pair per axis")
+BOTH_WORDS = "expected either pad_width or start_padding and end_padding, not both"
+
+REFUSALS = {
+    # every array argument of every function, given something that is not one
+    "padding.x": (lambda: F.padding(NOT_AN_ARRAY, (1,), (1,)), f"padding.x: {DTYPE_WORDS}"),
+    "lp_pooling.x": (lambda: F.lp_pooling(NOT_AN_ARRAY, (2, 2)), f"lp_pooling.x: {DTYPE_WORDS}"),
+    "convolution.x": (lambda: F.convolution(NOT_AN_ARRAY, W1), f"convolution.x: {DTYPE_WORDS}"),
+    "convolution.filter": (lambda: F.convolution(X, NOT_AN_ARRAY),
+                           f"convolution.filter: {DTYPE_WORDS}"),
+    "convolution.bias": (lambda: F.convolution(X, W1, NOT_AN_ARRAY),
+                         f"convolution.bias: {DTYPE_WORDS}"),
+    "tile.x": (lambda: F.tile(NOT_AN_ARRAY, (2,)), f"tile.x: {DTYPE_WORDS}"),
+    "slice1.x": (lambda: F.slice1(NOT_AN_ARRAY, (0,), (1,)), f"slice1.x: {DTYPE_WORDS}"),
+    # numpy.pad's pad_width: forms it does not take, and conflicts with start/end padding
+    "pad_width-ragged": (lambda: F.padding(X, pad_width=((1, 2), (3,), (1, 1), (1, 1))),
+                         f"padding.pad_width: ((1, 2), (3,), (1, 1), (1, 1)) is invalid; "
+                         f"{FORM_WORDS}"),
+    "pad_width-3d": (lambda: F.padding(X, pad_width=[[[1, 1]]]),
+                     f"padding.pad_width: ([[1, 1]],) is invalid; {FORM_WORDS}"),
+    "pad_width-float-before": (lambda: F.padding(X, pad_width=((0.5, 1),) + ((1, 1),) * 3),
+                               "padding.pad_width: ((0.5, 1), (1, 1), (1, 1), (1, 1)) is invalid; "
+                               f"{FORM_WORDS}"),
+    "pad_width-float-after": (lambda: F.padding(X, pad_width=((1, 0.5),) + ((1, 1),) * 3),
+                              "padding.pad_width: ((1, 0.5), (1, 1), (1, 1), (1, 1)) is invalid; "
+                              f"{FORM_WORDS}"),
+    "pad_width-triples": (lambda: F.padding(X, pad_width=((1, 1, 1),) * 4),
+                          "padding.pad_width: ((1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1)) is "
+                          f"invalid; {FORM_WORDS}"),
+    "pad_width-no-pairs": (lambda: F.padding(X, pad_width=np.zeros((0, 2), int)),
+                           f"padding.pad_width: () is invalid; {FORM_WORDS}"),
+    "pad_width-and-start": (lambda: F.padding(X, (1, 1, 1, 1), pad_width=((1, 1),) * 4),
+                            f"padding.pad_width: ((1, 1), (1, 1), (1, 1), (1, 1)) is invalid; "
+                            f"{BOTH_WORDS}"),
+    "pad_width-and-end": (lambda: F.padding(X, end_padding=(1, 1, 1, 1), pad_width=1),
+                          f"padding.pad_width: 1 is invalid; {BOTH_WORDS}"),
+    "end-only": (lambda: F.padding(X, end_padding=(1, 1, 1, 1)),
+                 "padding.start_padding: None is invalid; expected the padding before each axis "
+                 "and after it (start_padding and end_padding), or numpy.pad's pad_width"),
+    # enums by name, NumPy's aliases offered where there are some, and by value
+    "mode-name": (lambda: F.padding(X, 1, 1, mode="bogus"),
+                  "padding.mode: 'bogus' is invalid; expected one of constant, edge, reflection, "
+                  "symmetric, wrap, or NumPy's reflect (= reflection)"),
+    "mode-value": (lambda: F.padding(X, 1, 1, mode=99),
+                   "padding.mode: 99 is invalid; expected a PaddingMode (CONSTANT=0, EDGE=1, "
+                   "REFLECTION=2, SYMMETRIC=3, WRAP=4)"),
+    "convolution-mode-name": (lambda: F.convolution(X, W1, mode="bogus"),
+                              "convolution.mode: 'bogus' is invalid; expected one of convolution, "
+                              "cross_correlation"),
+    # the batch axis named where the input lacks exactly that one; the rank rule otherwise
+    "batch-axis": (lambda: F.lp_pooling(np.zeros((4, 8), np.float32), (2,)),
+                   "lp_pooling.x.shape: (4, 8) is invalid; expected 3 dimensions (N, C, "
+                   "spatial...) for this window_size: is the batch axis missing? x[None] adds it"),
+    "rank": (lambda: F.lp_pooling(np.zeros((4, 4), np.float32), (2, 2)),
+             "lp_pooling.input_tensor.sizes: (4, 4) is invalid; expected 3 to 5 dimensions"),
+    # the descriptor builders' own checks
+    "lp_pooling_desc-window": (lambda: F.lp_pooling_desc(X, (5, 5)),
+                               "lp_pooling.window_size[0]: 5 is invalid; the dilated window (5) "
+                               "must fit the padded input (4 + 0 + 0)"),
+    "padding_desc-range": (lambda: F.padding_desc(X, (0, 0, 2**40, 0), (0, 0, 0, 0)),
+                           "padding.start_padding[2]: 1099511627776 is invalid; expected an "
+                           "integer < 2**32 (4294967296), the range of DirectML's 32-bit fields"),
+    "filter-not-exact": (lambda: F.convolution(np.zeros((1, 1, 4, 4), np.int32),
+                                               np.full((1, 1, 1, 1), np.inf, np.float32)),
+                         "convolution.filter.dtype: 'float32' is invalid; expected int32, the "
+                         "data type of x, or values exact in it: cast one of them, e.g. "
+                         "filter.astype(np.int32) or x.astype(np.float32)"),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_refusals_name_the_function_the_argument_and_the_value(name):
+    """Each refusal in full: the function (not the descriptor class), the argument (and the
+    element), the value as given and what was expected; no NumPy warning on the way."""
+    import warnings
+
+    call, message = REFUSALS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(dml.ValidationError) as e:
+            call()
+    assert str(e.value) == message
+
+
+def test_pad_width_forms_numpy_pad_takes_and_values_it_converts():
+    """numpy.pad's pad_width as a one-element list and as a (rank, 2) array (not the plain
+    tuple form), against numpy.pad; a float constant that is an integer pads an integer array
+    with that integer; LP pooling's default p is 2 (a square root of squares)."""
+    x = np.arange(6, dtype=np.int8).reshape(2, 3)
+    np.testing.assert_array_equal(F.padding(x, pad_width=[1], device="numpy"), np.pad(x, [1]))
+    pw = np.array([[1, 0], [0, 2]])
+    np.testing.assert_array_equal(F.padding(x, pad_width=pw, mode="reflect", device="numpy"),
+                                  np.pad(x, pw, mode="reflect"))
+    np.testing.assert_array_equal(F.padding(x, (0, 1), (0, 1), value=3.0, device="numpy"),
+                                  np.pad(x, [(0, 0), (1, 1)], constant_values=3))
+    assert F.lp_pooling_desc(X, (2, 2)).p == 2
+    y = RNG.uniform(-2, 2, (1, 1, 2, 2)).astype(np.float32)
+    assert_close(F.lp_pooling(y, (2, 2), device="numpy"),
+                 np.sqrt((y.astype(np.float64) ** 2).sum()).reshape(1, 1, 1, 1), np.float32)
+    assert F.lp_pooling_desc(np.zeros((1, 2, 8), np.float32), (2,)).output.sizes == (1, 2, 7)
+
+
+def test_a_filter_with_nan_cast_exactly_to_half():
+    """A float32 filter holding NaN, for a float16 input: every value (NaN too) is exact in
+    float16, so it is cast, not refused."""
+    x = np.ones((1, 1, 3, 3), np.float16)
+    y = F.convolution(x, np.full((1, 1, 1, 1), np.nan, np.float32), device="numpy")
+    assert y.dtype == np.float16 and np.isnan(y).all()
