@@ -495,3 +495,31 @@ def test_a_filter_with_nan_cast_exactly_to_half():
     x = np.ones((1, 1, 3, 3), np.float16)
     y = F.convolution(x, np.full((1, 1, 1, 1), np.nan, np.float32), device="numpy")
     assert y.dtype == np.float16 and np.isnan(y).all()
+
+
+def test_repeated_calls_are_answered_by_the_memo_in_front_of_the_cache():
+    """Calls repeated among others (A, B, A, B) are answered by the functional layer's own
+    memo, without a lookup in the kernel cache (its hit count stays), with parameters that key
+    as themselves and with array parameters; after ``cache.clear()`` the memo starts again and
+    answers the second call of each."""
+    from dml_numba import functional
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    calls = [lambda: dml.tile(x, (1, 2), device="numpy"),
+             lambda: dml.tile(x, np.array([2, 1]), device="numpy"),
+             lambda: dml.padding(x, (1, 0), (0, 1), "reflection", device="numpy")]
+    want = [np.tile(x, (1, 2)), np.tile(x, (2, 1)), np.pad(x, [(1, 0), (0, 1)], mode="reflect")]
+    saved = dml.cache._table.copy()
+    try:
+        for clear in (False, True):
+            if clear:
+                dml.cache.clear()
+            for call, ref in zip(calls, want):  # built, or found in the cache
+                np.testing.assert_array_equal(call(), ref)
+            hits, misses = dml.cache.hits, dml.cache.misses
+            for call, ref in zip(calls * 2, want * 2):
+                np.testing.assert_array_equal(call(), ref)
+            assert (dml.cache.hits, dml.cache.misses) == (hits, misses)
+            assert len(functional._recent) >= len(calls)
+    finally:
+        dml.cache._table.update(saved)
