@@ -423,6 +423,21 @@ REFUSALS = {
                             f"{BOTH_WORDS}"),
     "pad_width-and-end": (lambda: F.padding(X, end_padding=(1, 1, 1, 1), pad_width=1),
                           f"padding.pad_width: 1 is invalid; {BOTH_WORDS}"),
+    "pad_width-floats-before": (lambda: F.padding(X, pad_width=((0.5, 1),) * 4),
+                                "padding.pad_width: ((0.5, 1), (0.5, 1), (0.5, 1), (0.5, 1)) is "
+                                f"invalid; {FORM_WORDS}"),
+    "pad_width-floats-after": (lambda: F.padding(X, pad_width=((1, 0.5),) * 4),
+                               "padding.pad_width: ((1, 0.5), (1, 0.5), (1, 0.5), (1, 0.5)) is "
+                               f"invalid; {FORM_WORDS}"),
+    "pairs-and-end": (lambda: F.padding(X, end_padding=(1, 1, 1, 1), pad_width=((1, 1),) * 4),
+                      f"padding.pad_width: ((1, 1), (1, 1), (1, 1), (1, 1)) is invalid; "
+                      f"{BOTH_WORDS}"),
+    "tile-bool-repeats": (lambda: F.tile(np.zeros((2, 3), np.float32), (True,)),
+                          "tile.repeats: (True,) is invalid; expected 2 entries (one per "
+                          "dimension), got 1"),
+    "slice1_desc-window": (lambda: F.slice1_desc(np.zeros((2, 3), np.float32), (0, 0), (5, 5)),
+                           "slice1.input_window_sizes[0]: 5 is invalid; the window [0, 5) must "
+                           "lie inside input dimension 0 of size 2"),
     "end-only": (lambda: F.padding(X, end_padding=(1, 1, 1, 1)),
                  "padding.start_padding: None is invalid; expected the padding before each axis "
                  "and after it (start_padding and end_padding), or numpy.pad's pad_width"),
@@ -487,6 +502,16 @@ def test_pad_width_forms_numpy_pad_takes_and_values_it_converts():
     assert_close(F.lp_pooling(y, (2, 2), device="numpy"),
                  np.sqrt((y.astype(np.float64) ** 2).sum()).reshape(1, 1, 1, 1), np.float32)
     assert F.lp_pooling_desc(np.zeros((1, 2, 8), np.float32), (2,)).output.sizes == (1, 2, 7)
+
+
+def test_the_descriptor_builders_defaults():
+    """What the builders fill in when a parameter is left out: unit slice strides, one group,
+    a (C_out,) bias as the (1, C_out, 1, 1) tensor DirectML binds."""
+    d = F.slice1_desc(np.zeros((2, 3), np.float32), (0, 1), (2, 2))
+    assert (d.output.sizes, d.input_window_strides) == ((2, 2), (1, 1))
+    c = F.convolution_desc(X, np.zeros((2, 1, 1, 1), np.float32), np.zeros(2, np.float32))
+    assert (c.group_count, c.bias_tensor.sizes, c.output.sizes) == (1, (1, 2, 1, 1),
+                                                                      (1, 2, 4, 4))
 
 
 def test_a_filter_with_nan_cast_exactly_to_half():
