@@ -340,6 +340,10 @@ def test_unkeyable_parameters_run_without_the_memo():
     np.testing.assert_array_equal(dml.tile(X4, r), np.tile(X4, (1, 1, 1, 2)))
     r.r = [1, 1, 2, 1]
     np.testing.assert_array_equal(dml.tile(X4, r), np.tile(X4, (1, 1, 2, 1)))
+    # the device asked for is the one compiled for, memo or not: an unknown one is refused
+    for repeats in (r, (1, 1, 2, 1)):
+        with pytest.raises(dml.ValidationError, match="compile_operator.device: 'nope' is "):
+            dml.tile(X4, repeats, device="nope")
 
 
 @pytest.mark.parametrize("device", ["numpy", "cpu"])
