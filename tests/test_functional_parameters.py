@@ -461,6 +461,9 @@ REFUSALS = {
                    "spatial...) for this window_size: is the batch axis missing? x[None] adds it"),
     "rank": (lambda: F.lp_pooling(np.zeros((4, 4), np.float32), (2, 2)),
              "lp_pooling.input_tensor.sizes: (4, 4) is invalid; expected 3 to 5 dimensions"),
+    "convolution-rank": (lambda: F.convolution(np.zeros((4, 4), np.float32), W1),
+                         "convolution.input_tensor.sizes: (4, 4) is invalid; expected 3 to 5 "
+                         "dimensions"),
     # the descriptor builders' own checks
     "lp_pooling_desc-window": (lambda: F.lp_pooling_desc(X, (5, 5)),
                                "lp_pooling.window_size[0]: 5 is invalid; the dilated window (5) "
