@@ -442,6 +442,9 @@ REFUSALS = {
     "slice1_desc-window": (lambda: F.slice1_desc(np.zeros((2, 3), np.float32), (0, 0), (5, 5)),
                            "slice1.input_window_sizes[0]: 5 is invalid; the window [0, 5) must "
                            "lie inside input dimension 0 of size 2"),
+    "slice1_desc-sizes-not-a-sequence": (
+        lambda: F.slice1_desc(np.zeros((6,), np.float32), (0,), 5),
+        "slice1.input_window_sizes: 5 is invalid; expected a sequence of integers"),
     "end-only": (lambda: F.padding(X, end_padding=(1, 1, 1, 1)),
                  "padding.start_padding: None is invalid; expected the padding before each axis "
                  "and after it (start_padding and end_padding), or numpy.pad's pad_width"),
@@ -512,8 +515,9 @@ def test_pad_width_forms_numpy_pad_takes_and_values_it_converts():
 
 
 def test_the_descriptor_builders_defaults():
-    """What the builders fill in when a parameter is left out: unit slice strides, one group,
-    a (C_out,) bias as the (1, C_out, 1, 1) tensor DirectML binds."""
+    """What the builders fill in when a parameter is left out: a zero constant, unit slice
+    strides, one group, a (C_out,) bias as the (1, C_out, 1, 1) tensor DirectML binds."""
+    assert F.padding_desc(np.zeros(6, np.float32), (1,), (1,)).padding_value == 0
     d = F.slice1_desc(np.zeros((2, 3), np.float32), (0, 1), (2, 2))
     assert (d.output.sizes, d.input_window_strides) == ((2, 2), (1, 1))
     c = F.convolution_desc(X, np.zeros((2, 1, 1, 1), np.float32), np.zeros(2, np.float32))
