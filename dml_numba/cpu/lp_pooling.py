@@ -11,8 +11,7 @@ from .._codegen import SourceWriter, decompose
 from .._dims import prod
 from .._dtypes import accumulator
 from .._registry import register
-from ..elements import fold_of
-from ..elements.lp_pooling import pool_element
+from ..elements.lp_pooling import fold_of, pool_element
 from ..ops._base import FOLDS, Fold
 from ..ops.lp_pooling import LpPooling1OperatorDesc
 from ._emit import CpuKernel, header, make_key, run_in_accumulator

@@ -10,8 +10,7 @@ import dataclasses
 
 from .._dtypes import accumulator
 from .._registry import register
-from ..elements import fold_of
-from ..elements.lp_pooling import pool_element
+from ..elements.lp_pooling import fold_of, pool_element
 from ..ops._base import FOLDS, Fold
 from ..ops.lp_pooling import LpPooling1OperatorDesc
 from ._emit import CudaKernel, emit_reduction, half_load, make_key

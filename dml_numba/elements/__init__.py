@@ -50,13 +50,3 @@ def open_window_loops(w: SourceWriter, stack, taps, coords, sizes, *, starts, st
             stack.enter_context(w.block(f"if {a} < {n}:"))
         findex.append(f"{kernel[d] - 1} - {k}" if flip else k)
     return findex
-
-
-def fold_of(key):
-    """``(kind, padded extent)`` of the key's folded padding (its plan a
-    :class:`~dml_numba.ops._base.Fold`), or None: the padding is zeros."""
-    if key.plan is None:
-        return None
-    d = key.desc
-    return key.plan.kind, tuple(n + a + b for n, a, b in zip(
-        d.input_tensor.sizes[2:], d.start_padding, d.end_padding))

@@ -24,6 +24,16 @@ def lp_root(acc: str, p: int, acc_type: str) -> str:
     return f"{acc} ** numba.{acc_type}({1.0 / p!r})"
 
 
+def fold_of(key):
+    """``(kind, padded extent)`` of the key's folded padding (its plan a
+    :class:`~dml_numba.ops._base.Fold`), or None: the padding is zeros."""
+    if key.plan is None:
+        return None
+    d = key.desc
+    return key.plan.kind, tuple(n + a + b for n, a, b in zip(
+        d.input_tensor.sizes[2:], d.start_padding, d.end_padding))
+
+
 def pool_element(w: SourceWriter, desc, o, *, load=lambda e: e, window=None, fold=None) -> None:
     """LP pooling at output (n, c, o...): ``(sum over the window of |x|**p) ** (1/p)``.
 

@@ -34,7 +34,6 @@ from ..._codegen import index
 from ..._dtypes import accumulator
 from ..._errors import ValidationError
 from ..._registry import register
-from ...elements import fold_of
 from ...elements.convolution import channel_block, conv_element, conv_epilogue
 from ...ops._base import Fold
 from ...ops.convolution import (
@@ -71,12 +70,18 @@ def choose_algorithm(desc) -> str:
     return "tiled" if geo.out_channels >= 4 and geo.in_channels * geo.taps >= 16 else "direct"
 
 
+def _fold(key):
+    """``(kind, padded extent)`` of the key's folded padding (its plan a
+    :class:`~dml_numba.ops._base.Fold`), or None: zeros."""
+    return (key.plan.kind, geometry(key.desc).padded_sizes()) if key.plan is not None else None
+
+
 def emit_direct(key) -> str:
     """One thread an output element (or a few channels of one group), every tap gathered; a
     folded padding (the key's plan a :class:`~dml_numba.ops._base.Fold`) read through its
     map."""
     args = "x, w, b, y" if key.desc.bias_tensor is not None else "x, w, y"
-    fold = fold_of(key)
+    fold = _fold(key)
     return emit_reduction(key, args, "m", lambda w, d, o, **kw: conv_element(w, d, o, fold=fold,
                                                                              **kw),
                           channels=channel_block(key.desc))
@@ -87,7 +92,7 @@ def emit_planes(key) -> str:
     one output of channel ``c`` (the padding read through a folded padding's map where the key's
     plan is a :class:`~dml_numba.ops._base.Fold`)."""
     d = key.desc
-    fold = fold_of(key)
+    fold = _fold(key)
     plan = plane_plan_for(d)
     mg = geometry(d).out_channels
     ksz = d.filter_tensor.sizes[2:]
