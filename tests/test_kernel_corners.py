@@ -188,6 +188,17 @@ DIRECT_EDGE_RUNS = list(dict.fromkeys(
     + [("2d-same-3x3", mode, True) for mode in NUMPY_MODES]))
 
 
+def _folded_brute(desc, inputs, mode):
+    """Brute force over the input padded by numpy.pad in ``mode`` (None: zeros), convolved
+    without padding: what a FORWARD convolution with that padding folded in computes."""
+    x, w = inputs[:2]
+    wide = [(0, 0), (0, 0)] + list(zip(desc.start_padding, desc.end_padding))
+    xp = np.pad(x, wide, mode=NUMPY_MODES[mode] or "constant")
+    return brute_conv_forward(xp, w, inputs[2] if len(inputs) > 2 else None, desc.strides,
+                              desc.dilations, (0,) * (x.ndim - 2), flip=desc.mode == CV,
+                              groups=desc.group_count, out_spatial=desc.output_tensor.sizes[2:])
+
+
 @pytest.mark.parametrize("name,mode,parallel", DIRECT_EDGE_RUNS, ids=[
     f"{n}-{(m or 'zeros').lower()}-{'parallel' if p else 'serial'}"
     for n, m, p in DIRECT_EDGE_RUNS])
@@ -196,16 +207,9 @@ def test_direct_kernel_edge_rows(name, mode, parallel):
     against brute force: with zero padding, and with a mode padding folded in (against
     numpy.pad, then the convolution unpadded)."""
     desc, inputs = conv_case(*DIRECT_EDGES[name])
-    x, w = inputs[:2]
-    nd = x.ndim - 2
     if mode is not None:
-        start, end = desc.start_padding, desc.end_padding
-        wide = [(0, 0), (0, 0)] + list(zip(start, end))
         assert _reflects_once(name, mode)
-        xp = np.pad(x, wide, mode=NUMPY_MODES[mode])
-        ref = brute_conv_forward(xp, w, inputs[2] if len(inputs) > 2 else None, desc.strides,
-                                 desc.dilations, (0,) * nd, flip=desc.mode == CV,
-                                 groups=desc.group_count, out_spatial=desc.output_tensor.sizes[2:])
+        ref = _folded_brute(desc, inputs, mode)
         op = dml.compile_operator(desc, "cpu", algorithm="direct", parallel=parallel,
                                   input_padding=mode)
     else:
@@ -289,8 +293,6 @@ def test_direct_kernel_row_edges_in_vectors_and_their_limits(name, mode, lanes, 
 
     case = WIDE_PADDING if name == "2d-wide-padding" else DIRECT_EDGES[name]
     desc, inputs = conv_case(*case, act=dml.ActivationReluOperatorDesc())
-    x, w, b = inputs
-    nd = x.ndim - 2
     options = {"algorithm": "direct", **({"input_padding": mode} if mode else {})}
     with planned_for(Host(lanes, 2)):
         kernel = cpu_conv.make_kernel(desc, options)
@@ -299,10 +301,7 @@ def test_direct_kernel_row_edges_in_vectors_and_their_limits(name, mode, lanes, 
     assert ("vinsert(" in src) == (form == "insert")
     assert (f", vzero({lanes}), \"" in src) == (form in ("shuffle", "zeros"))
     assert ("for j in range(" in src) == (form == "pixels")  # the edge pixels' loop
-    wide = [(0, 0), (0, 0)] + list(zip(desc.start_padding, desc.end_padding))
-    xp = np.pad(x, wide, mode=NUMPY_MODES[mode] or "constant")
-    ref = brute_conv_forward(xp, w, b, desc.strides, desc.dilations, (0,) * nd,
-                             groups=desc.group_count, out_spatial=desc.output_tensor.sizes[2:])
+    ref = _folded_brute(desc, inputs, mode)
     out = np.full(desc.output_tensor.sizes, np.nan, np.float32)
     kernel(list(inputs), out)
     assert_close(out, np.where(ref > 0, ref, 0), np.float32)

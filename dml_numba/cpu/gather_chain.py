@@ -102,17 +102,24 @@ def _repeat(w, sizes, repeats, outer, lanes: int) -> None:
             _copy(w, "zr", 0, 0, n * repeats[-1], lanes, src="yr")
 
 
+def _vector_copy(w, dst: str, d0: int, src: str, s0: int, n: int, step: int,
+                 lanes: int) -> None:
+    """``dst[d0 + t] = src[s0 + t * step]`` for ``t < n`` (``n >= lanes``), a vector of
+    ``lanes`` at a time, the last vector overlapping the one before."""
+    with w.block(f"for t in range({n // lanes}):"):
+        w(f"vstore_raw({dst}, {affine([('t', lanes)], d0)}, vload_stride({src}, "
+          f"{affine([('t', lanes * step)], s0)}, {step}, {lanes}))")
+    if n % lanes:
+        w(f"vstore_raw({dst}, {d0 + n - lanes}, vload_stride({src}, {s0 + (n - lanes) * step}, "
+          f"{step}, {lanes}))")
+
+
 def _copy(w, dst: str, s0: int, d0: int, n: int, lanes: int, src: str | None = None) -> None:
     """``dst[d0:d0+n] = src[s0:s0+n]`` (``src`` defaults to ``dst``; the two never overlap),
-    a vector at a time where ``lanes`` (the last vector overlapping the one before)."""
+    a vector at a time where ``lanes``."""
     src = src or dst
     if lanes and n >= lanes:
-        with w.block(f"for t in range({n // lanes}):"):
-            w(f"vstore_raw({dst}, {affine([('t', lanes)], d0)}, vload_stride({src}, "
-              f"{affine([('t', lanes)], s0)}, 1, {lanes}))")
-        if n % lanes:
-            w(f"vstore_raw({dst}, {d0 + n - lanes}, vload_stride({src}, {s0 + n - lanes}, 1, "
-              f"{lanes}))")
+        _vector_copy(w, dst, d0, src, s0, n, 1, lanes)
         return
     with w.block(f"for t in range({n}):"):
         w(f"{dst}[{affine([('t', 1)], d0)}] = {src}[{affine([('t', 1)], s0)}]")
@@ -142,12 +149,7 @@ def _row(w, runs, outer, inner, base: int, lanes: int = 0) -> None:
         if item[0] == "copy":
             s, step = item[3], item[4]
             if lanes and step in VECTOR_STEPS and n >= lanes:
-                with w.block(f"for t in range({n // lanes}):"):
-                    w(f"vstore_raw(yr, {affine([('t', lanes)], j)}, vload_stride(xr, "
-                      f"{affine([('t', lanes * step)], s)}, {step}, {lanes}))")
-                if n % lanes:  # the last vector overlaps the one before
-                    w(f"vstore_raw(yr, {j + n - lanes}, vload_stride(xr, "
-                      f"{s + (n - lanes) * step}, {step}, {lanes}))")
+                _vector_copy(w, "yr", j, "xr", s, n, step, lanes)
                 continue
             with w.block(f"for t in range({n}):"):
                 w(f"{y(affine([('t', 1)], j))} = x[{index(*inner, affine([('t', step)], s))}]")

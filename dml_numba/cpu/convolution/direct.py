@@ -200,13 +200,17 @@ class _Row:
     def term(self, combo, kk, col) -> str:
         return f"{self.xrow(combo)}[{col}] * w_{'_'.join(map(str, self.weight(combo, kk)))}"
 
+    def fold_map(self, fold) -> AxisMap:
+        """The last axis' map of ``fold`` (kind, padded extent): padded coordinate -> input
+        column."""
+        return AxisMap(fold[0], self.n, fold[1][-1], self.d.start_padding[-1])
+
     def column(self, fold):
         """Input column -> the column read there (None: a zero), worked out here: itself
         inside the input; outside, the map of ``fold`` (kind, padded extent) or a zero."""
-        pad = self.d.start_padding[-1]
         if fold is None:
             return lambda c: c if 0 <= c < self.n else None
-        m = AxisMap(fold[0], self.n, fold[1][-1], pad)
+        pad, m = self.d.start_padding[-1], self.fold_map(fold)
         return lambda c: int(m.at(c + pad)[0]) if 0 <= c + pad < fold[1][-1] else None
 
 
@@ -386,8 +390,9 @@ def _vector_span(row: _Row, col, combos, lanes: int) -> tuple[int, int] | None:
     edge vectors can be built (:func:`_tap_vector`), else the interior ``[j_lo, j_hi)`` where
     it holds a vector, else None (scalar code)."""
     if row.o >= lanes <= row.n and (row.j_lo or row.j_hi < row.o):
-        edges = [j for j in _vector_starts(row, (0, row.o), lanes)
-                 if not row.j_lo <= j <= row.j_hi - lanes]
+        whole, tail = _vector_starts((0, row.o), lanes)
+        edges = [j for j in whole + [tail] if j is not None
+                 and not row.j_lo <= j <= row.j_hi - lanes]
         try:
             if len(edges) <= EDGE_VECTORS:
                 for j, kk, cb in itertools.product(edges, range(row.ksz[-1]), combos):
@@ -398,12 +403,11 @@ def _vector_span(row: _Row, col, combos, lanes: int) -> tuple[int, int] | None:
     return (row.j_lo, row.j_hi) if row.j_hi - row.j_lo >= lanes else None
 
 
-def _vector_starts(row: _Row, span, lanes: int) -> list[int]:
+def _vector_starts(span, lanes: int) -> tuple[list[int], int | None]:
     """Where the vectors over ``span`` start: whole vectors from its start, and the last
-    ``lanes`` pixels as one more where they do not fill it."""
+    ``lanes`` pixels as one more where they do not fill it (None where they do)."""
     lo, hi = span
-    starts = list(range(lo, hi - lanes + 1, lanes))
-    return starts + [hi - lanes] if (hi - lo) % lanes else starts
+    return list(range(lo, hi - lanes + 1, lanes)), (hi - lanes if (hi - lo) % lanes else None)
 
 
 def _emit_vector_interior(w, row: _Row, combos, write: _Write, lanes: int, span, col) -> None:
@@ -435,9 +439,7 @@ def _emit_vector_interior(w, row: _Row, combos, write: _Write, lanes: int, span,
         if store:
             w(f"vstore(yr, {at}, {write.vector(acc)})")
 
-    starts = _vector_starts(row, span, lanes)
-    whole = starts[:len(range(span[0], span[1] - lanes + 1, lanes))]
-    tail = starts[-1] if len(starts) > len(whole) else None
+    whole, tail = _vector_starts(span, lanes)
     inner = [j for j in whole if row.j_lo <= j <= row.j_hi - lanes]
     if tail is not None:
         vector("tail", tail, store=False)
@@ -476,7 +478,7 @@ def _emit_row_edge(w, row: _Row, edge: range, fold, combos, write: _Write) -> No
             if fold is not None:
                 w(f"pj = xj + {pad}")
                 with w.block(f"if pj < {fold[1][-1]}:"):
-                    emit_map(w, AxisMap(fold[0], row.n, fold[1][-1], pad), "pj", "xj")
+                    emit_map(w, row.fold_map(fold), "pj", "xj")
                     w("acc += " + " + ".join(row.term(cb, kk, "xj") for cb in combos))
                 continue
             with w.block(f"if xj >= 0 and xj < {row.n}:"):
