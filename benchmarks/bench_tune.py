@@ -1,6 +1,7 @@
 """The tuner against the best candidate and the static rule, on the convolution crossover grid.
 
     python3 -m benchmarks.bench_tune [--quick] [--lanes N] [--threads N] [--shapes K]
+                                     [--table-only] [--dump FILE] [--workloads]
 
 For each shape of ``bench_convolution``'s grid (``--quick``: batch 1 only; ``--shapes K``: every
 K-th shape), every candidate the exhaustive tuner considers is timed (median of three rounds,
@@ -9,28 +10,44 @@ measure) into one table; from it: the best candidate, the static rule's
 pick and its time over the best, and what the ``quick`` and ``exhaustive`` tuners chose when run
 (independently, each with its own timing, nothing read from or kept in the wisdom) and their
 choices' times over the best. ``--lanes 8 --threads 2`` plans every kernel for a machine with
-AVX2's 8-lane vectors and two threads (the kernels run here), to see where crossovers move.
+AVX2's 8-lane vectors and two threads (the kernels run here), to see where crossovers move;
+``--threads N`` also gives BLAS N threads (OpenBLAS's variable, set before NumPy starts).
 Also the cost of tuning one key in quick mode, one new process after another from an empty
-cache folder, until one reads the wisdom.
+cache folder, until one reads the wisdom. ``--table-only``: the candidates' table and the static
+rule against it, without running the tuners (about half the time); ``--dump FILE``: every
+candidate's time per shape as JSON, written after each shape (the data the static rule's cost
+model is fitted to); ``--workloads``: the convolution benchmark's layers instead of the grid.
 """
 from __future__ import annotations
 
+import os
+import sys
+
+if "--threads" in sys.argv:  # BLAS's pool too, before NumPy loads it
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", sys.argv[sys.argv.index("--threads") + 1])
+
+import json
 import statistics
 import subprocess
-import sys
 import time
 
 import numpy as np
 
 from benchmarks._harness import Table, Tables
-from benchmarks.bench_convolution import _case, grid_shapes
+from benchmarks.bench_convolution import WORKLOADS, _case, grid_shapes
 
 
 def _arg(name: str, default: int) -> int:
     return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
 
 
-def grid(quick: bool, every: int, host) -> Table:
+def shapes(quick: bool, every: int, workloads: bool) -> list:
+    """The crossover grid's shapes (every ``every``-th), or the benchmark set's layers."""
+    return list(WORKLOADS) if workloads else grid_shapes(quick)[::every]
+
+
+def grid(quick: bool, every: int, host, tuners: bool = True, dump: str | None = None,
+         workloads: bool = False) -> Table:
     from dml_numba.cpu.convolution import tune
 
     rng = np.random.default_rng(0)
@@ -38,8 +55,9 @@ def grid(quick: bool, every: int, host) -> Table:
                   f"lanes, {host.threads} threads; times over the best candidate's)",
                   ["shape", "candidates", "best (ms)", "best is", "static rule",
                    "static / best", "quick / best", "exhaustive / best", "exhaustive picks"])
-    ratios = {"static": [], "quick": [], "exhaustive": []}
-    for label, xs, ws, s, p, g, direction in grid_shapes(quick)[::every]:
+    ratios = {"static": [], "quick": [], "exhaustive": []} if tuners else {"static": []}
+    dumped = {}
+    for label, xs, ws, s, p, g, direction in shapes(quick, every, workloads):
         desc, x, w, b = _case(xs, ws, s, p, g, direction, rng)
         desc = desc.canonical()
         cands = tune.candidates(desc, host, "exhaustive")
@@ -55,22 +73,27 @@ def grid(quick: bool, every: int, host) -> Table:
         best = min(times, key=times.get)
         static = tune.static(desc, host)
         row, picks = {"static": times[static] / times[best]}, {}
-        for mode in ("quick", "exhaustive"):
+        if dump:
+            dumped[label] = {c.label(): t for c, t in times.items()}
+            with open(dump, "w") as f:
+                json.dump({"host": [host.lanes, host.threads], "shapes": dumped}, f, indent=1)
+        for mode in ("quick", "exhaustive") if tuners else ():
             chosen = tune.tune(desc, {}, mode, host=host, remember=False,
                                build=lambda c, timed=False: kernels[c])
             picks[mode] = tune.Candidate.from_json(chosen.tuning["choice"])
             row[mode] = times[picks[mode]] / times[best]
         for k, v in row.items():
             ratios[k].append(v)
+        tuned = [f"{row[m]:.2f}" if m in row else "" for m in ("quick", "exhaustive")]
         table.add(label, len(cands), f"{times[best] * 1e3:.3f}", best.label(), static.label(),
-                  f"{row['static']:.2f}", f"{row['quick']:.2f}", f"{row['exhaustive']:.2f}",
-                  picks["exhaustive"].label())
-        print(f"{label}: static {row['static']:.2f} quick {row['quick']:.2f} "
-              f"exhaustive {row['exhaustive']:.2f} ({best.label()})", file=sys.stderr)
+                  f"{row['static']:.2f}", *tuned,
+                  picks["exhaustive"].label() if picks else "")
+        print(f"{label}: " + " ".join(f"{k} {v:.2f}" for k, v in row.items())
+              + f" ({best.label()})", file=sys.stderr)
     for k, v in ratios.items():
         cells = [f"worst {max(v):.2f}, median {statistics.median(v):.2f}; within 3%: "
                  f"{sum(r <= 1.03 for r in v)}, 1%: {sum(r <= 1.01 for r in v)} of {len(v)}"
-                 if k == m else "" for m in ratios]
+                 if k == m else "" for m in ("static", "quick", "exhaustive")]
         table.add(f"**{k}**", "", "", "", "", *cells, "")
     return table
 
@@ -94,7 +117,6 @@ def tuning_cost() -> Table:
     """The dense 3x3 64->64 layer built in one new process after another from a new cache
     folder, quick mode: each process's compile_operator time, until one reads the wisdom
     (each compiles what its budget allows; a provisional result is timed again by the next)."""
-    import os
     import tempfile
 
     table = Table("Cost of tuning one key (dense 3x3 64->64 on 8x56x56, quick), one new "
@@ -127,8 +149,10 @@ def main() -> None:
     host = Host(lanes or here.lanes, threads or here.threads)
     t0 = time.perf_counter()
     with planned_for(host):
-        tables = [grid(quick, _arg("--shapes", 1), host)]
-    if not lanes and not threads:
+        tables = [grid(quick, _arg("--shapes", 1), host, "--table-only" not in sys.argv,
+                       sys.argv[sys.argv.index("--dump") + 1] if "--dump" in sys.argv else None,
+                       "--workloads" in sys.argv)]
+    if not lanes and not threads and "--table-only" not in sys.argv:
         tables.append(tuning_cost())
     print(Tables(tables).markdown())
     print(f"(run took {time.perf_counter() - t0:.0f} s)")

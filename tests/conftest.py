@@ -142,6 +142,10 @@ def device(request):
 
 
 if "MUTANT_UNDER_TEST" in os.environ:  # mutation testing (docs/TESTING.md)
+    # the Dask cases' blocks on the vectorised device: the Dask layer's own arithmetic judged
+    # without compiling kernels again for every mutant
+    os.environ.setdefault("DML_NUMBA_TEST_DASK_DEVICE", "numpy")
+
     @pytest.fixture(autouse=True)
     def _fresh_memory_cache():
         """Every test builds its operators again: a compiled operator memoised by an earlier

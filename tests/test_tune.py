@@ -209,8 +209,7 @@ def test_a_choice_that_is_no_candidate_is_not_used(own_cache):
     """An edited or stale file cannot make the library run a plan the desc does not have."""
     desc, host = _desc(), Host(8, 3)  # not this machine: the host is passed on
     key = tune.key_of(desc, {})
-    bogus = tune.Candidate("blocked", tune.static(desc, host).plan.__class__(
-        16, 4, 64, 64, (1, 1)))
+    bogus = tune.Candidate("blocked", tune.BlockPlan(16, 4, 64, 64, (1, 1)))
     _wisdom.put(key, {"choice": bogus.to_json(), "mode": "exhaustive"})
     clock, built = FakeClock(), []
     kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
@@ -477,28 +476,85 @@ def test_quick_takes_the_rows_tile_the_staging_flip_then_distinct_tiles_and_the_
 
 
 def test_the_cost_model_is_the_documented_formula():
+    """Each term of :func:`.cost.estimate`, worked out by hand for a host of 16 lanes and two
+    threads (every constant distinct, so a term left out or counted twice shows)."""
+    from dml_numba.cpu.convolution.cost import Costs, estimate
+
+    C = Costs(load=0.5, plane=3.0, direct=5.0, scalar=7.0, loop=11.0, row=13.0, gemm=17.0,
+              column=19.0, call=23.0, copy=29.0, gather=31.0, store=37.0, blas_thread=1e5,
+              pool=41.0, direct_call=43.0, blocked_call=47.0, gemm_call=53.0)
     host = Host(16, 2)
-    d = _desc((2, 16, 56, 56), (16, 16, 3, 3))
-    vec = 2 * 16 * 56 * 56 * 16 * 9 / 16
-    assert tune.cost(d, tune.Candidate("direct"), host) == pytest.approx(vec * 4.0)
-    columns = 2 * 16 * 9 * 56 * 56
-    assert tune.cost(d, tune.Candidate("gemm"), host) == pytest.approx(
-        vec / 0.8 + 8 * columns + 2000 * 2)
+    d = _desc((2, 16, 56, 56), (16, 16, 3, 3))  # padded by one: 58x58 input planes
+    macs = 2 * 16 * 3136 * 16 * 9
+    vec = macs / 16
+
+    def est(desc, algorithm, plan=None, parallel=None):
+        return estimate(desc, algorithm, plan, host, parallel=parallel, costs=C)
+
+    # direct: 2 x 16 x 56 rows (shared out: 1,792 rows, 896 a thread) x 16 input channels; a
+    # 56-pixel row is three vectors and one overlapping tail, its edges in vectors too
+    row = 4 * (9 * 5.0 * (1 + 0.5) + 13.0)
+    assert est(d, "direct") == pytest.approx(1792 * 16 * row / 2 + 41.0 + 43.0)
+    assert est(d, "direct", parallel=False) == pytest.approx(1792 * 16 * row + 43.0)
+    # 3 taps padded by 40 (142 outputs): six vectors would have taps outside the input, more
+    # than EDGE_VECTORS, so the interior [40, 102) is four vectors and the other 80 pixels are
+    # summed one by one
+    wide = dml.functional.convolution_desc(
+        np.zeros((2, 16, 64), np.float32), np.zeros((16, 16, 3), np.float32), None,
+        start_padding=(40,), end_padding=(40,)).canonical()
+    row1 = 4 * (3 * 5.0 * 1.5 + 13.0) + 80 * 3 * 7.0
+    assert est(wide, "direct") == pytest.approx(2 * 16 * 16 * row1 / 2 + 41.0 + 43.0)
+    # a strided last axis: LLVM's loop over the pixels (28 a row), no vectors of ours
+    s2 = _desc((2, 16, 56, 56), (16, 16, 3, 3), strides=(2, 2))
+    row2 = 28 * (9 * 11.0 + 13.0 / 16)
+    assert est(s2, "direct") == pytest.approx(2 * 16 * 28 * 16 * row2 / 2 + 41.0 + 43.0)
+    # gemm: 2 products of 16 x 3136 x 144 (451,584 multiply-adds: 4.5 threads' worth, so both
+    # threads), the column matrix of 2 x 144 x 3136 elements, a call each
+    columns = 2 * 144 * 3136
+    assert est(d, "gemm") == pytest.approx(17.0 * vec / 2 + 19.0 * columns / 2 + 23.0 * 2
+                                           + 41.0 + 53.0)
     pw = _desc((2, 16, 28, 28), (32, 16, 1, 1))  # multiplied in place: no column matrix
-    assert tune.cost(pw, tune.Candidate("gemm"), host) == pytest.approx(
-        2 * 32 * 784 * 16 / 16 / 0.8 + 2000 * 2)
-    dw = _desc((2, 16, 56, 56), (16, 1, 3, 3), groups=16)
-    assert tune.cost(dw, tune.Candidate("direct"), host) == pytest.approx(
-        2 * 16 * 3136 * 9 / 16 * 1.5)
-    plan = tune.BlockPlan(8, 4, 4, 2, (58, 58))  # rows of 56 in 16-pixel steps: 64 a row
-    positions = 14 * 4 * 4 * 16
-    loads = (4 * 2 + 4) / 32
-    assert tune.cost(d, tune.Candidate("blocked", plan), host) == pytest.approx(
-        vec * positions / 3136 * 2 * (1 + 0.5 * loads))
-    flat = tune.BlockPlan(16, 4, 1, 4, (58, 58), flat=True)  # 55 rows of 58 + 56, runs of 64
-    size = 55 * 58 + 56
-    assert tune.cost(d, tune.Candidate("blocked", flat), host) == pytest.approx(
-        vec * (-(-size // 64) * 64) / 3136 * (1 + 0.5 * (4 + 4) / 16))
+    pvec = 2 * 32 * 784 * 16 / 16
+    # 200,704 multiply-adds a product: two threads' worth
+    assert est(pw, "gemm") == pytest.approx(17.0 * pvec / 2 + 23.0 * 2 + 41.0 + 53.0)
+    small = _desc((2, 16, 8, 8), (16, 16, 1, 1))  # 16,384 a product: one thread's
+    svec = 2 * 16 * 64 * 16 / 16
+    assert est(small, "gemm") == pytest.approx(17.0 * svec + 23.0 * 2 + 41.0 + 53.0)
+    # blocked, 8 lanes x 4 channels x 4 rows x 2 vectors: rows of 56 in 16-pixel steps (64 a
+    # row), 14 row blocks; half-width vectors; (8 + 4) loads a 32 accumulators; the padded copy
+    # of 2 x 16 planes of 58 x 58; a store an output vector; 2 x 4 x 14 = 112 tiles over two
+    # threads
+    plan = tune.BlockPlan(8, 4, 4, 2, (58, 58))
+    compute = vec * (14 * 4 * 64 / 3136) * 2 * (1 + 0.5 * 12 / 32)
+    copy = 29.0 * 2 * 16 * 58 * 58
+    stores = 37.0 * 2 * 16 * 3136 / 16
+    assert est(d, "blocked", plan) == pytest.approx((compute + copy + stores) / 2 + 41.0 + 47.0)
+    # flattened: 55 rows of 58 and 56 pixels in runs of 64; one block of rows an image
+    flat = tune.BlockPlan(16, 4, 1, 4, (58, 58), flat=True)
+    positions = -(-(55 * 58 + 56) // 64) * 64
+    fcompute = vec * positions / 3136 * (1 + 0.5 * (4 + 4) / 16)
+    assert est(d, "blocked", flat) == pytest.approx((fcompute + copy + stores) / 2 + 41 + 47)
+    # the staged kernel shares out (image, group) pairs: 2 over two threads
+    staged = dataclasses.replace(plan, staged=True)
+    assert est(d, "blocked", staged) == pytest.approx(est(d, "blocked", plan))
+    odd = _desc((3, 16, 56, 56), (16, 16, 3, 3))
+    assert est(odd, "blocked", staged) == pytest.approx(
+        (1.5 * (compute + copy + stores)) * 2 / 3 + 41.0 + 47.0)  # 3 pairs: 2 on one thread
+    # depthwise, the plane kernel: 4 rows share each loaded row of 3 taps; a strided last axis
+    # gathers its copy
+    dw = _desc((2, 16, 56, 56), (16, 1, 3, 3), strides=(1, 2), groups=16)
+    dplan = tune.BlockPlan(16, 1, 4, 1, (58, 58), depthwise=True)
+    dvec = 2 * 16 * 56 * 28 * 9 / 16
+    dcompute = 3.0 * dvec * (14 * 4 * 32 / (56 * 28)) * (1 + 0.5 * (4 + 2) / 12)
+    dcopy = (29.0 + 31.0) * 2 * 16 * 58 * 58
+    dstores = 37.0 * 2 * 16 * 56 * 28 / 16
+    assert est(dw, "blocked", dplan) == pytest.approx((dcompute + dcopy + dstores) / 2
+                                                      + 41.0 + 47.0)
+    # the tuner ranks its candidates by the same estimate
+    for cand in (tune.Candidate("direct"), tune.Candidate("gemm"),
+                 tune.Candidate("blocked", plan, parallel=False)):
+        assert tune.cost(d, cand, host) == estimate(d, cand.algorithm, cand.plan, host,
+                                                    parallel=cand.parallel)
 
 
 def test_a_sample_is_the_mean_of_calls_filling_the_minimum_time():

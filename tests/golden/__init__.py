@@ -167,21 +167,29 @@ def _chain():
     return dml.GatherChainDesc(p.input_tensor, t.output_tensor, (p, s, t))
 
 
+#: the representative blocked kernels are named for their tile: the algorithm is forced (the
+#: automatic choice is the catalogue's to check)
+BLOCKED = {"algorithm": "blocked"}
+
+
 def representative() -> dict:
     """name -> (descriptor, options, device): the kernels kept in full."""
     return {
         "cpu_gather_chain": (_chain(), {}, "cpu"),
         "cuda_gather_chain": (_chain(), {}, "cuda"),
         "cpu_depthwise_3x3_reflection_folded": (_conv((8, 64, 56, 56), (64, 1, 3, 3), g=64),
-                                                {"input_padding": "REFLECTION"}, "cpu"),
-        "cpu_dense_3x3_flat_staged": (_conv((8, 64, 56, 56), (64, 64, 3, 3)), {}, "cpu"),
-        "cpu_strided_3x3s2": (_conv((8, 64, 56, 56), (128, 64, 3, 3), s=(2, 2)), {}, "cpu"),
-        "cpu_grouped_3x3": (_conv((8, 256, 28, 28), (256, 32, 3, 3), g=8), {}, "cpu"),
-        "cpu_depthwise_3x3": (_conv((8, 64, 56, 56), (64, 1, 3, 3), g=64), {}, "cpu"),
+                                                {"input_padding": "REFLECTION",
+                                                 "algorithm": "blocked"}, "cpu"),
+        "cpu_dense_3x3_flat_staged": (_conv((8, 64, 56, 56), (64, 64, 3, 3)), BLOCKED, "cpu"),
+        "cpu_strided_3x3s2": (_conv((8, 64, 56, 56), (128, 64, 3, 3), s=(2, 2)), BLOCKED, "cpu"),
+        "cpu_grouped_3x3": (_conv((8, 256, 28, 28), (256, 32, 3, 3), g=8), BLOCKED, "cpu"),
+        "cpu_depthwise_3x3": (_conv((8, 64, 56, 56), (64, 1, 3, 3), g=64), BLOCKED, "cpu"),
         "cpu_transposed_4x4s2": (_conv((8, 64, 28, 28), (64, 32, 4, 4), s=(2, 2), direction=1),
-                                 {}, "cpu"),
-        "cpu_pointwise_1x1": (_conv((8, 256, 28, 28), (128, 256, 1, 1), p=(0, 0)), {}, "cpu"),
-        "cpu_float16_3x3": (_conv((1, 16, 20, 20), (16, 16, 3, 3), dtype="float16"), {}, "cpu"),
+                                 BLOCKED, "cpu"),
+        "cpu_pointwise_1x1": (_conv((8, 256, 28, 28), (128, 256, 1, 1), p=(0, 0)), BLOCKED,
+                              "cpu"),
+        "cpu_float16_3x3": (_conv((1, 16, 20, 20), (16, 16, 3, 3), dtype="float16"), BLOCKED,
+                            "cpu"),
         "cpu_direct_3x3": (_conv((1, 8, 20, 20), (8, 8, 3, 3)), {"algorithm": "direct"}, "cpu"),
         "cpu_gemm_3x3": (_conv((1, 8, 20, 20), (8, 8, 3, 3)), {"algorithm": "gemm"}, "cpu"),
         "cuda_implicit_gemm_3x3": (_conv((8, 64, 56, 56), (64, 64, 3, 3)),

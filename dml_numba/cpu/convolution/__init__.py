@@ -6,7 +6,7 @@
 
 ``algorithm=None`` (the default) times the candidates on first use of a key and keeps the
 fastest for this machine (:mod:`.tune`; ``tune="off"`` or ``DML_NUMBA_TUNE=off``: the static
-rule, :func:`~.choice.choose_algorithm`, a table of measured rules);
+rule, :func:`~.choice.choose_algorithm`: the least time of a cost model of the host, :mod:`.cost`);
 ``compile_operator(desc, "cpu", algorithm="blocked"|"direct"|"gemm")`` forces one. Where to
 look: the choice in ``choice.py`` and ``tune.py``; a kernel's host-side call in its class; its
 generated source in its module's ``emit`` (the blocked kernels' tile in ``blocked/tile.py``,
@@ -24,11 +24,11 @@ from . import direct, gemm, tune
 from .blocked import BlockedKernel
 from .blocked import emit as emit_blocked
 from .blocked.plan import BlockPlan, block_plan, can_fold, pack_filter, pointwise_as_1d
-from .choice import RULES, choose_algorithm, choose_rule
+from .choice import choose_algorithm, estimates
 from .direct import DirectKernel
 from .gemm import GemmKernel
 
-__all__ = ["emit", "make_kernel", "choose_algorithm", "choose_rule", "RULES", "block_plan",
+__all__ = ["emit", "make_kernel", "choose_algorithm", "estimates", "block_plan",
            "BlockPlan", "pack_filter", "pointwise_as_1d", "DirectKernel", "GemmKernel",
            "BlockedKernel"]
 

@@ -37,10 +37,10 @@ from .blocked.plan import (
     block_plan,
     can_fold,
     needs_copy,
-    padded_geometry,
     pointwise_as_1d,
 )
 from .choice import choose_algorithm
+from .cost import estimate
 from .direct import DirectKernel
 from .gemm import GemmKernel
 
@@ -215,41 +215,9 @@ def _parallel_by_default(desc) -> bool:
 
 
 def cost(desc, cand: Candidate, host: Host) -> float:
-    """A rough relative time (vector multiply-adds, weighted by what each kernel wastes), to
-    rank candidates for ``quick``; measurement decides. Blocked: the positions its tiles
-    compute per output and the loads per multiply-add; BLAS: its column matrix's memory
-    traffic and a call per image and group; the direct loop nest: a fraction of the vector rate
-    the others reach (its measured rate on the crossover grid), except on windows of one input
-    channel."""
-    geo = geometry(desc)
-    vec = conv_work(desc) / host.lanes
-    if cand.algorithm == "gemm":
-        # the column matrix is written and read back through memory: ~8 vector FMAs of time
-        # an element (8 bytes at a core's share of the bandwidth); a 1x1 unit-stride unpadded
-        # FORWARD convolution multiplies the input in place
-        pointwise = geo.forward and pointwise_as_1d(desc) is not None
-        columns = 0 if pointwise else desc.input_tensor.sizes[0] * geo.in_channels * geo.taps \
-            * int(np.prod(desc.output_tensor.sizes[2:] if geo.forward
-                          else desc.input_tensor.sizes[2:])) * desc.group_count
-        calls = desc.input_tensor.sizes[0] * desc.group_count
-        return vec / 0.8 + 8 * columns + 2000 * calls
-    if cand.algorithm == "direct":
-        return vec * (1.5 if geo.in_channels == 1 else 4.0)
-    p = cand.plan
-    kdesc = pointwise_as_1d(desc) or desc
-    out = kdesc.output_tensor.sizes[2:]
-    width, height = out[-1], out[-2] if len(out) > 1 else 1
-    if p.flat:
-        size = (height - 1) * padded_geometry(kdesc)[1][-1] + width
-        run = p.lanes * p.vectors
-        positions = -(-size // run) * run
-    else:
-        step = p.lanes * p.vectors
-        positions = -(-height // p.rows) * p.rows * -(-width // step) * step
-    waste = positions / (height * width)
-    loads = (p.rows * p.vectors + p.mb) / p.accumulators
-    narrow = host.lanes / p.lanes  # half-width vectors do half the work an instruction
-    return vec * waste * narrow * (1 + 0.5 * loads)
+    """The cost model's time of ``cand`` (:func:`.cost.estimate`), to rank candidates for
+    ``quick``; measurement decides."""
+    return estimate(desc, cand.algorithm, cand.plan, host, parallel=cand.parallel)
 
 
 def _inputs(desc, rng) -> tuple[list, np.ndarray]:
