@@ -147,8 +147,8 @@ def test_the_static_choice_keeps_to_the_kernels_that_apply():
 
     f64 = dml.DataType.FLOAT64
     for host in (Host(16, 2), Host(8, 16), Host(4, 1)):
-        for d in (desc(64, 64, 1, dtype=f64), desc(4, 4, 1, dtype=f64), desc(128, 128, 8, dtype=f64),
-                  desc(8, 8, 1, k=7), desc(64, 64, 64, hw=5, k=3)):
+        for d in (desc(64, 64, 1, dtype=f64), desc(4, 4, 1, dtype=f64),
+                  desc(128, 128, 8, dtype=f64), desc(8, 8, 1, k=7), desc(64, 64, 64, hw=5, k=3)):
             assert cpu_conv.choose_algorithm(d, host) in ("direct", "gemm")
             assert set(cpu_conv.estimates(d, host)) == {"direct", "gemm"}
         d = desc(64, 64, 1, hw=58)
