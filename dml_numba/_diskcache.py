@@ -39,6 +39,7 @@ from pathlib import Path
 
 from . import _env
 from ._cache import cache
+from ._errors import outside_stacklevel
 from ._trust import makedirs_private, private_dir, private_file, unsafe_path, untrusted
 from ._version import __version__ as VERSION
 
@@ -106,7 +107,7 @@ def _config() -> tuple:
 def _warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
-        warnings.warn(message, CacheWarning, stacklevel=4)
+        warnings.warn(message, CacheWarning, stacklevel=outside_stacklevel())
 
 
 def _check_tree(root: Path) -> tuple[Path | None, str]:

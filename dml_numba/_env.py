@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import warnings
 
+from ._errors import outside_stacklevel
+
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
 
@@ -29,7 +31,7 @@ def _warn(name: str, raw: str, expected: str, used) -> None:
         return
     _warned.add((name, raw))
     warnings.warn(f"dml_numba: {name}={raw!r} is invalid; expected {expected}; using {used!r}",
-                  ConfigWarning, stacklevel=3)
+                  ConfigWarning, stacklevel=outside_stacklevel())
 
 
 def flag(name: str, default: bool) -> bool:

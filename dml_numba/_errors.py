@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numbers
 import operator
+import os
+import sys
 
 #: DirectML's UINT32 fields: sizes, strides, paddings, windows, repeats, counts are below this
 UINT32_LIMIT = 1 << 32
@@ -18,6 +20,16 @@ class ValidationError(ValueError):
 
 class DeviceUnavailableError(RuntimeError):
     """The requested device cannot run here (e.g. "cuda" without numba-cuda or a GPU)."""
+
+
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning raised by the caller name the first frame outside
+    this package: the user's line, however deep inside the library the warning starts."""
+    root = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(root):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def fail(owner: str, field: str, value, expected: str):

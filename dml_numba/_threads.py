@@ -42,6 +42,7 @@ import sys
 import warnings
 
 from . import _env
+from ._errors import outside_stacklevel
 
 #: True in a process forked after GNU OpenMP's pool started in its parent (see above)
 FORKED_AFTER_GOMP = False
@@ -83,7 +84,7 @@ def warn_forced_parallel_in_fork() -> None:
                       "parent, and libgomp would terminate it at a parallel region: "
                       "parallel=True kernels run serially here (use the 'spawn' or "
                       "'forkserver' start method, or NUMBA_THREADING_LAYER=tbb, for parallel "
-                      "kernels in child processes)", ForkWarning, stacklevel=4)
+                      "kernels in child processes)", ForkWarning, stacklevel=outside_stacklevel())
 
 POLICIES = ("passive", "numba")
 

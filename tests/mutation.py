@@ -39,8 +39,8 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
                  ["tests/test_golden.py"]),
     # the serial/parallel policy and fork safety, with an injected clock
     "policy": (["dml_numba/cpu/_adaptive.py", "dml_numba/_threads.py"],
-               ["tests/test_real_program.py", "tests/ops/test_parallel.py",
-                "-k", "not fork and not Pool"]),
+               ["tests/unit/test_threads_parts.py", "tests/test_real_program.py",
+                "tests/ops/test_parallel.py", "-k", "not fork and not Pool"]),
     # the disk cache: trust rules, entries, housekeeping (in-process tests; the subprocess ones
     # import the installed package, which the tool does not mutate)
     "cache": (["dml_numba/_diskcache.py", "dml_numba/_trust.py", "dml_numba/_housekeeping.py"],
@@ -55,9 +55,12 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
     "tune": (["dml_numba/cpu/convolution/tune.py", "dml_numba/_wisdom.py",
               "dml_numba/_machine.py"],
              ["tests/test_tune.py"]),
-    # the Dask layer, on the threaded scheduler (forked schedulers hang under the tool)
+    # the Dask layer, on the threaded scheduler (forked schedulers hang under the tool), its
+    # blocks on the vectorised device (tests/conftest.py sets it under mutation: nothing is
+    # compiled again per mutant)
     "dask": (["dml_numba/dask.py"],
-             ["tests/test_dask.py", "-k", "not processes and not distributed and not cluster"]),
+             ["tests/test_dask.py", "-m", "not cuda",
+              "-k", "not process and not distributed and not cluster and not zarr"]),
 }
 
 

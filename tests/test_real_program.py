@@ -375,6 +375,7 @@ def test_a_value_not_understood_warns_once_naming_it(monkeypatch, name, raw, rea
     assert len(record) == 1
     message = str(record[0].message)
     assert f"{name}={raw!r} is invalid" in message and f"using {first!r}" in message
+    assert record[0].filename == __file__  # the line that read it, not the library's
 
 
 def test_the_memory_cache_size_variable_in_a_new_process():
