@@ -40,7 +40,8 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
     # the serial/parallel policy and fork safety, with an injected clock
     "policy": (["dml_numba/cpu/_adaptive.py", "dml_numba/_threads.py"],
                ["tests/unit/test_threads_parts.py", "tests/test_real_program.py",
-                "tests/ops/test_parallel.py", "-k", "not fork and not Pool"]),
+                "tests/ops/test_parallel.py", "-k",
+                "not forked_children and not forked_before and not names_a_forked"]),
     # the disk cache: trust rules, entries, housekeeping (in-process tests; the subprocess ones
     # import the installed package, which the tool does not mutate)
     "cache": (["dml_numba/_diskcache.py", "dml_numba/_trust.py", "dml_numba/_housekeeping.py"],
