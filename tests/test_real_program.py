@@ -16,6 +16,7 @@ import dml_numba as dml
 from dml_numba import _env
 from dml_numba.cpu import _adaptive
 from dml_numba.cpu._adaptive import AdaptiveKernel
+from tests.helpers import assert_warned_at
 
 POSIX_FORK = hasattr(os, "fork")
 
@@ -375,7 +376,7 @@ def test_a_value_not_understood_warns_once_naming_it(monkeypatch, name, raw, rea
     assert len(record) == 1
     message = str(record[0].message)
     assert f"{name}={raw!r} is invalid" in message and f"using {first!r}" in message
-    assert record[0].filename == __file__  # the line that read it, not the library's
+    assert_warned_at(record[0], __file__)  # the line that read it, not the library's
 
 
 def test_the_memory_cache_size_variable_in_a_new_process():

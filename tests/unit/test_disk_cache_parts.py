@@ -12,6 +12,7 @@ import pytest
 
 from dml_numba import _diskcache, _housekeeping
 from dml_numba._diskcache import PREFIX, SUBDIR
+from tests.helpers import assert_warned_at
 
 posix = pytest.mark.skipif(os.name == "nt", reason="POSIX modes and owners")
 
@@ -82,7 +83,7 @@ def test_the_state_per_configuration_switched_off_and_refused(tmp_path, monkeypa
         assert str(got[0].message) == (
             "dml_numba: disk cache switched off for this process: writing x failed (No space "
             "left on device); operators are compiled in memory")
-        assert got[0].filename == __file__  # the warning names the caller's line
+        assert_warned_at(got[0], __file__)  # the warning names the caller's line
         assert _diskcache.state() == _diskcache.State(
             roots[1], None, False, "writing x failed (No space left on device)")
         monkeypatch.setenv("DML_NUMBA_CACHE_DIR", str(roots[0]))  # another configuration

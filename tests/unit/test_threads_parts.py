@@ -13,6 +13,7 @@ import pytest
 import dml_numba as dml
 from dml_numba import _threads
 from dml_numba.cpu import _adaptive
+from tests.helpers import assert_warned_at
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def test_a_forced_parallel_operator_runs_serially_in_a_forked_child_with_one_war
         "would terminate it at a parallel region: parallel=True kernels run serially here (use "
         "the 'spawn' or 'forkserver' start method, or NUMBA_THREADING_LAYER=tbb, for parallel "
         "kernels in child processes)")
-    assert forks[0].filename == __file__  # it names the user's call
+    assert_warned_at(forks[0], __file__)  # it names the user's call
     assert kernel._serial.fn is not None  # built on the spot
 
 
