@@ -53,8 +53,12 @@ def test_gnu_openmp_started_only_with_its_pool_running(monkeypatch, initialized,
 def test_gnu_openmp_not_started_before_numba_loads_its_pool(monkeypatch):
     monkeypatch.delitem(sys.modules, "numba.np.ufunc.parallel", raising=False)
     assert _threads.gomp_started() is False
-    monkeypatch.setitem(sys.modules, "numba.np.ufunc.parallel", types.SimpleNamespace())
-    assert _threads.gomp_started() is False  # loaded, never initialised
+    monkeypatch.setitem(sys.modules, "numba.np.ufunc.omppool",
+                        types.SimpleNamespace(openmp_vendor="GNU"))
+    for attrs in ({}, {"_threading_layer": "omp"}, {"_is_initialized": True}):
+        # loaded but never initialised, or a layer not (yet) named: not started
+        monkeypatch.setitem(sys.modules, "numba.np.ufunc.parallel", types.SimpleNamespace(**attrs))
+        assert _threads.gomp_started() is False
 
 
 def test_a_forced_parallel_operator_runs_serially_in_a_forked_child_with_one_warning(forked):
@@ -102,6 +106,14 @@ def test_a_fork_safe_kernel_in_a_forked_child(forked):
     assert calls == [("serial", (3,))]
 
 
+def test_an_automatic_kernel_passes_the_dispatchers_attributes_through():
+    kernel = _adaptive.AdaptiveKernel(types.SimpleNamespace(signatures=["sig"], stats=3),
+                                      lambda: None)
+    assert kernel.signatures == ["sig"] and kernel.stats == 3
+    with pytest.raises(AttributeError):
+        kernel.nothing_of_that_name  # noqa: B018
+
+
 def test_an_automatic_kernel_in_a_forked_child_builds_its_serial_variant_on_the_spot(forked):
     started, calls = [], []
     kernel = _adaptive.AdaptiveKernel(
@@ -128,6 +140,12 @@ def test_a_serial_build_that_fails_is_raised_where_it_is_needed_and_not_retried(
     with pytest.raises(RuntimeError, match="no serial variant"):
         serial.now()
     assert len(builds) == 1 and serial.request() is None
+    # built on the spot first: a later request starts nothing either
+    started = []
+    spot = _adaptive._SerialBuilder(build, started.append)
+    with pytest.raises(RuntimeError, match="no serial variant"):
+        spot.now()
+    assert spot.request() is None and started == [] and len(builds) == 2
 
 
 def test_a_serial_build_waits_for_nothing_when_done():
@@ -165,7 +183,14 @@ def test_while_another_thread_is_in_a_kernel_the_serial_variant_runs_untimed(mon
      {"OMP_WAIT_POLICY": "PASSIVE"}),
     ({"DML_NUMBA_THREADING": "passive", "NUMBA_THREADING_LAYER": "forksafe"},
      {"OMP_WAIT_POLICY": "PASSIVE"}),
+    ({"DML_NUMBA_THREADING": "passive", "NUMBA_THREADING_LAYER": "default"},
+     {"OMP_WAIT_POLICY": "PASSIVE"}),
+    ({"DML_NUMBA_THREADING": "passive", "NUMBA_THREADING_LAYER": "safe"},
+     {"OMP_WAIT_POLICY": "PASSIVE"}),
+    ({"DML_NUMBA_THREADING": "passive", "NUMBA_THREADING_LAYER": "threadsafe"},
+     {"OMP_WAIT_POLICY": "PASSIVE"}),
     ({"DML_NUMBA_THREADING": "passive", "NUMBA_THREADING_LAYER": "tbb"}, {}),
+    ({"DML_NUMBA_THREADING": "passive", "NUMBA_THREADING_LAYER": "workqueue"}, {}),
     ({"DML_NUMBA_THREADING": "passive", "OMP_WAIT_POLICY": "ACTIVE"}, {}),
     ({"DML_NUMBA_THREADING": "numba"}, {}),
     ({}, {}),
