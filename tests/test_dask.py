@@ -17,8 +17,9 @@ X = np.random.default_rng(0).standard_normal((2, 3, 11, 7)).astype(np.float32)
 W = np.random.default_rng(1).standard_normal((4, 3, 3, 2)).astype(np.float32)
 WT = np.random.default_rng(2).standard_normal((3, 2, 3, 3)).astype(np.float32)
 B = np.array([0.5, -1.0, 0.25, 2.0], np.float32)
-#: the device the cases' blocks run on (the mutation runs of the Dask layer set "numpy": the
-#: layer's arithmetic of blocks and halos is the same, and nothing is compiled per mutant)
+#: the device the cases run on, in blocks and in memory (the mutation runs of the Dask layer set
+#: "numpy": the layer's arithmetic of blocks and halos is the same, and nothing is compiled per
+#: mutant)
 DEVICE = os.environ.get("DML_NUMBA_TEST_DASK_DEVICE", "cpu")
 CHUNKINGS = {"one chunk": X.shape, "ragged": (1, 2, 4, 3), "smaller than the halo": (1, 1, 1, 1)}
 
@@ -26,55 +27,59 @@ CHUNKINGS = {"one chunk": X.shape, "ragged": (1, 2, 4, 3), "smaller than the hal
 CASES = [
     ("reflection wider than the array",
      lambda x: dd.padding(x, (0, 1, 13, 9), (1, 0, 2, 20), "reflection", device=DEVICE),
-     lambda x: dml.padding(x, (0, 1, 13, 9), (1, 0, 2, 20), "reflection"), True),
+     lambda x: dml.padding(x, (0, 1, 13, 9), (1, 0, 2, 20), "reflection", device=DEVICE), True),
     ("symmetric", lambda x: dd.padding(x, (0, 0, 5, 3), (0, 0, 12, 1), "symmetric", device=DEVICE),
-     lambda x: dml.padding(x, (0, 0, 5, 3), (0, 0, 12, 1), "symmetric"), True),
+     lambda x: dml.padding(x, (0, 0, 5, 3), (0, 0, 12, 1), "symmetric", device=DEVICE), True),
     ("wrap", lambda x: dd.padding(x, (1, 0, 25, 0), (0, 2, 0, 8), "wrap", device=DEVICE),
-     lambda x: dml.padding(x, (1, 0, 25, 0), (0, 2, 0, 8), "wrap"), True),
+     lambda x: dml.padding(x, (1, 0, 25, 0), (0, 2, 0, 8), "wrap", device=DEVICE), True),
     ("edge", lambda x: dd.padding(x, (0, 0, 4, 4), (0, 0, 4, 4), "edge", device=DEVICE),
-     lambda x: dml.padding(x, (0, 0, 4, 4), (0, 0, 4, 4), "edge"), True),
+     lambda x: dml.padding(x, (0, 0, 4, 4), (0, 0, 4, 4), "edge", device=DEVICE), True),
     ("constant -0.0",
      lambda x: dd.padding(x, (1, 0, 2, 0), (0, 1, 0, 3), "constant", -0.0, device=DEVICE),
-     lambda x: dml.padding(x, (1, 0, 2, 0), (0, 1, 0, 3), "constant", -0.0), True),
+     lambda x: dml.padding(x, (1, 0, 2, 0), (0, 1, 0, 3), "constant", -0.0, device=DEVICE), True),
     ("tile", lambda x: dd.tile(x, (2, 1, 3, 2), device=DEVICE),
-     lambda x: dml.tile(x, (2, 1, 3, 2)), True),
+     lambda x: dml.tile(x, (2, 1, 3, 2), device=DEVICE), True),
     ("slice negative strides",
      lambda x: dd.slice1(x, (0, 1, 2, 1), (2, 2, 9, 6), (1, -1, -2, 3), device=DEVICE),
-     lambda x: dml.slice1(x, (0, 1, 2, 1), (2, 2, 9, 6), (1, -1, -2, 3)), True),
+     lambda x: dml.slice1(x, (0, 1, 2, 1), (2, 2, 9, 6), (1, -1, -2, 3), device=DEVICE), True),
     ("lp pooling p=3 dilated",
      lambda x: dd.lp_pooling(x, (3, 2), (2, 1), (1, 0), (1, 1), (1, 2), p=3, device=DEVICE),
-     lambda x: dml.lp_pooling(x, (3, 2), (2, 1), (1, 0), (1, 1), (1, 2), p=3), False),
+     lambda x: dml.lp_pooling(x, (3, 2), (2, 1), (1, 0), (1, 1), (1, 2), p=3, device=DEVICE),
+     False),
     ("convolution strided, dilated, bias, relu",
      lambda x: dd.convolution(x, W, B, strides=(2, 1), dilations=(1, 2), start_padding=(1, 0),
                               end_padding=(1, 1), fused_activation=dml.ActivationReluOperatorDesc(),
                               device=DEVICE),
      lambda x: dml.convolution(x, W, B, strides=(2, 1), dilations=(1, 2), start_padding=(1, 0),
                                end_padding=(1, 1),
-                               fused_activation=dml.ActivationReluOperatorDesc()), False),
+                               fused_activation=dml.ActivationReluOperatorDesc(), device=DEVICE),
+     False),
     ("convolution padding wider than the kernel (blocks of padding only)",
      lambda x: dd.convolution(x, W, B, start_padding=(4, 3), end_padding=(5, 2),
                               fused_activation=dml.ActivationReluOperatorDesc(), device=DEVICE),
      lambda x: dml.convolution(x, W, B, start_padding=(4, 3), end_padding=(5, 2),
-                               fused_activation=dml.ActivationReluOperatorDesc()), False),
+                               fused_activation=dml.ActivationReluOperatorDesc(), device=DEVICE),
+     False),
     ("lp pooling padding wider than the window",
      lambda x: dd.lp_pooling(x, (2, 2), (1, 2), (3, 3), (4, 2), p=2, device=DEVICE),
-     lambda x: dml.lp_pooling(x, (2, 2), (1, 2), (3, 3), (4, 2), p=2), False),
+     lambda x: dml.lp_pooling(x, (2, 2), (1, 2), (3, 3), (4, 2), p=2, device=DEVICE), False),
     ("transposed stride above the kernel, dilated, output padding",
      lambda x: dd.convolution(x, WT, B[:2], strides=(3, 2), dilations=(1, 2),
                               start_padding=(0, 2), end_padding=(1, 0), output_padding=(2, 1),
                               direction=1, device=DEVICE),
      lambda x: dml.convolution(x, WT, B[:2], strides=(3, 2), dilations=(1, 2),
                                start_padding=(0, 2), end_padding=(1, 0), output_padding=(2, 1),
-                               direction=1), False),
+                               direction=1, device=DEVICE), False),
     ("transposed stride 8 with a 1x1 kernel (blocks no input reaches)",
      lambda x: dd.convolution(x, WT[:, :, :1, :1], strides=(8, 1), start_padding=(7, 0),
                               direction=1, device=DEVICE),
      lambda x: dml.convolution(x, WT[:, :, :1, :1], strides=(8, 1), start_padding=(7, 0),
-                               direction=1), False),
+                               direction=1, device=DEVICE), False),
     ("transposed convolution",
      lambda x: dd.convolution(x, WT, strides=(2, 2), start_padding=(1, 1), direction=1,
                               device=DEVICE),
-     lambda x: dml.convolution(x, WT, strides=(2, 2), start_padding=(1, 1), direction=1), False),
+     lambda x: dml.convolution(x, WT, strides=(2, 2), start_padding=(1, 1), direction=1,
+                               device=DEVICE), False),
 ]
 
 
