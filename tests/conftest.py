@@ -150,9 +150,17 @@ if "MUTANT_UNDER_TEST" in os.environ:  # mutation testing (docs/TESTING.md)
     def _fresh_memory_cache():
         """Every test builds its operators again: a compiled operator memoised by an earlier
         test would hide a mutant in the code that builds it."""
+        import sys
+
         import dml_numba
 
         dml_numba.cache.clear()
+        # the tool forks each mutant's process from one that may have run Dask's threaded
+        # scheduler: the pool it inherits has no threads here, and a compute would wait forever
+        threaded = sys.modules.get("dask.threaded")
+        if threaded is not None:
+            threaded.default_pool = None
+            threaded.pools.clear()
         yield
 
 
