@@ -60,8 +60,9 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
     # blocks on the vectorised device (tests/conftest.py sets it under mutation: nothing is
     # compiled again per mutant)
     "dask": (["dml_numba/dask.py"],
-             ["tests/test_dask.py", "-m", "not cuda",
-              "-k", "not process and not distributed and not cluster and not zarr"]),
+             ["tests/test_dask.py", "tests/test_dask_parts.py", "tests/test_kernel_corners.py",
+              "-m", "not cuda",
+              "-k", "dask and not process and not distributed and not cluster and not zarr"]),
 }
 
 

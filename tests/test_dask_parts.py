@@ -1,0 +1,176 @@
+"""dml_numba.dask's own corners, on the vectorised device and the synchronous scheduler (nothing
+compiled): what a lazy result advertises (chunks, names) against what its blocks compute,
+operands given as Dask arrays, types other than float32, defaults, the device passed through,
+and the refusals."""
+import sys
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import dml_numba as dml
+import dml_numba.dask as dd
+from tests.test_dask import CASES, DASK_GRAPHS, B, W, X
+
+
+def _blocks_match(y):
+    """Every block computes to the shape its chunks advertise (one pass over the graph)."""
+    delayed = y.to_delayed()
+    blocks = dask.compute(*delayed.ravel(), scheduler="sync")
+    for index, block in zip(np.ndindex(*delayed.shape), blocks):
+        assert block.shape == tuple(c[i] for c, i in zip(y.chunks, index)), index
+
+
+@pytest.mark.parametrize("name,lazy,eager,exact", CASES, ids=[c[0] for c in CASES])
+def test_every_block_is_the_shape_its_chunks_say(name, lazy, eager, exact):
+    _blocks_match(lazy(da.from_array(X, chunks=(1, 2, 4, 3))))
+
+
+@pytest.mark.parametrize("name", list(DASK_GRAPHS))
+def test_every_graph_block_is_the_shape_its_chunks_say(name):
+    g, x, params, _ = DASK_GRAPHS[name]
+    _blocks_match(dd.graph(g, da.from_array(x, chunks=(1, 1, 3, 4)), *params, device="numpy"))
+
+
+def test_the_names_say_the_operator_and_cover_every_operand():
+    x = da.from_array(X, chunks=(1, 3, 4, 4))
+    other = da.from_array(X + 1, chunks=(1, 3, 4, 4))  # same shape and chunks, other values
+    rechunked = da.from_array(X, chunks=(1, 3, 5, 5))
+    calls = {
+        "padding": lambda a: dd.padding(a, (0, 0, 1, 1), (0, 0, 1, 1), device="numpy"),
+        "tile": lambda a: dd.tile(a, (1, 1, 2, 1), device="numpy"),
+        "slice": lambda a: dd.slice1(a, (0, 0, 1, 1), (2, 3, 5, 5), device="numpy"),
+        "lp_pooling": lambda a: dd.lp_pooling(a, (2, 2), device="numpy"),
+        "convolution": lambda a: dd.convolution(a, W, device="numpy"),
+    }
+    for op, call in calls.items():
+        y = call(x)
+        assert y.name.startswith(f"dml-{op}-"), y.name
+        names = {y.name, call(other).name, call(rechunked).name}
+        assert len(names) == 3 and call(x).name == y.name  # deterministic
+    g, gx, params, _ = DASK_GRAPHS["pipeline"]
+    base = da.from_array(gx, chunks=(1, 2, 4, 5))
+    y = dd.graph(g, base, *params, device="numpy")
+    assert y.name.startswith("dml-graph-")
+    variants = [dd.graph(g, da.from_array(gx + 1, chunks=(1, 2, 4, 5)), *params, device="numpy"),
+                dd.graph(g, base, *[2 * p for p in params], device="numpy"),
+                dd.graph(g, base, *params, device="cpu"),
+                dd.graph(g, base, *params, device="numpy", chunks=(1, 2, 3, 3))]
+    assert len({y.name} | {v.name for v in variants}) == 5
+    other_graph = DASK_GRAPHS["chain"]
+    assert dd.graph(other_graph[0], da.from_array(other_graph[1], chunks=(1, 2, 4, 5)),
+                    device="numpy").name != y.name
+
+
+def test_operands_given_as_dask_arrays_and_every_bias_shape():
+    x = da.from_array(X, chunks=(1, 2, 4, 3))
+    ref = dml.convolution(X, W, B, start_padding=(1, 0), end_padding=(1, 1), device="numpy")
+    for w, b in ((da.from_array(W), da.from_array(B)), (W, B.reshape(1, 4, 1, 1)),
+                 (da.from_array(W), da.from_array(B.reshape(1, 4, 1, 1)))):
+        y = dd.convolution(x, w, b, start_padding=(1, 0), end_padding=(1, 1), device="numpy")
+        np.testing.assert_allclose(y.compute(scheduler="sync"), ref, rtol=1e-5, atol=1e-5)
+    g, gx, params, _ = DASK_GRAPHS["pipeline"]
+    ref = dml.compile_graph(g, "numpy")(gx, *params)
+    lazy = [da.from_array(p) for p in params]
+    got = dd.graph(g, da.from_array(gx, chunks=(1, 2, 4, 5)), *lazy, device="numpy")
+    np.testing.assert_allclose(got.compute(scheduler="sync"), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_graph_bias_given_as_the_node_binds_it_or_flat():
+    from tests.test_graph import IN, OUT, N, conv, rand
+
+    c = conv((2, 4, 13, 15), (4, 4, 3, 3), pads=(1, 1), bias=True)
+    g = dml.GraphDesc(3, 1, (N(c),), (IN(0, 0, 0), IN(1, 0, 1), IN(2, 0, 2)), (OUT(0, 0, 0),))
+    x, w, b = rand((2, 4, 13, 15), seed=3), rand((4, 4, 3, 3), seed=4), rand((4,), seed=5)
+    ref = dml.convolution(x, w, b, start_padding=(1, 1), end_padding=(1, 1), device="numpy")
+    for bias in (b, b.reshape(1, 4, 1, 1), da.from_array(b)):
+        got = dd.graph(g, da.from_array(x, chunks=(1, 2, 5, 6)), w, bias, device="numpy")
+        np.testing.assert_allclose(got.compute(scheduler="sync"), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int32, np.uint8])
+def test_data_movement_keeps_the_input_type(dtype):
+    x = (np.arange(2 * 3 * 7 * 5) % 200).astype(dtype).reshape(2, 3, 7, 5)
+    lazy = da.from_array(x, chunks=(1, 2, 3, 2))
+    value = 0.1 if dtype == np.float16 else 7
+    for got, ref in (
+            (dd.padding(lazy, (0, 0, 2, 1), (0, 1, 0, 3), "constant", value, device="numpy"),
+             dml.padding(x, (0, 0, 2, 1), (0, 1, 0, 3), "constant", value, device="numpy")),
+            (dd.padding(lazy, (0, 0, 4, 2), (0, 0, 1, 3), "reflection", device="numpy"),
+             dml.padding(x, (0, 0, 4, 2), (0, 0, 1, 3), "reflection", device="numpy")),
+            (dd.tile(lazy, (1, 2, 1, 3), device="numpy"),
+             dml.tile(x, (1, 2, 1, 3), device="numpy")),
+            (dd.slice1(lazy, (0, 1, 0, 0), (2, 2, 7, 5), (1, -1, -2, 2), device="numpy"),
+             dml.slice1(x, (0, 1, 0, 0), (2, 2, 7, 5), (1, -1, -2, 2), device="numpy"))):
+        assert got.dtype == ref.dtype == dtype
+        out = got.compute(scheduler="sync")
+        assert out.dtype == dtype
+        np.testing.assert_array_equal(out, ref)
+
+
+def test_lp_pooling_defaults_and_the_device_passed_through():
+    from dml_numba._cache import cache
+
+    x = da.from_array(X, chunks=(1, 3, 4, 4))
+    ref = dml.lp_pooling(X, (2, 2), p=2, device="numpy")
+    np.testing.assert_allclose(dd.lp_pooling(x, (2, 2), device="numpy").compute(
+        scheduler="sync"), ref, rtol=1e-5)
+    for device in ("numpy", "cpu"):
+        before = set(cache._table)
+        dd.lp_pooling(x, (3, 2), (2, 1), (1, 0), (0, 1), device=device).compute(scheduler="sync")
+        new = [k for k in set(cache._table) - before
+               if isinstance(k, tuple) and k[:2] == ("functional", "lp_pooling")]
+        assert new and all(k[-1] == device for k in new), new
+
+
+def test_a_lazy_result_depends_on_its_input_alone():
+    """The output layer's one dependency is the input's (a graph tool walking dependencies, or
+    Dask's optimiser culling, finds the input through it)."""
+    x = da.from_array(X, chunks=(1, 3, 4, 4))
+    for y in (dd.padding(x, (0, 0, 1, 1), (0, 0, 1, 1), device="numpy"),
+              dd.convolution(x, W, device="numpy")):
+        layers = y.__dask_graph__().dependencies
+        assert layers[y.name] == {x.name}
+
+
+def test_refusals_name_the_function_and_the_field():
+    ragged = [[1.0, 2.0], [3.0]]  # no array: NumPy refuses it
+    g = DASK_GRAPHS["pipeline"][0]
+    calls = {
+        "padding": lambda: dd.padding(ragged, (0,), (0,)),
+        "tile": lambda: dd.tile(ragged, (1,)),
+        "slice1": lambda: dd.slice1(ragged, (0,), (1,)),
+        "lp_pooling": lambda: dd.lp_pooling(ragged, (1,)),
+        "convolution": lambda: dd.convolution(ragged, W),
+        "dml_numba.dask.graph": lambda: dd.graph(g, ragged),
+    }
+    for owner, call in calls.items():
+        with pytest.raises(dml.ValidationError) as err:
+            call()
+        assert str(err.value).startswith(
+            f"{owner}.x: list is invalid; expected a dask.array.Array or an array ("), err.value
+    with pytest.raises(dml.ValidationError) as err:
+        dd.graph("not a graph", da.from_array(X))
+    assert str(err.value) == ("dml_numba.dask.graph.graph: str is invalid; expected a "
+                              "GraphDesc")
+
+
+def test_without_dask_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask.array", None)  # import dask.array fails
+    with pytest.raises(ImportError) as err:
+        dd.padding(X, (0, 0, 1, 1), (0, 0, 1, 1))
+    assert str(err.value) == "dml_numba.dask needs Dask: pip install 'dml_numba[dask]'"
+
+
+def test_two_results_of_one_input_computed_together():
+    """Two windows over one input, and a window over a data-movement result, in one compute."""
+    x = da.from_array(X, chunks=(1, 2, 4, 3))
+    padded = dd.padding(x, (0, 0, 1, 1), (0, 0, 1, 1), "edge", device="numpy")
+    got = dask.compute(dd.lp_pooling(x, (2, 2), p=1, device="numpy"),
+                       dd.lp_pooling(padded, (2, 2), p=1, device="numpy"), scheduler="sync")
+    ref = dml.padding(X, (0, 0, 1, 1), (0, 0, 1, 1), "edge", device="numpy")
+    np.testing.assert_allclose(got[0], dml.lp_pooling(X, (2, 2), p=1, device="numpy"),
+                               rtol=1e-5)
+    np.testing.assert_allclose(got[1], dml.lp_pooling(ref, (2, 2), p=1, device="numpy"),
+                               rtol=1e-5)
