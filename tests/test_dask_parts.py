@@ -174,3 +174,61 @@ def test_two_results_of_one_input_computed_together():
                                rtol=1e-5)
     np.testing.assert_allclose(got[1], dml.lp_pooling(ref, (2, 2), p=1, device="numpy"),
                                rtol=1e-5)
+
+
+def test_the_defaults_and_every_convolution_field_reach_the_blocks():
+    """A padding's default constant (zero); a grouped convolution in CONVOLUTION mode (the
+    flipped filter, the groups): every field of the descriptor reaches each block."""
+    x = da.from_array(X, chunks=(1, 2, 4, 3))
+    np.testing.assert_array_equal(
+        dd.padding(x, (0, 0, 2, 1), (0, 0, 1, 2), device="numpy").compute(scheduler="sync"),
+        np.pad(X, ((0, 0), (0, 0), (2, 1), (1, 2))))
+    wg = np.random.default_rng(5).standard_normal((6, 1, 3, 2)).astype(np.float32)
+    kw = dict(group_count=3, mode="CONVOLUTION", strides=(1, 2), start_padding=(1, 0),
+              end_padding=(0, 1))
+    got = dd.convolution(x, wg, **kw, device="numpy").compute(scheduler="sync")
+    ref = dml.convolution(X, wg, **kw, device="numpy")
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    flipped = dml.convolution(X, wg[:, :, ::-1, ::-1].copy(), **{**kw, "mode": "CROSS_CORRELATION"},
+                              device="numpy")
+    np.testing.assert_allclose(got, flipped, rtol=1e-5, atol=1e-5)
+
+
+def test_window_outputs_are_chunked_from_their_own_axis():
+    """Each spatial axis's output chunks follow that axis's input chunks (scaled by the
+    stride), not another axis's."""
+    x = da.from_array(X, chunks=(1, 2, 4, 3))  # (2, 3, 11, 7)
+    assert dd.lp_pooling(x, (2, 2), device="numpy").chunks == ((1, 1), (3,), (4, 4, 2), (3, 3))
+    assert dd.convolution(x, W, device="numpy").chunks == ((1, 1), (4,), (4, 4, 1), (3, 3))
+
+
+def test_a_graph_name_covers_the_graph_and_its_layer_depends_on_the_input():
+    from tests.test_graph import IN, OUT, N, conv, pad, rand
+
+    x = rand((2, 4, 13, 15), seed=3)
+    w = rand((4, 4, 3, 3), seed=4)
+
+    def graph(mode):
+        p = pad((2, 4, 13, 15), (0, 0, 1, 1), (0, 0, 1, 1), mode)
+        c = conv((2, 4, 15, 17), (4, 4, 3, 3))
+        return dml.GraphDesc(2, 1, (N(p), N(c)), (IN(0, 0, 0), IN(1, 1, 1)), (OUT(1, 0, 0),),
+                             (dml.IntermediateGraphEdgeDesc(0, 0, 1, 0),))
+
+    lazy = da.from_array(x, chunks=(1, 2, 5, 6))
+    a = dd.graph(graph(dml.PaddingMode.REFLECTION), lazy, w, device="numpy")
+    b = dd.graph(graph(dml.PaddingMode.EDGE), lazy, w, device="numpy")
+    assert a.name != b.name
+    assert a.__dask_graph__().dependencies[a.name] == {lazy.name}
+
+
+def test_a_graph_bias_bound_as_input_one():
+    """The graph's inputs in another order: the flat bias is input 1, the filter input 2."""
+    from tests.test_graph import IN, OUT, N, conv, rand
+
+    c = conv((2, 4, 13, 15), (4, 4, 3, 3), pads=(1, 1), bias=True)
+    g = dml.GraphDesc(3, 1, (N(c),), (IN(0, 0, 0), IN(1, 0, 2), IN(2, 0, 1)), (OUT(0, 0, 0),))
+    x, w, b = rand((2, 4, 13, 15), seed=3), rand((4, 4, 3, 3), seed=4), rand((4,), seed=5)
+    got = dd.graph(g, da.from_array(x, chunks=(1, 2, 5, 6)), b, w, device="numpy")
+    np.testing.assert_allclose(got.compute(scheduler="sync"),
+                               dml.convolution(x, w, b, start_padding=(1, 1), end_padding=(1, 1),
+                                               device="numpy"), rtol=1e-5, atol=1e-5)
