@@ -232,3 +232,11 @@ def test_a_graph_bias_bound_as_input_one():
     np.testing.assert_allclose(got.compute(scheduler="sync"),
                                dml.convolution(x, w, b, start_padding=(1, 1), end_padding=(1, 1),
                                                device="numpy"), rtol=1e-5, atol=1e-5)
+
+
+def test_in_memory_inputs_are_wrapped():
+    """An in-memory array (not a Dask one) is taken as one chunk."""
+    y = dd.padding(X, (0, 0, 1, 1), (0, 0, 1, 1), "edge", device="numpy")
+    assert isinstance(y, da.Array) and y.numblocks == (1, 1, 1, 1)
+    np.testing.assert_array_equal(y.compute(scheduler="sync"),
+                                  np.pad(X, ((0, 0), (0, 0), (1, 1), (1, 1)), mode="edge"))
