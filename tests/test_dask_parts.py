@@ -240,3 +240,35 @@ def test_in_memory_inputs_are_wrapped():
     assert isinstance(y, da.Array) and y.numblocks == (1, 1, 1, 1)
     np.testing.assert_array_equal(y.compute(scheduler="sync"),
                                   np.pad(X, ((0, 0), (0, 0), (1, 1), (1, 1)), mode="edge"))
+
+
+def _scaled(size, like, num, den):
+    """The documented output chunking: the input's chunk size times the axis's size ratio
+    (rounded up), regular, one chunk where the input has one."""
+    if len(like) == 1:
+        return (size,)
+    step = max(1, -(-like[0] * num // den))
+    return (step,) * (size // step) + ((size % step,) if size % step else ())
+
+
+def test_output_chunks_are_the_input_chunk_scaled_by_the_size_ratio():
+    x = da.from_array(X, chunks=(1, 2, 4, 3))  # (2, 3, 11, 7)
+    # a slice: 11 -> 5 and 7 -> 3 (strided), 3 -> 2 channels
+    y = dd.slice1(x, (0, 1, 1, 0), (2, 2, 9, 6), (1, 1, 2, 2), device="numpy")
+    assert y.shape == (2, 2, 5, 3)
+    assert y.chunks == ((1, 1), _scaled(2, (2, 1), 2, 3), _scaled(5, (4, 4, 3), 5, 11),
+                        _scaled(3, (3, 3, 1), 3, 7))
+    # a window at stride 2: output per input element one half
+    y = dd.lp_pooling(x, (3, 3), (2, 2), device="numpy")
+    assert y.chunks[2:] == (_scaled(5, (4, 4, 3), 1, 2), _scaled(3, (3, 3, 1), 1, 2))
+    # transposed at stride 2: two outputs per input element
+    y = dd.convolution(x, np.ones((3, 2, 3, 3), np.float32), strides=(2, 2), direction=1,
+                       device="numpy")
+    assert y.chunks[2:] == (_scaled(23, (4, 4, 3), 2, 1), _scaled(15, (3, 3, 1), 2, 1))
+    # a graph that changes the sizes: scaled by output over input size
+    g, gx, params, _ = DASK_GRAPHS["pipeline"]  # (2, 4, 13, 15) -> (2, 4, 4, 8)
+    y = dd.graph(g, da.from_array(gx, chunks=(1, 2, 5, 6)), *params, device="numpy")
+    assert y.chunks[2:] == (_scaled(y.shape[2], (5, 5, 3), y.shape[2], 13),
+                            _scaled(y.shape[3], (6, 6, 3), y.shape[3], 15))
+    for lazy in (dd.slice1(x, (0, 1, 1, 0), (2, 2, 9, 6), (1, 1, 2, 2), device="numpy"),):
+        _blocks_match(lazy)
