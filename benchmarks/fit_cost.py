@@ -27,9 +27,15 @@ import numpy as np
 from benchmarks.bench_convolution import WORKLOADS, _case, grid_shapes
 
 
+def _shapes() -> dict:
+    """label -> (x shape, filter shape, strides, pads, groups, direction) of every shape a dump
+    may hold (the grid's and the benchmark's layers)."""
+    return {label: rest for label, *rest in grid_shapes(False) + list(WORKLOADS)}
+
+
 def export(paths: list[str], target: str) -> None:
     """The static options' measured times of the dumps, with each shape's parameters."""
-    shapes = {label: rest for label, *rest in grid_shapes(False) + list(WORKLOADS)}
+    shapes = _shapes()
     hosts = []
     for path in paths:
         data, found = json.load(open(path)), {}
@@ -37,8 +43,8 @@ def export(paths: list[str], target: str) -> None:
             xs, ws, s, p, g, direction = shapes[label]
             found[label] = {"x": list(xs), "w": list(ws), "strides": list(s), "pads": list(p),
                             "groups": g, "direction": direction,
-                            "times": {a: float(f"{times[name]:.4g}") for name, a, _ in
-                                      static_options(desc, host)}}
+                            "times": {a: float(f"{times[_label(a, plan)]:.4g}") for a, plan in
+                                      static_options(desc, host).items()}}
         hosts.append({"host": data["host"], "source": path.rsplit("/", 1)[-1],
                       "shapes": found})
     with open(target, "w") as f:  # a shape a line
@@ -59,7 +65,7 @@ def load(path: str):
     data = json.load(open(path))
     host = Host(*data["host"])
     rng = np.random.default_rng(0)
-    shapes = {label: rest for label, *rest in grid_shapes(False) + list(WORKLOADS)}
+    shapes = _shapes()
     out = []
     for label, times in data["shapes"].items():
         desc = _case(*shapes[label], rng)[0].canonical()
@@ -67,27 +73,29 @@ def load(path: str):
     return out
 
 
-def static_options(desc, host):
-    """(label, algorithm, plan) of the static choice's options on ``host``."""
-    from dml_numba.cpu._emit import planned_for
-    from dml_numba.cpu.convolution.blocked.plan import block_plan, pointwise_as_1d
+def static_options(desc, host) -> dict:
+    """The static choice's options on ``host``: algorithm -> plan (:func:`choice.options`)."""
+    from dml_numba.cpu.convolution import choice
+
+    return choice.options(desc, host)
+
+
+def _label(algorithm, plan) -> str:
+    """The candidate's label, as the dumps name it."""
     from dml_numba.cpu.convolution.tune import Candidate
 
-    with planned_for(host):
-        plan = block_plan(pointwise_as_1d(desc) or desc, host)
-    opts = [Candidate("direct"), Candidate("gemm")] + ([Candidate("blocked", plan)] if plan else [])
-    return [(c.label(), c.algorithm, c.plan) for c in opts]
+    return Candidate(algorithm, plan).label()
 
 
 def scores(rows, costs, prepared=None):
     """The static choice's measured time over the best, per shape."""
-    from dml_numba.cpu.convolution.cost import estimate
+    from dml_numba.cpu.convolution import choice
 
     out = []
     for i, (_, desc, host, times) in enumerate(rows):
         opts = prepared[i] if prepared else static_options(desc, host)
-        pick = min(opts, key=lambda o: estimate(desc, o[1], o[2], host, costs=costs))
-        out.append(times[pick[0]] / min(times.values()))
+        pick = choice.cheapest(desc, opts, host, costs)
+        out.append(times[_label(pick, opts[pick])] / min(times.values()))
     return out
 
 
@@ -147,15 +155,7 @@ def main(argv: list[str]) -> int:
     paths = [a for a in (argv[:argv.index("--check")] if check else argv) if a not in flags]
     check = [a for a in check if a not in flags]
     rows = [r for p in paths for r in load(p)]
-    from dml_numba.cpu._emit import planned_for
-    from dml_numba.cpu.convolution import tune
-
     costs = model.COSTS
-    rule = []
-    for _, desc, host, times in rows:
-        with planned_for(host):
-            rule.append(times[tune.static(desc, host).label()] / min(times.values()))
-    print(summary("the static choice as it is (tune.static)", rule))
     print(summary("the cost model's choice, current constants", scores(rows, costs)))
     if "--fit" in argv:
         costs = fit(rows, costs)

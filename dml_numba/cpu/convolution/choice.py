@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .._emit import Host
 from .blocked.plan import BlockPlan, block_plan, pointwise_as_1d
-from .cost import estimate
+from .cost import COSTS, Costs, estimate
 
 #: the algorithms in the order ties go (the simplest kernel first)
 ALGORITHMS = ("direct", "blocked", "gemm")
@@ -18,7 +18,16 @@ def options(desc, host: Host) -> dict[str, BlockPlan | None]:
     """The algorithms that can run ``desc`` on ``host``, each with its plan (the blocked
     kernel's tile; None for the others)."""
     plan = block_plan(pointwise_as_1d(desc) or desc, host)
-    return {a: plan for a in ALGORITHMS if a != "blocked" or plan is not None}
+    return {a: plan if a == "blocked" else None for a in ALGORITHMS
+            if a != "blocked" or plan is not None}
+
+
+def cheapest(desc, found: dict[str, BlockPlan | None], host: Host,
+             costs: Costs = COSTS) -> str:
+    """The algorithm of ``found`` (:func:`options`) with the least estimate, ties to the
+    simpler kernel."""
+    times = {a: estimate(desc, a, plan, host, costs=costs) for a, plan in found.items()}
+    return min(times, key=lambda a: (times[a], ALGORITHMS.index(a)))
 
 
 def estimates(desc, host: Host | None = None) -> dict[str, float]:
@@ -28,8 +37,15 @@ def estimates(desc, host: Host | None = None) -> dict[str, float]:
     return {a: estimate(desc, a, plan, host) for a, plan in options(desc, host).items()}
 
 
+def choose(desc, host: Host | None = None) -> tuple[str, BlockPlan | None]:
+    """The algorithm for ``desc`` on ``host`` (this machine by default), and its plan."""
+    host = host or Host.current()
+    found = options(desc, host)
+    algorithm = cheapest(desc, found, host)
+    return algorithm, found[algorithm]
+
+
 def choose_algorithm(desc, host: Host | None = None) -> str:
     """The algorithm for ``desc`` on ``host`` (this machine by default): the least estimate,
     ties to the simpler kernel."""
-    found = estimates(desc, host)
-    return min(found, key=lambda a: (found[a], ALGORITHMS.index(a)))
+    return choose(desc, host)[0]

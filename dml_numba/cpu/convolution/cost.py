@@ -29,7 +29,7 @@ from ..._dims import prod
 from ...ops.convolution import geometry
 from .._emit import Host, resolve_parallel
 from .base import conv_work
-from .blocked.plan import padded_geometry, pointwise_as_1d
+from .blocked.plan import needs_copy, padded_geometry, pointwise_as_1d
 from .direct import _Row, _vector_span, _vector_starts, row_plan
 
 
@@ -113,7 +113,7 @@ def estimate(desc, algorithm: str, plan=None, host: Host | None = None, *,
     waste = positions / (height * width)
     narrow = host.lanes / plan.lanes  # half-width vectors do half the work an instruction
     copy = 0.0
-    if padded != tuple(kdesc.input_tensor.sizes[2:]) or any(padded_geometry(kdesc)[0]):
+    if needs_copy(kdesc):
         split = desc.strides[-1] > 1 and geo.forward
         copy = (costs.copy + costs.gather * split) * batch * geo.in_channels \
             * desc.group_count * prod(padded)

@@ -39,7 +39,7 @@ from .blocked.plan import (
     needs_copy,
     pointwise_as_1d,
 )
-from .choice import choose_algorithm
+from .choice import choose, choose_algorithm
 from .cost import estimate
 from .direct import DirectKernel
 from .gemm import GemmKernel
@@ -115,10 +115,7 @@ class Candidate:
 
 def static(desc, host: Host | None = None) -> Candidate:
     """What ``off`` runs: the static rule's algorithm with its plan."""
-    host = host or Host.current()
-    algorithm = choose_algorithm(desc, host)
-    plan = block_plan(pointwise_as_1d(desc) or desc, host) if algorithm == "blocked" else None
-    return Candidate(algorithm, plan)
+    return Candidate(*choose(desc, host or Host.current()))
 
 
 def blocked_plans(desc, host: Host) -> list[BlockPlan]:
