@@ -90,6 +90,12 @@ def _crossover_desc(shape):
                                            direction=direction).canonical()
 
 
+def _winner(shape):
+    """The shape's fastest algorithm where it is DECISIVE times faster than the next, else None."""
+    times = sorted((t, a) for a, t in shape["times"].items())
+    return times[0][1] if len(times) > 1 and times[1][0] >= DECISIVE * times[0][0] else None
+
+
 @pytest.mark.parametrize("measured", CROSSOVER["hosts"], ids=lambda m: m["source"])
 def test_the_static_choice_is_the_measured_fastest_where_it_is_decisive(measured):
     """On the crossover grid, for each host measured: where one algorithm is DECISIVE times
@@ -100,12 +106,12 @@ def test_the_static_choice_is_the_measured_fastest_where_it_is_decisive(measured
     host = Host(*measured["host"])
     decisive, missed = 0, set()
     for label, shape in measured["shapes"].items():
-        times = sorted((t, a) for a, t in shape["times"].items())
-        if len(times) < 2 or times[1][0] < DECISIVE * times[0][0]:
+        winner = _winner(shape)
+        if winner is None:
             continue
         decisive += 1
         with planned_for(host):
-            if cpu_conv.choose_algorithm(_crossover_desc(shape), host) != times[0][1]:
+            if cpu_conv.choose_algorithm(_crossover_desc(shape), host) != winner:
                 missed.add(label)
     assert decisive >= 0.6 * len(measured["shapes"])
     assert missed == MISSES[measured["source"]]
@@ -124,9 +130,8 @@ def test_the_static_choice_moves_with_the_host():
         winners, picks = {}, {}
         for m in grids:
             host, shape = Host(*m["host"]), m["shapes"][label]
-            times = sorted((t, a) for a, t in shape["times"].items())
-            if times[1][0] >= DECISIVE * times[0][0]:
-                winners[host] = times[0][1]
+            if _winner(shape) is not None:
+                winners[host] = _winner(shape)
                 with planned_for(host):
                     picks[host] = cpu_conv.choose_algorithm(_crossover_desc(shape), host)
         if len(set(winners.values())) > 1 and picks == winners:
