@@ -83,8 +83,12 @@ def _names_cuda(value) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    # the PTX check compiles every CUDA kernel the other tests created: run it last
-    items.sort(key=lambda item: "ptx" in item.keywords)
+    # the PTX check compiles every CUDA kernel the other tests created: run it last; under
+    # mutation testing the golden sources first (a mutant that changes a generated kernel fails
+    # there in a second, before anything is compiled)
+    mutation = "MUTANT_UNDER_TEST" in os.environ
+    items.sort(key=lambda item: (mutation and "test_golden.py" not in item.nodeid,
+                                 "ptx" in item.keywords))
     for item in items:
         if _builds_cuda_kernels(item):
             item.add_marker(pytest.mark.xdist_group(CUDA_GROUP))
@@ -145,6 +149,21 @@ if "MUTANT_UNDER_TEST" in os.environ:  # mutation testing (docs/TESTING.md)
     # the Dask cases' blocks on the vectorised device: the Dask layer's own arithmetic judged
     # without compiling kernels again for every mutant
     os.environ.setdefault("DML_NUMBA_TEST_DASK_DEVICE", "numpy")
+
+    def pytest_sessionstart(session):
+        """Each mutant's run its own disk cache and CUDA record: the tool may fork every
+        mutant's process from one server that imported this file once, and a kernel compiled
+        under one mutant (the same source, a mutated intrinsic) must not be loaded under the
+        next."""
+        for name, prefix in ((_SESSION, "dml_numba_test_cache_"),
+                             (_RECORD, "dml_numba_test_cuda_")):
+            os.environ[name] = tempfile.mkdtemp(prefix=prefix)
+        os.environ["DML_NUMBA_CACHE_DIR"] = os.environ[_SESSION]
+
+    def pytest_sessionfinish(session):
+        # removed here: the tool ends its forked processes without running exit handlers
+        for name in (_SESSION, _RECORD):
+            shutil.rmtree(os.environ[name], ignore_errors=True)
 
     @pytest.fixture(autouse=True)
     def _fresh_memory_cache():

@@ -45,14 +45,23 @@ if __name__ == "__main__":
 """
 
 
+def _real_compiler_env() -> dict:
+    """This environment without the simulator, importing the very package this run imports
+    (not another copy installed elsewhere, such as the one a mutation-testing tool's copy was
+    made from)."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    here = os.path.dirname(os.path.dirname(os.path.abspath(dml.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def _compile_all(descs, tmp_path):
     path = tmp_path / "descs.pkl"
     path.write_bytes(pickle.dumps(sorted(descs, key=repr)))
     script = tmp_path / "ptx_check.py"
     script.write_text(SCRIPT)
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    out = subprocess.run([sys.executable, str(script), str(path)], env=env, capture_output=True,
-                         text=True, timeout=900)
+    out = subprocess.run([sys.executable, str(script), str(path)], env=_real_compiler_env(),
+                         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
     assert f"compiled {len(descs)}" in out.stdout
 
@@ -139,9 +148,8 @@ def test_info_lists_every_kernel_with_its_resources():
     """``info --cuda-kernels``: a line per kernel a workload can run and architecture, the
     default marked, from NVIDIA's compiler (no simulator)."""
     pytest.importorskip("numba.cuda")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    out = subprocess.run([sys.executable, "-c", INFO_SCRIPT], env=env, capture_output=True,
-                         text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", INFO_SCRIPT], env=_real_compiler_env(),
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-4000:]
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("tiny")]
     kernels = [(ln[:40].strip(), ln[41:65].strip(), ln[66:72].strip()) for ln in lines]

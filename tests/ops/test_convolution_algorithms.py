@@ -17,6 +17,11 @@ CASES["conv-fwd-1x1-groups"] = conv_case((2, 4, 3, 5), (6, 2, 1, 1), (1, 1), (1,
                                          (0, 0), 2)
 CASES["conv-fwd-1x1-stride2"] = conv_case((2, 4, 5, 5), (6, 4, 1, 1), (2, 2), (1, 1), (0, 0),
                                           (0, 0), 1)
+# transposed in three dimensions (col2im over two leading output axes), without bias, in float64,
+# with more images than channels (the GEMM kernel's chunks count images)
+CASES["conv-bwd-3d-f64-nobias-batch3"] = conv_case(
+    (3, 2, 2, 2, 3), (2, 2, 2, 1, 2), (2, 1, 2), (1, 2, 1), (1, 0, 0), (0, 0, 1), 1,
+    direction=dml.ConvolutionDirection.BACKWARD, bias=False, dtype=np.float64)
 
 
 @pytest.mark.parametrize("parallel", [None, True, False], ids=["auto", "parallel", "serial"])
@@ -35,6 +40,23 @@ def test_unpadded_stride1_1x1_skips_im2col():
     assert op.kernel.skip_im2col and "im2col" not in op.source
     desc2, _ = CASES["conv-fwd-1x1-stride2"]
     assert not dml.compile_operator(desc2, "cpu", algorithm="gemm").kernel.skip_im2col
+
+
+@pytest.mark.parametrize("name, helpers", [("conv-fwd-groups", ["im2col", "epilogue"]),
+                                           ("conv-fwd-1x1-groups", ["epilogue"]),
+                                           ("conv-fwd-clip-nobias", ["im2col", "epilogue"]),
+                                           ("conv-bwd-3d-f64-nobias-batch3", ["col2im"])])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_gemm_kernel_names_the_generated_kernels_it_runs(name, helpers, parallel):
+    """The tuner keeps a tuning provisional when one of its candidates' generated kernels was
+    compiled in this process: for BLAS those are the helpers around the product, with the
+    parallel choice forced on the kernel."""
+    desc, _ = CASES[name]
+    kernel = cpu_conv.make_kernel(desc, {"algorithm": "gemm", "parallel": parallel})
+    keys = kernel.compiled_keys()
+    assert [k.kernel for k in keys] == helpers
+    assert {k.parallel for k in keys} == {parallel} and {k.backend for k in keys} == {"cpu"}
+    assert all(k.desc == desc.canonical() for k in keys)
 
 
 @pytest.mark.parametrize("name", ["conv-fwd-groups", "conv-bwd-groups-outpad"])

@@ -33,6 +33,11 @@ class ConvolutionKernel(CpuKernel):
         """The algorithm and, where the kernel has both, the variant the next call runs."""
         return f"{self.algorithm}, {super().variant()}"
 
+    def compiled_keys(self) -> tuple:
+        """The keys of the generated kernels this one runs (the tuner asks which of them this
+        process compiled)."""
+        return (self.key,)
+
     def buffer(self, shape) -> np.ndarray:
         """A scratch array of ``shape`` in the accumulator type, one per calling thread, kept
         between calls."""

@@ -141,8 +141,8 @@ def emit_epilogue(key) -> str:
 
 
 class GemmKernel(ConvolutionKernel):
-    """BLAS with the generated helpers around it. Its ``key`` names the composite ("gemm");
-    ``fn`` is the host-side driver (:meth:`run`); the helpers are serial unless forced: BLAS
+    """BLAS with the generated helpers around it (:meth:`run` drives them; their keys are its
+    :meth:`compiled_keys`); the helpers are serial unless forced: BLAS
     runs on every core between them, and two thread pools handing the cores back and forth
     cost more than the helpers gain (``benchmarks/RESULTS.md``)."""
 
@@ -152,8 +152,8 @@ class GemmKernel(ConvolutionKernel):
         d, geo = desc, geometry(desc)
         self.desc = desc
         self.acc = accumulator(d.input_tensor.data_type)
-        self.key = KernelKey("cpu", d, "gemm", bool(options.get("parallel")))
-        self.fn = self.run
+        self.parallel = bool(options.get("parallel"))
+        self._keys = []
         self.skip_im2col = geo.forward and geo.taps == 1 and all(
             s == 1 for s in d.strides) and not any(d.start_padding + d.end_padding)
         n_ = d.input_tensor.sizes[0]
@@ -176,13 +176,17 @@ class GemmKernel(ConvolutionKernel):
         self.source = "\n".join(self._sources)
 
     def _helper(self, name, arg_types):
-        key = KernelKey("cpu", self.desc, name, self.key.parallel)
+        key = KernelKey("cpu", self.desc, name, self.parallel)
         source = emit(key)
+        self._keys.append(key)
         self._sources.append(source)
         return build_variants(key, source, emit, arg_types, automatic=False)
 
     def variant(self) -> str:
         return "gemm"
+
+    def compiled_keys(self) -> tuple:
+        return tuple(self._keys)
 
     def run(self, inputs, y):
         x, w = np.ascontiguousarray(inputs[0]), inputs[1]

@@ -340,7 +340,7 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
     # disk cache, which is what later processes run (measured: 5.1 against 7.6 ms for one
     # parallel tile): a tuning that compiled keeps its result as provisional, and the next
     # process, loading every candidate from the disk cache, times them once more
-    compiled = any(getattr(k, "key", None) in COMPILED_HERE for k in kernels.values())
+    compiled = any(key in COMPILED_HERE for k in kernels.values() for key in k.compiled_keys())
     provisional = bool(compiled or left) and _diskcache.state().usable
     entry = {"choice": choice.to_json(), "chosen": choice.label(), "mode": mode,
              "provisional": provisional, "label": describe(desc, options),
