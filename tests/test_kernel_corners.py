@@ -488,3 +488,18 @@ def test_dask_data_movement_differing_only_in_the_descriptor_stays_apart():
     assert len({y.name for y in lazies}) == len(lazies)
     for (name, (_, expected)), got in zip(cases.items(), dask.compute(*lazies)):
         np.testing.assert_array_equal(got, expected, err_msg=name)
+
+
+@pytest.mark.parametrize("itemsize, lanes", [(4, 16), (2, 32), (8, 8), (4, 8)])
+def test_strided_rows_take_vector_reads_from_one_whole_step(itemsize, lanes):
+    """A strided last axis is read in vectors where its row holds at least one step (one host
+    vector of output elements); a row one element short is read element by element."""
+    from dml_numba.cpu._emit import strided_lanes
+
+    dtype = {2: np.float16, 4: np.float32, 8: np.float64}[itemsize]
+    host = Host(lanes * itemsize // 4, 2)
+    for n, expected in ((lanes, lanes), (lanes - 1, 0)):
+        x = np.zeros((3, 2 * n + 4), dtype)
+        plan = dml.functional.slice1_desc(x, (1, 1), (2, 2 * n - 1), (1, 2)).gather_plan()
+        assert plan.maps[-1].size == n
+        assert strided_lanes(plan, itemsize, host) == expected

@@ -99,3 +99,20 @@ def test_a_warp_stores_consecutive_elements(make, rows):
         assert sorted(request) == list(range(min(request), max(request) + 4, 4))
     for request in loads.values():  # reads follow the index maps: a few rows at most
         assert _sectors(request) <= 8, sorted(request)
+
+
+@pytest.mark.parametrize("shape, offsets, sizes, rowwise", [
+    ((4, 80), (1, 0), (3, 63), True),    # rows of exactly a warp (32 outputs of stride 2)
+    ((4, 80), (1, 0), (3, 61), False),   # 31 outputs: one thread per output
+    ((200,), (0,), (199,), False),       # one long row is the whole output: flat
+])
+def test_rows_of_a_warp_or_more_are_gathered_row_wise(shape, offsets, sizes, rowwise):
+    """A warp per row chunk where a row holds at least a warp's outputs and there is more than
+    one row; the flat grid-stride loop otherwise."""
+    from dml_numba.cuda import _emit
+
+    x = np.zeros(shape, np.float32)
+    plan = dml.functional.slice1_desc(x, offsets, sizes, (1,) * (len(shape) - 1) + (2,)
+                                      ).gather_plan()
+    assert plan.maps[-1].size == (sizes[-1] + 1) // 2
+    assert _emit.rowwise(plan) is rowwise

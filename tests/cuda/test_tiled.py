@@ -129,6 +129,18 @@ def test_the_automatic_choice_tiles_where_a_tile_is_reused():
         assert "cuda.shared.array" not in dml.compile_operator(d, "cuda").source
 
 
+@pytest.mark.parametrize("cout, cin, k, expected", [
+    (4, 4, (2, 2), "tiled"),   # a reduction of exactly 16 terms into 4 output channels
+    (4, 5, (1, 3), "direct"),  # 15 terms
+    (3, 4, (2, 2), "direct"),  # 3 output channels
+])
+def test_the_automatic_choice_at_its_thresholds(cout, cin, k, expected):
+    from dml_numba.cuda.convolution import choose_algorithm
+
+    d = conv_case((1, cin, 5, 5), (cout, cin) + k, (1, 1), (1, 1), (0, 0), (0, 0), 1)[0]
+    assert choose_algorithm(d) == expected
+
+
 # -- plane tiles: depthwise convolution and LP pooling ------------------------------------------
 
 def _brute_pool(x, desc):
