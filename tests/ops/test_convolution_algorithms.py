@@ -165,6 +165,8 @@ def test_the_static_choice_keeps_to_the_kernels_that_apply():
     """float64 has no blocked tile, nor rows too short for four lanes: direct or BLAS there; the
     blocked kernel wherever it is chosen has a plan."""
     from dml_numba.cpu._emit import Host
+    from dml_numba.cpu.convolution.blocked.plan import block_plan
+    from dml_numba.cpu.convolution.cost import estimate
 
     def desc(cin, cout, g, hw=8, k=3, dtype=dml.DataType.FLOAT32):
         return dml.ConvolutionOperatorDesc(
@@ -179,7 +181,15 @@ def test_the_static_choice_keeps_to_the_kernels_that_apply():
             assert cpu_conv.choose_algorithm(d, host) in ("direct", "gemm")
             assert set(cpu_conv.estimates(d, host)) == {"direct", "gemm"}
         d = desc(64, 64, 1, hw=58)
-        assert set(cpu_conv.estimates(d, host)) == {"direct", "gemm", "blocked"}
+        est = cpu_conv.estimates(d, host)
+        assert set(est) == {"direct", "gemm", "blocked"}
+        assert cpu_conv.choose_algorithm(d, host) == min(est, key=est.get)
+        # the blocked kernel's estimate is its tile's, planned for this host
+        assert est["blocked"] == estimate(d, "blocked", block_plan(d, host), host)
+    # the estimates are the given host's (its lanes and threads are the model's inputs)
+    blocked = {cpu_conv.estimates(desc(64, 64, 1, hw=58), h)["blocked"]
+               for h in (Host(16, 2), Host(8, 16), Host(4, 1))}
+    assert len(blocked) == 3
 
 
 def test_bad_algorithm_refused():
