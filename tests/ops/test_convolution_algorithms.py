@@ -122,8 +122,9 @@ def _winner(shape):
 def test_the_static_choice_is_the_measured_fastest_where_it_is_decisive(measured):
     """On the crossover grid, for each host measured: where one algorithm is DECISIVE times
     faster than the others, the static choice (the cost model's least estimate, planned for
-    that host whatever this one has) is that algorithm, but on the named MISSES."""
-    from dml_numba.cpu._emit import Host, planned_for
+    the host passed, whatever this one is: nothing pins it) is that algorithm, but on the named
+    MISSES."""
+    from dml_numba.cpu._emit import Host
 
     host = Host(*measured["host"])
     decisive, missed = 0, set()
@@ -132,9 +133,8 @@ def test_the_static_choice_is_the_measured_fastest_where_it_is_decisive(measured
         if winner is None:
             continue
         decisive += 1
-        with planned_for(host):
-            if cpu_conv.choose_algorithm(_crossover_desc(shape), host) != winner:
-                missed.add(label)
+        if cpu_conv.choose_algorithm(_crossover_desc(shape), host) != winner:
+            missed.add(label)
     assert decisive >= 0.6 * len(measured["shapes"])
     assert missed == MISSES[measured["source"]]
 
@@ -143,7 +143,7 @@ def test_the_static_choice_moves_with_the_host():
     """The model's inputs are the host's vector width and threads: where a layer's decisive
     winner differs between the hosts measured, the choice follows it (depthwise 3x3 on 14x14
     planes: the plane kernel with 16 lanes, on either thread count; the direct one with 8)."""
-    from dml_numba.cpu._emit import Host, planned_for
+    from dml_numba.cpu._emit import Host
 
     followed = set()
     grids = [m for m in CROSSOVER["hosts"] if m["source"].startswith("crossover")]
@@ -154,8 +154,7 @@ def test_the_static_choice_moves_with_the_host():
             host, shape = Host(*m["host"]), m["shapes"][label]
             if _winner(shape) is not None:
                 winners[host] = _winner(shape)
-                with planned_for(host):
-                    picks[host] = cpu_conv.choose_algorithm(_crossover_desc(shape), host)
+                picks[host] = cpu_conv.choose_algorithm(_crossover_desc(shape), host)
         if len(set(winners.values())) > 1 and picks == winners:
             followed.add(label)
     assert "2-D N=1 C=256 14x14 k=3 s=1 g=dw" in followed
