@@ -59,6 +59,18 @@ def test_a_gemm_kernel_names_the_generated_kernels_it_runs(name, helpers, parall
     assert all(k.desc == desc.canonical() for k in keys)
 
 
+@pytest.mark.parametrize("name, algorithm", [
+    ("conv-fwd-depthwise-relu", "direct"), ("conv-fwd-depthwise-relu", "blocked"),
+    ("conv-fwd-depthwise-relu", "gemm"), ("conv-bwd-groups-outpad", "gemm")])
+def test_the_source_of_every_kernel_is_emitted_from_its_key_alone(name, algorithm):
+    """``emit(key)`` of the package gives each generated kernel an operator runs, from the key
+    alone (what the disk cache and the golden sources rely on)."""
+    desc, _ = CASES[name]
+    op = dml.compile_operator(desc, "cpu", algorithm=algorithm, parallel=False)
+    keys = op.kernel.compiled_keys()
+    assert keys and "\n".join(cpu_conv.emit(k) for k in keys) == op.source
+
+
 @pytest.mark.parametrize("name", ["conv-fwd-groups", "conv-bwd-groups-outpad"])
 def test_batches_larger_than_the_column_budget_are_chunked(monkeypatch, name):
     desc, inputs = CASES[name]
