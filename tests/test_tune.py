@@ -537,6 +537,13 @@ def test_the_cost_model_is_the_documented_formula():
     positions = -(-(55 * 58 + 56) // 64) * 64
     fcompute = vec * positions / 3136 * (1 + 0.5 * (4 + 4) / 16)
     assert est(d, "blocked", flat) == pytest.approx((fcompute + copy + stores) / 2 + 41 + 47)
+    # 55 rows: 14 blocks of 4 rows still (the last one short), planes of 57 x 58
+    d55 = _desc((2, 16, 55, 56), (16, 16, 3, 3))
+    vec55 = 2 * 16 * 55 * 56 * 16 * 9 / 16
+    compute55 = vec55 * (14 * 4 * 64 / (55 * 56)) * 2 * (1 + 0.5 * 12 / 32)
+    rest55 = 29.0 * 2 * 16 * 57 * 58 + 37.0 * 2 * 16 * 55 * 56 / 16
+    assert est(d55, "blocked", tune.BlockPlan(8, 4, 4, 2, (57, 58))) == pytest.approx(
+        (compute55 + rest55) / 2 + 41.0 + 47.0)
     # the staged kernel shares out (image, group) pairs: 2 over two threads
     staged = dataclasses.replace(plan, staged=True)
     assert est(d, "blocked", staged) == pytest.approx(est(d, "blocked", plan))
@@ -553,6 +560,11 @@ def test_the_cost_model_is_the_documented_formula():
     dstores = 37.0 * 2 * 16 * 56 * 28 / 16
     assert est(dw, "blocked", dplan) == pytest.approx((dcompute + dcopy + dstores) / 2
                                                       + 41.0 + 47.0)
+    # one thread: nothing shared out, no pool to wake (BLAS on one thread too)
+    one = Host(16, 1)
+    assert estimate(d, "direct", None, one, costs=C) == pytest.approx(1792 * 16 * row + 43.0)
+    assert estimate(d, "gemm", None, one, costs=C) == pytest.approx(
+        17.0 * vec + 19.0 * columns + 23.0 * 2 + 53.0)
     # the tuner ranks its candidates by the same estimate
     for cand in (tune.Candidate("direct"), tune.Candidate("gemm"),
                  tune.Candidate("blocked", plan, parallel=False)):
