@@ -151,7 +151,7 @@ if "MUTANT_UNDER_TEST" in os.environ:  # mutation testing (docs/TESTING.md)
     os.environ.setdefault("DML_NUMBA_TEST_DASK_DEVICE", "numpy")
 
     def pytest_sessionstart(session):
-        """Each mutant's run its own disk cache and CUDA record: the tool may fork every
+        """Each mutant's run gets a disk cache and a CUDA record of its own: the tool may fork every
         mutant's process from one server that imported this file once, and a kernel compiled
         under one mutant (the same source, a mutated intrinsic) must not be loaded under the
         next."""
