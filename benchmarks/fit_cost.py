@@ -35,17 +35,19 @@ def _shapes() -> dict:
 
 def export(paths: list[str], target: str) -> None:
     """The static options' measured times of the dumps, with each shape's parameters."""
+    from dml_numba.cpu.convolution import choice
+
     shapes = _shapes()
     hosts = []
     for path in paths:
-        data, found = json.load(open(path)), {}
+        found, host = {}, None
         for label, desc, host, times in load(path):
             xs, ws, s, p, g, direction = shapes[label]
             found[label] = {"x": list(xs), "w": list(ws), "strides": list(s), "pads": list(p),
                             "groups": g, "direction": direction,
                             "times": {a: float(f"{times[_label(a, plan)]:.4g}") for a, plan in
-                                      static_options(desc, host).items()}}
-        hosts.append({"host": data["host"], "source": path.rsplit("/", 1)[-1],
+                                      choice.options(desc, host).items()}}
+        hosts.append({"host": [host.lanes, host.threads], "source": path.rsplit("/", 1)[-1],
                       "shapes": found})
     with open(target, "w") as f:  # a shape a line
         f.write('{"hosts": [\n')
@@ -73,13 +75,6 @@ def load(path: str):
     return out
 
 
-def static_options(desc, host) -> dict:
-    """The static choice's options on ``host``: algorithm -> plan (:func:`choice.options`)."""
-    from dml_numba.cpu.convolution import choice
-
-    return choice.options(desc, host)
-
-
 def _label(algorithm, plan) -> str:
     """The candidate's label, as the dumps name it."""
     from dml_numba.cpu.convolution.tune import Candidate
@@ -93,7 +88,7 @@ def scores(rows, costs, prepared=None):
 
     out = []
     for i, (_, desc, host, times) in enumerate(rows):
-        opts = prepared[i] if prepared else static_options(desc, host)
+        opts = prepared[i] if prepared else choice.options(desc, host)
         pick = choice.cheapest(desc, opts, host, costs)
         out.append(times[_label(pick, opts[pick])] / min(times.values()))
     return out
@@ -109,7 +104,9 @@ def fit(rows, costs, restarts: int = 12):
     """Coordinate descent over each constant's factor, least loss (the geometric-mean score and
     a tenth of the worst's log), from the current constants and from ``restarts`` random
     perturbations of the best so far (a fixed seed: the fit is reproducible)."""
-    prepared = [static_options(d, h) for _, d, h, _ in rows]
+    from dml_numba.cpu.convolution import choice
+
+    prepared = [choice.options(d, h) for _, d, h, _ in rows]
     rng = np.random.default_rng(0)
 
     def loss(c):

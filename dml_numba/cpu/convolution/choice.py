@@ -26,7 +26,7 @@ def cheapest(desc, found: dict[str, BlockPlan | None], host: Host,
              costs: Costs = COSTS) -> str:
     """The algorithm of ``found`` (:func:`options`) with the least estimate, ties to the
     simpler kernel."""
-    times = {a: estimate(desc, a, plan, host, costs=costs) for a, plan in found.items()}
+    times = _times(desc, found, host, costs)
     return min(times, key=lambda a: (times[a], ALGORITHMS.index(a)))
 
 
@@ -34,7 +34,12 @@ def estimates(desc, host: Host | None = None) -> dict[str, float]:
     """The modelled time of each algorithm that can run ``desc`` on ``host`` (one core's
     vector multiply-adds; :func:`.cost.estimate`)."""
     host = host or Host.current()
-    return {a: estimate(desc, a, plan, host) for a, plan in options(desc, host).items()}
+    return _times(desc, options(desc, host), host, COSTS)
+
+
+def _times(desc, found: dict[str, BlockPlan | None], host: Host, costs: Costs) -> dict:
+    """Each algorithm of ``found`` with its estimate."""
+    return {a: estimate(desc, a, plan, host, costs=costs) for a, plan in found.items()}
 
 
 def choose(desc, host: Host | None = None) -> tuple[str, BlockPlan | None]:

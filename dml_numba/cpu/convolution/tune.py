@@ -115,7 +115,7 @@ class Candidate:
 
 def static(desc, host: Host | None = None) -> Candidate:
     """What ``off`` runs: the static rule's algorithm with its plan."""
-    return Candidate(*choose(desc, host or Host.current()))
+    return Candidate(*choose(desc, host))
 
 
 def blocked_plans(desc, host: Host) -> list[BlockPlan]:
