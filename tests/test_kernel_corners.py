@@ -14,7 +14,9 @@ each across the algorithms, variants, devices and ranks where it applies, agains
   negative strides, Fortran order), for every operator and for the paths that compute into an
   accumulator and copy back;
 * lazy data-movement results of one Dask input differing only in the descriptor, computed
-  together.
+  together;
+* float16 sums whose products round differently in half, on every algorithm of every device
+  (bias-free, so CUDA's plane kernel runs without a bias too).
 """
 from __future__ import annotations
 
@@ -375,6 +377,49 @@ def test_fused_relu_in_vectors_is_the_scalar_relu(name):
             fused_activation=dml.ActivationIdentityOperatorDesc()), "cpu", algorithm="blocked")
         assert "v = y[" not in ident.source
         np.testing.assert_array_equal(ident(*inputs).view(np.uint32), v.view(np.uint32))
+
+
+# -- float16: products formed in the accumulator's precision ------------------------------------
+
+#: two taps whose float16 products differ from their float32 products, summing to float16's least
+#: normal value: 8(1 + 2^-10) squared is 64.125 + 2^-14 (64.125 in half), and -8 x 8.015625 is
+#: -64.125 exactly; products rounded to half leave 0
+_HALF_TAPS = ((8 * (1 + 2.0 ** -10), -8.0, 8.0), (8 * (1 + 2.0 ** -10), 8.015625))
+
+
+def _half_products_case(channels):
+    """A 1 x 2 window over a 1 x 9 row (8 outputs: the blocked kernel's vector), no bias,
+    ``channels`` input channels (1: depthwise, so CUDA's tiled choice is the plane kernel; 2:
+    dense, the second channel's weights zero); the row's first three elements the taps above."""
+    xs, ws = (1, channels, 1, 9), (1, channels, 1, 2)
+    desc = conv_case(xs, ws, (1, 1), (1, 1), (0, 0), (0, 0), 1, bias=False,
+                     dtype=np.float16)[0]
+    x = np.zeros(xs, np.float16)
+    w = np.zeros(ws, np.float16)
+    x[0, :, 0, :3], w[0, 0, 0] = _HALF_TAPS[0], _HALF_TAPS[1]
+    return desc, [x, w]
+
+
+HALF_PATHS = [("cpu", a) for a in ALGORITHMS] + [("cuda", "direct"), ("cuda", "tiled")]
+
+
+@pytest.mark.parametrize("channels", [1, 2], ids=["depthwise", "dense"])
+@pytest.mark.parametrize("device, algorithm", HALF_PATHS,
+                         ids=[f"{d}-{a or 'automatic'}" for d, a in HALF_PATHS])
+def test_float16_products_are_formed_in_the_accumulators_precision(device, algorithm, channels):
+    """float16 is stored as half and computed in float32 (SEMANTICS): a sum whose products
+    round differently in half is exact on every algorithm of every device, and a bias-free
+    kernel (CUDA's plane kernel included) runs."""
+    desc, inputs = _half_products_case(channels)
+    x, w = (a[0, 0, 0].astype(np.float64) for a in inputs)
+    expected = x[:-1] * w[0] + x[1:] * w[1]
+    assert expected[0] == 2.0 ** -14 and list(expected[1:3]) == [0.0625, 64.0625]
+    assert (expected.astype(np.float16) == expected).all()  # every output exact in half
+    if device == "cpu" and algorithm == "blocked":
+        assert cpu_conv.block_plan(desc) is not None
+    y = np.asarray(dml.compile_operator(desc, device, algorithm=algorithm)(*inputs))
+    assert y.dtype == np.float16
+    np.testing.assert_array_equal(y.reshape(-1).astype(np.float64), expected)
 
 
 # -- out= views that are not C-contiguous --------------------------------------------------------
