@@ -1,6 +1,7 @@
 """Every CUDA kernel specialisation the test run created (and the whole case catalogue) compiled
 to PTX for compute capability 8.0 and 9.0 with NVIDIA's compiler, then assembled by ptxas (through
-nvJitLink) to check that no kernel spills registers, in a process without the simulator: the
+nvJitLink) to check that no kernel spills registers and that the tiled kernels' launch bounds
+reach the PTX, in a process without the simulator: the
 simulator runs plain Python and accepts code the real compiler rejects."""
 import os
 import pickle
@@ -25,6 +26,10 @@ def check(desc):
         for cc in ((8, 0), (9, 0)):
             ptx = k.ptx(cc)
             assert f".target sm_{cc[0]}{cc[1]}" in ptx, (desc, cc)
+            if k.launch_bounds:  # the tiled kernels' bounds reach the PTX
+                threads, blocks = k.launch_bounds
+                assert f".maxntid {threads}, 1, 1" in ptx, (desc, opts, k.launch_bounds)
+                assert f".minnctapersm {blocks}" in ptx, (desc, opts, k.launch_bounds)
             for r in dc.resource_usage(desc, cc, **opts):  # ptxas through nvJitLink: real registers
                 assert r["spill_bytes"] == 0, (desc, opts, r)
                 assert r["registers"] <= 255 and r["occupancy"] > 0, (desc, opts, r)

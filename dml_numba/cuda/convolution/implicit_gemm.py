@@ -38,9 +38,6 @@ class TilePlan:
     def bn(self) -> int:
         return self.ty * self.rn
 
-    def shared_bytes(self, itemsize: int) -> int:
-        return BK * (self.bm + self.bn) * itemsize
-
 
 def tile_plan(desc) -> TilePlan:
     """RN from the group's channels (4, 2 or 1 dividing them), TY threads across channels up to
