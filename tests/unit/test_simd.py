@@ -100,3 +100,44 @@ def test_mismatched_vectors_are_refused_at_compile_time():
 
     with pytest.raises(TypeError, match="vinterleave takes two FloatVectors of one lane count"):
         bad(np.zeros(8, np.float32))
+
+
+def test_the_vector_types_are_llvm_vectors_of_their_lanes():
+    """Numba's data models of the two vector types: the LLVM vector of the element type and lane
+    count each names (the registers the intrinsics load, shuffle and store)."""
+    from llvmlite import ir
+    from numba.core import types
+    from numba.core.datamodel import default_manager
+
+    from dml_numba.cpu._simd import FloatVector, RawVector
+
+    for lanes in (4, 8, 16):
+        model = default_manager.lookup(FloatVector(lanes))
+        assert model.fe_type == FloatVector(lanes)
+        assert model.get_value_type() == ir.VectorType(ir.FloatType(), lanes)
+    for dtype, element in ((types.int16, ir.IntType(16)), (types.float64, ir.DoubleType()),
+                           (types.uint8, ir.IntType(8))):
+        model = default_manager.lookup(RawVector(dtype, 8))
+        assert model.fe_type == RawVector(dtype, 8)
+        assert model.get_value_type() == ir.VectorType(element, 8)
+
+
+def _refused(fn, *args, match):
+    with pytest.raises(TypeError, match=match):
+        numba.njit(fn)(*args)
+
+
+def test_the_intrinsics_refuse_what_they_cannot_read_as_a_row():
+    """Each intrinsic refuses at compile time, by name, an array it cannot address as one
+    contiguous row (2-D, strided, another element type) and a lane count that is not a
+    literal."""
+    floats = "expected a 1-D C-contiguous float32 array"
+    row = "expected a 1-D C-contiguous numeric array"
+    f32 = np.zeros(32, np.float32)
+    for bad in (np.zeros((4, 8), np.float32), f32[::2], np.zeros(32, np.float64)):
+        _refused(lambda a: vload(a, 0, 4), bad, match=floats)
+        _refused(lambda a: vstore(a, 0, vzero(4)), bad, match=floats)
+    for bad in (np.zeros((4, 8), np.int16), f32[::2], np.zeros(32, np.bool_)):
+        _refused(lambda a: vload_stride(a, 0, 2, 4), bad, match=row)
+    _refused(lambda a, n: vload(a, 0, n), f32, 4, match="the lane count must be an integer "
+                                                         "literal")
