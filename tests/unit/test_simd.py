@@ -131,13 +131,13 @@ def test_the_intrinsics_refuse_what_they_cannot_read_as_a_row():
     """Each intrinsic refuses at compile time, by name, an array it cannot address as one
     contiguous row (2-D, strided, another element type) and a lane count that is not a
     literal."""
-    floats = "expected a 1-D C-contiguous float32 array"
-    row = "expected a 1-D C-contiguous numeric array"
+    floats = r"\bexpected a 1-D C-contiguous float32 array, got "
+    row = r"\bexpected a 1-D C-contiguous numeric array, got "
     f32 = np.zeros(32, np.float32)
     for bad in (np.zeros((4, 8), np.float32), f32[::2], np.zeros(32, np.float64)):
         _refused(lambda a: vload(a, 0, 4), bad, match=floats)
         _refused(lambda a: vstore(a, 0, vzero(4)), bad, match=floats)
     for bad in (np.zeros((4, 8), np.int16), f32[::2], np.zeros(32, np.bool_)):
         _refused(lambda a: vload_stride(a, 0, 2, 4), bad, match=row)
-    _refused(lambda a, n: vload(a, 0, n), f32, 4, match="the lane count must be an integer "
-                                                         "literal")
+    _refused(lambda a, n: vload(a, 0, n), f32, 4,
+             match=r"\bthe lane count must be an integer literal\b")
