@@ -38,8 +38,9 @@ CASES = {
     "bwd-1x1-s3x2-phases-without-taps": (conv_case((1, 2, 3, 2), (2, 4, 1, 1), (3, 2), (1, 1),
                                                    (0, 0), (0, 0), 1, direction=BWD, op=(2, 1)),
                                          (1, 4, 256, 1)),
-    "bwd-s2-dilation2": (conv_case((1, 2, 3, 3), (2, 4, 2, 3), (2, 2), (2, 1), (1, 0), (0, 1), 1,
-                                   direction=BWD, mode=CV), (1, 4, 256, 1)),
+    "bwd-s2-dilation2-f64": (conv_case((1, 2, 3, 3), (2, 4, 2, 3), (2, 2), (2, 1), (1, 0),
+                                       (0, 1), 1, direction=BWD, mode=CV, dtype=np.float64),
+                             (1, 4, 256, 1)),
     "bwd-stride1": (conv_case((1, 3, 4, 3), (3, 4, 3, 2), (1, 1), (1, 2), (1, 1), (0, 1), 1,
                               direction=BWD), (1, 4, 256, 1)),
 }
