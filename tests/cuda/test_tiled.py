@@ -92,6 +92,21 @@ def test_catalogue_on_the_tiled_kernel(name):
     compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
 
 
+@pytest.mark.parametrize("channels, shape", [
+    # (output channels a group, (RM, RN, TX, TY)), worked by hand from tile_plan's rule: RN the
+    # largest of 4, 2, 1 dividing the channels; TY the power of two covering channels / RN, at
+    # most 16; TX = 256 / TY; RM = min(4, 256 / TX)
+    (1, (1, 1, 256, 1)), (2, (1, 2, 256, 1)), (3, (4, 1, 64, 4)), (5, (4, 1, 32, 8)),
+    (6, (4, 2, 64, 4)), (8, (2, 4, 128, 2)), (36, (4, 4, 16, 16)), (200, (4, 4, 16, 16))])
+def test_the_tile_plan_of_each_channel_count(channels, shape):
+    from dml_numba.cuda.convolution.implicit_gemm import tile_plan
+
+    desc = conv_case((1, 2, 3, 3), (channels, 2, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1)[0]
+    plan = tile_plan(desc)
+    assert (plan.rm, plan.rn, plan.tx, plan.ty) == shape
+    assert all(type(v) is int for v in (plan.rm, plan.rn, plan.tx, plan.ty))  # sizes in source
+
+
 def test_phases_list_exactly_the_taps_that_reach_each_output():
     """Against the definition: output o receives tap k iff (o + start - k*dilation) is a
     non-negative multiple of the stride, from input (o + start - k*dilation) / stride."""
