@@ -33,10 +33,11 @@ CASES = {
     "bwd-3x3-s2-16ch-f16": (conv_case((1, 4, 3, 3), (4, 16, 3, 3), (2, 2), (1, 1), (1, 1), (1, 1),
                                       1, direction=BWD, op=(1, 1), dtype=np.float16,
                                       act=dml.ActivationReluOperatorDesc()), (4, 4, 64, 4)),
-    # per-phase GEMMs: 1x1 taps at strides 3 x 2 (phases no tap reaches: bias only), stride 2
-    # with dilation 2 (only even phases have taps), and stride 1 (the plain gather form)
-    "bwd-1x1-s3x2-phases-without-taps": (conv_case((1, 2, 3, 2), (2, 4, 1, 1), (3, 2), (1, 1),
-                                                   (0, 0), (0, 0), 1, direction=BWD, op=(2, 1)),
+    # per-phase GEMMs: 1x1 taps at strides 3 x 2 (phases no tap reaches: bias only; 2 rows
+    # under a stride of 3, so one phase has no output at all), stride 2 with dilation 2 (only
+    # even phases have taps), and stride 1 (the plain gather form)
+    "bwd-1x1-s3x2-phases-without-taps": (conv_case((1, 2, 1, 2), (2, 4, 1, 1), (3, 2), (1, 1),
+                                                   (0, 0), (0, 0), 1, direction=BWD, op=(1, 1)),
                                          (1, 4, 256, 1)),
     "bwd-s2-dilation2-f64": (conv_case((1, 2, 3, 3), (2, 4, 2, 3), (2, 2), (2, 1), (1, 0),
                                        (0, 1), 1, direction=BWD, mode=CV, dtype=np.float64),
