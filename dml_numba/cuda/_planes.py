@@ -37,7 +37,7 @@ class PlanePlan:
         return math.prod(self.counts)
 
 
-def plane_plan(out_sizes, in_sizes, kernel, strides, dilations, itemsize) -> PlanePlan | None:
+def plane_plan(out_sizes, kernel, strides, dilations, itemsize) -> PlanePlan | None:
     """The patch for these spatial sizes, or None where shared memory does not pay: windows that
     do not overlap (every input read once anyway), or a region over the shared-memory limit."""
     if all((k - 1) * d + 1 <= s for k, d, s in zip(kernel, dilations, strides)):

@@ -20,8 +20,8 @@ from ._planes import LAUNCH_BOUNDS, THREADS, plane_kernel, plane_plan, shared_ta
 def plan_for(desc):
     """(the plane tile or None, the dtype held in shared memory: float32, float64 for FLOAT64)"""
     acc = accumulator(desc.input_tensor.data_type)
-    return plane_plan(desc.output_tensor.sizes[2:], desc.input_tensor.sizes[2:],
-                      desc.window_size, desc.strides, desc.dilations, acc.itemsize), acc
+    return plane_plan(desc.output_tensor.sizes[2:], desc.window_size, desc.strides,
+                      desc.dilations, acc.itemsize), acc
 
 
 def emit_direct(key) -> str:

@@ -213,8 +213,7 @@ def test_plane_tiles_agree_with_brute_force(name):
         expected = ACTIVATIONS.get(type(desc.fused_activation), lambda v: v)(
             _oracle(desc, inputs))
         kernel = desc.filter_tensor.sizes[2:]
-    plan = plane_plan(desc.output_tensor.sizes[2:], desc.input_tensor.sizes[2:], kernel,
-                      desc.strides, desc.dilations, 4)
+    plan = plane_plan(desc.output_tensor.sizes[2:], kernel, desc.strides, desc.dilations, 4)
     assert plan.patch[-len(tile):] == tile
     tol = {np.float16: 2e-2, np.float32: 1e-4, np.float64: 1e-10}[inputs[0].dtype.type]
     np.testing.assert_allclose(y.astype(np.float64), expected, rtol=tol, atol=tol)
@@ -223,11 +222,24 @@ def test_plane_tiles_agree_with_brute_force(name):
 def test_no_plane_tile_where_windows_do_not_overlap_or_the_region_is_too_big():
     from dml_numba.cuda._planes import SHARED_LIMIT, plane_plan
 
-    assert plane_plan((28, 28), (56, 56), (2, 2), (2, 2), (1, 1), 4) is None
-    plan = plane_plan((56, 56), (56, 56), (3, 3), (1, 1), (1, 1), 4)
+    assert plane_plan((28, 28), (2, 2), (2, 2), (1, 1), 4) is None
+    plan = plane_plan((56, 56), (3, 3), (1, 1), (1, 1), 4)
     assert plan.patch == (8, 32) and plan.region == (10, 34) and plan.counts == (7, 2)
     # a 31-wide dilated window: the region of 8 x 32 outputs exceeds shared memory
-    big = plane_plan((64, 64), (64, 64), (31, 31), (1, 1), (4, 4), 4)
+    big = plane_plan((64, 64), (31, 31), (1, 1), (4, 4), 4)
     assert big is None and (7 + 30 * 4 + 1) * (31 + 30 * 4 + 1) * 4 > SHARED_LIMIT
+    # a 3 x 3 window dilated by 30: a region of 68 x 92 elements fits shared memory in float32
+    # (25,024 bytes), not in float64 (50,048): the plane kernel for the one, not the other
+    from dml_numba.cuda.convolution import plane_plan_for
+    from dml_numba.cuda.lp_pooling import plan_for
+
+    assert 68 * 92 * 4 <= SHARED_LIMIT < 68 * 92 * 8
+    for dtype, fits in ((np.float32, True), (np.float16, True), (np.float64, False)):
+        conv = conv_case((1, 2, 124, 124), (2, 1, 3, 3), (1, 1), (30, 30), (0, 0), (0, 0), 2,
+                         dtype=dtype)[0]
+        lp = pool_case((1, 1, 124, 124), (3, 3), (1, 1), (0, 0), (0, 0), (30, 30), 2, dtype)[0]
+        for plan in (plane_plan_for(conv), plan_for(lp)[0]):
+            assert (plan is not None) == fits, (dtype, plan)
+            assert not fits or plan.region == (68, 92)
     desc = pool_case((1, 1, 6, 6), (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), 2)[0]
     assert "plane patches" not in dml.compile_operator(desc, "cuda", algorithm="tiled").source

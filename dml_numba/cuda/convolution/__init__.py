@@ -55,9 +55,8 @@ def plane_plan_for(desc):
     group (depthwise), or None."""
     if not geometry(desc).depthwise:
         return None
-    return plane_plan(desc.output_tensor.sizes[2:], desc.input_tensor.sizes[2:],
-                      desc.filter_tensor.sizes[2:], desc.strides, desc.dilations,
-                      accumulator(desc.input_tensor.data_type).itemsize)
+    return plane_plan(desc.output_tensor.sizes[2:], desc.filter_tensor.sizes[2:], desc.strides,
+                      desc.dilations, accumulator(desc.input_tensor.data_type).itemsize)
 
 
 def choose_algorithm(desc) -> str:
