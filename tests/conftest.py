@@ -150,15 +150,27 @@ if "MUTANT_UNDER_TEST" in os.environ:  # mutation testing (docs/TESTING.md)
     # without compiling kernels again for every mutant
     os.environ.setdefault("DML_NUMBA_TEST_DASK_DEVICE", "numpy")
 
+    #: the disk cache the mutants share: an entry is keyed by its generated source, and the
+    #: only machine code a kernel's source does not name is the SIMD intrinsics it imports
+    _SHARED_CACHE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                 ".mutation-cache")
+
     def pytest_sessionstart(session):
-        """Each mutant's run gets a disk cache and a CUDA record of its own: the tool may fork every
-        mutant's process from one server that imported this file once, and a kernel compiled
-        under one mutant (the same source, a mutated intrinsic) must not be loaded under the
-        next."""
+        """Each mutant's run gets a CUDA record of its own (the tool may fork every mutant's
+        process from one server that imported this file once) and a disk cache: the one the
+        clean run filled, shared (a mutant that changes a kernel's source compiles it under
+        another name, one that leaves every source as it was loads what the clean run
+        compiled), except for a mutant of the SIMD intrinsics, whose kernels keep their source
+        and change their machine code: a cache of its own."""
         for name, prefix in ((_SESSION, "dml_numba_test_cache_"),
                              (_RECORD, "dml_numba_test_cuda_")):
             os.environ[name] = tempfile.mkdtemp(prefix=prefix)
-        os.environ["DML_NUMBA_CACHE_DIR"] = os.environ[_SESSION]
+        cache = os.environ[_SESSION]
+        if not os.environ["MUTANT_UNDER_TEST"].startswith("dml_numba.cpu._simd."):
+            os.makedirs(_SHARED_CACHE, mode=0o700, exist_ok=True)
+            os.chmod(_SHARED_CACHE, 0o700)
+            cache = _SHARED_CACHE
+        os.environ["DML_NUMBA_CACHE_DIR"] = cache
 
     def pytest_sessionfinish(session):
         # removed here: the tool ends its forked processes without running exit handlers

@@ -15,9 +15,10 @@ The emitters' tests run the golden sources first (``tests/golden``: a mutant of 
 changes any generated kernel of the catalogue fails there in about a second, nothing compiled),
 then the tests that compile and run kernels, for the code outside the generated text (buffers,
 weight packing, drivers, the SIMD intrinsics, launches). Each mutant's process is forked from a
-server that imported the tests and ran none (``process_isolation = "forkserver"``), with a disk
-cache of its own (``tests/conftest.py``): no kernel compiled under one mutant is loaded under the
-next. What the tool cannot see, tests reaching the code in a subprocess or outside the
+server that imported the tests and ran none (``process_isolation = "forkserver"``); the
+mutants share the disk cache the clean run filled (entries are keyed by their generated source),
+but a mutant of the SIMD intrinsics, whose kernels keep their source and change their machine
+code, gets one of its own (``tests/conftest.py``). What the tool cannot see, tests reaching the code in a subprocess or outside the
 selection, is the second stage (:data:`RECHECK`; by hand,
 ``MUTANT_UNDER_TEST=<name> python3 -m pytest -n 0 <tests>`` in ``DEST/mutants``).
 """
