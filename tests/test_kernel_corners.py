@@ -26,8 +26,8 @@ import pytest
 import dml_numba as dml
 from dml_numba.cpu import convolution as cpu_conv
 from dml_numba.cpu._emit import Host
-from tests.cases import CV, conv_case, pad_case, pool_case, slice_case, tile_case
-from tests.helpers import assert_close, assert_exact, brute_conv_forward
+from tests.cases import BWD, CV, FWD, conv_case, pad_case, pool_case, slice_case, tile_case
+from tests.helpers import assert_close, assert_exact, brute_conv_backward, brute_conv_forward
 
 ALGORITHMS = [None, "direct", "gemm", "blocked"]
 #: each forced algorithm serially, and the default (automatic algorithm, automatic variant)
@@ -133,6 +133,66 @@ def test_pointwise_padded_at_one_end(name, algorithm, parallel):
     y = _run_everywhere(desc, inputs, algorithm, parallel)
     if y is not None:
         assert_close(y, _brute(desc, inputs), np.float32)
+
+
+# -- taps that read only the padding -------------------------------------------------------------
+
+PADDING_ONLY_TAPS = {
+    # (input, filter, dilations, start, end): a padding wider than the input, so that some taps
+    # read nothing but padding for every output (the zero-range and past-the-end edges of the
+    # kernels' per-tap loops), on the last axis, on an outer axis, and at either end
+    "1d-end": ((1, 2, 2), (3, 2, 3), (3,), (0,), (6,)),
+    "1d-start": ((1, 2, 2), (3, 2, 3), (3,), (6,), (0,)),
+    "1d-both": ((2, 3, 3), (2, 3, 4), (3,), (4,), (4,)),
+    "2d-last-axis": ((1, 2, 4, 2), (4, 2, 2, 3), (1, 3), (1, 6), (0, 1)),
+    "2d-outer-axis": ((1, 2, 2, 9), (4, 2, 3, 2), (3, 1), (5, 1), (1, 0)),
+    # transposed: an end padding that crops past the last taps' outputs, and a start padding
+    # that crops past the first taps'
+    "transposed-1d-end": ((1, 2, 2), (2, 3, 3), (2,), (0,), (2,)),
+    "transposed-2d-start": ((1, 2, 3, 2), (2, 2, 2, 3), (1, 2), (0, 4), (0, 0)),
+}
+
+
+@pytest.fixture
+def bounds_checked(monkeypatch):
+    """Numba's bounds checks on for the kernels the test compiles (the generated kernels turn
+    them off), compiled in memory, not loaded from or written to the disk cache: an index past
+    a row, invisible in the answer where the memory beyond is written again later, raises
+    IndexError."""
+    import numba
+
+    monkeypatch.setattr(numba.config, "BOUNDSCHECK", 1)
+    monkeypatch.setenv("DML_NUMBA_DISK_CACHE", "0")
+    dml.cache.clear()
+    yield
+    dml.cache.clear()
+
+
+@pytest.mark.parametrize("algorithm,parallel", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("name", list(PADDING_ONLY_TAPS))
+def test_taps_that_read_only_the_padding(name, algorithm, parallel, bounds_checked):
+    xs, ws, dil, start, end = PADDING_ONLY_TAPS[name]
+    nd = len(dil)
+    backward = name.startswith("transposed")
+    desc, inputs = conv_case(xs, ws, (1,) * nd, dil, start, end, 1,
+                             direction=BWD if backward else FWD)
+    out = desc.output_tensor.sizes[2:]
+    # forward: input o - start + k*d read by output o; transposed: input i written to output
+    # i - start + k*d (unit strides); some tap reads (or writes) only padding
+    reach, span = (xs[2:], out) if not backward else (out, xs[2:])
+    outside = [(axis, k) for axis in range(nd) for k in range(ws[2 + axis])
+               if not any(0 <= j - start[axis] + k * dil[axis] < reach[axis]
+                          for j in range(span[axis]))]
+    assert outside
+    y = _run_everywhere(desc, inputs, algorithm, parallel)
+    if y is None:
+        return
+    x, w, b = inputs
+    if backward:
+        expected = brute_conv_backward(x, w, b, desc.strides, dil, start, out)
+    else:
+        expected = _brute(desc, inputs)
+    assert_close(y, expected, np.float32)
 
 
 # -- the direct kernel's edge rows -----------------------------------------------------------------
