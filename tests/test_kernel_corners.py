@@ -152,6 +152,16 @@ PADDING_ONLY_TAPS = {
     "transposed-2d-start": ((1, 2, 3, 2), (2, 2, 2, 3), (1, 2), (0, 4), (0, 0)),
 }
 
+ONE_OUTPUT_TAPS = {
+    # (input, filter, strides, direction): taps that reach exactly one output element of a row
+    # (the last input element, or the only one): a transposed convolution of a 1 x 1 image (a
+    # generator's first layer), of a one-element row, and a window as wide as the row with more
+    # taps than the direct kernel fuses (each tap its own pass)
+    "transposed-1x1-image": ((2, 4, 1, 1), (4, 3, 4, 4), (2, 2), BWD),
+    "transposed-1-element-row": ((1, 3, 1), (3, 2, 5), (1,), BWD),
+    "whole-row-window-6x6": ((1, 2, 6, 6), (3, 2, 6, 6), (1, 1), FWD),
+}
+
 
 @pytest.fixture
 def bounds_checked(monkeypatch):
@@ -190,6 +200,24 @@ def test_taps_that_read_only_the_padding(name, algorithm, parallel, bounds_check
     x, w, b = inputs
     if backward:
         expected = brute_conv_backward(x, w, b, desc.strides, dil, start, out)
+    else:
+        expected = _brute(desc, inputs)
+    assert_close(y, expected, np.float32)
+
+
+@pytest.mark.parametrize("algorithm,parallel", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("name", list(ONE_OUTPUT_TAPS))
+def test_taps_that_reach_one_output(name, algorithm, parallel, bounds_checked):
+    xs, ws, strides, direction = ONE_OUTPUT_TAPS[name]
+    nd = len(strides)
+    desc, inputs = conv_case(xs, ws, strides, (1,) * nd, (0,) * nd, (0,) * nd, 1,
+                             direction=direction)
+    y = _run_everywhere(desc, inputs, algorithm, parallel)
+    if y is None:
+        return
+    out = desc.output_tensor.sizes[2:]
+    if direction == BWD:
+        expected = brute_conv_backward(*inputs, strides, (1,) * nd, (0,) * nd, out)
     else:
         expected = _brute(desc, inputs)
     assert_close(y, expected, np.float32)
