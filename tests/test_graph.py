@@ -427,17 +427,22 @@ def test_mode_padding_folds_into_lp_pooling(mode, window, strides, ceil):
     assert_close(cg(x), ref, np.float32)
 
 
-@pytest.mark.parametrize("mode, xs, ws, strides, dtype", [
-    ("REFLECTION", (1, 2, 8, 10), (3, 2, 3, 3), (1, 2), np.float32),  # rows stored by phase
-    ("WRAP", (1, 2, 7, 9), (2, 2, 3, 5), (2, 1), np.float64),  # no blocked kernel
-    ("EDGE", (1, 3, 13), (2, 3, 5), (1,), np.float32)])
-def test_mode_padding_folds_into_the_direct_kernel(mode, xs, ws, strides, dtype):
+@pytest.mark.parametrize("mode, xs, ws, strides, dtype, starts, ends", [
+    ("REFLECTION", (1, 2, 8, 10), (3, 2, 3, 3), (1, 2), np.float32, None, None),  # phases
+    ("WRAP", (1, 2, 7, 9), (2, 2, 3, 5), (2, 1), np.float64, None, None),  # no blocked kernel
+    ("EDGE", (1, 3, 13), (2, 3, 5), (1,), np.float32, None, None),
+    # more taps than the direct kernel fuses: each tap its own pass, its padded part read
+    # through the map up to the padded extent
+    ("SYMMETRIC", (1, 2, 7, 8), (2, 2, 6, 6), (1, 1), np.float64, None, None),
+    ("WRAP", (1, 1, 6, 11), (1, 1, 5, 7), (1, 2), np.float64, None, None),
+    # an edge padding three times the row: the first and last taps read padding only
+    ("EDGE", (1, 1, 3, 2), (1, 1, 3, 13), (1, 1), np.float64, (1, 6), (1, 6))])
+def test_mode_padding_folds_into_the_direct_kernel(mode, xs, ws, strides, dtype, starts, ends):
     """Where the blocked kernel cannot read a folded padding (a strided last axis, float64),
     the direct loop nest does: the taps in the padding read the input through the map."""
     nd = len(xs) - 2
-    starts, ends = (1, 2)[:nd], (2, 1)[:nd]
-    if nd == 1:
-        starts, ends = (2,), (3,)
+    if starts is None:
+        starts, ends = ((2,), (3,)) if nd == 1 else ((1, 2)[:nd], (2, 1)[:nd])
     p = pad(xs, (0, 0) + starts, (0, 0) + ends, dml.PaddingMode[mode],
             dtype=dml.DataType.from_numpy(dtype))
     padded = xs[:2] + tuple(n + a + b for n, a, b in zip(xs[2:], starts, ends))
