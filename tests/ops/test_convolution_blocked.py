@@ -34,11 +34,15 @@ SHAPES = {
 
 TRANSPOSED = {
     # stride 2 and 3 (phases with 1 and 2 taps, and phases with none), groups, dilation,
-    # output padding, CONVOLUTION mode, 1-D and 3-D, stride 1 (contiguous stores)
+    # output padding, CONVOLUTION mode, 1-D and 3-D, stride 1 (contiguous stores); an
+    # activation with no vector form (a pass over the stored outputs) at strides 1, 2 and 3
     "2d-stride2": ((2, 4, 6, 11), (4, 3, 4, 4), (2, 2), (1, 1), (1, 1), (1, 1), 2, 1),
     "2d-stride3-dil-outpad": ((1, 3, 4, 9), (3, 5, 2, 3), (3, 3), (2, 1), (1, 0), (0, 2), 1, 1, CV,
-                              True, None, np.float32, (1, 2)),
-    "2d-stride1": ((1, 2, 5, 9), (2, 6, 3, 3), (1, 1), (1, 1), (1, 2), (0, 1), 1, 1),
+                              True, dml.ActivationLeakyReluOperatorDesc(0.1), np.float32,
+                              (1, 2)),
+    "2d-stride1": ((1, 2, 5, 9), (2, 6, 3, 3), (1, 1), (1, 1), (1, 2), (0, 1), 1, 1,
+                   dml.ConvolutionMode.CROSS_CORRELATION, True,
+                   dml.ActivationLeakyReluOperatorDesc(0.1)),
     # stride 2 with an odd output width: the phases differ in length, stored lane by lane
     "2d-stride2-odd": ((1, 2, 5, 8), (2, 3, 3, 3), (2, 2), (1, 1), (1, 1), (1, 1), 1, 1, CV),
     # both phases in one tile with the activation over the interleaved stores
