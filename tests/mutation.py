@@ -18,8 +18,8 @@ weight packing, drivers, the SIMD intrinsics, launches). Each mutant's process i
 server that imported the tests and ran none (``process_isolation = "forkserver"``); the
 mutants share the disk cache the clean run filled (entries are keyed by their generated source),
 but a mutant of the SIMD intrinsics, whose kernels keep their source and change their machine
-code, gets one of its own (``tests/conftest.py``). What the tool cannot see, tests reaching the code in a subprocess or outside the
-selection, is the second stage (:data:`RECHECK`; by hand,
+code, gets one of its own (``tests/conftest.py``). What the tool cannot see, tests reaching
+the code in a subprocess or outside the selection, is the second stage (:data:`RECHECK`; by hand,
 ``MUTANT_UNDER_TEST=<name> python3 -m pytest -n 0 <tests>`` in ``DEST/mutants``).
 """
 from __future__ import annotations

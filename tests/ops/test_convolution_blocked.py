@@ -34,8 +34,9 @@ SHAPES = {
 
 TRANSPOSED = {
     # stride 2 and 3 (phases with 1 and 2 taps, and phases with none), groups, dilation,
-    # output padding, CONVOLUTION mode, 1-D and 3-D, stride 1 (contiguous stores); an
-    # activation with no vector form (a pass over the stored outputs) at strides 1, 2 and 3
+    # output padding, CONVOLUTION mode, 1-D and 3-D (a strided, dilated outer axis: each tap
+    # tested), stride 1 (contiguous stores); an activation with no vector form (a pass over the
+    # stored outputs) at strides 1, 2 and 3
     "2d-stride2": ((2, 4, 6, 11), (4, 3, 4, 4), (2, 2), (1, 1), (1, 1), (1, 1), 2, 1),
     "2d-stride3-dil-outpad": ((1, 3, 4, 9), (3, 5, 2, 3), (3, 3), (2, 1), (1, 0), (0, 2), 1, 1, CV,
                               True, dml.ActivationLeakyReluOperatorDesc(0.1), np.float32,
@@ -50,7 +51,7 @@ TRANSPOSED = {
                          dml.ConvolutionMode.CROSS_CORRELATION, True,
                          dml.ActivationLeakyReluOperatorDesc(0.1)),
     "1d": ((2, 3, 17), (3, 6, 5), (2,), (1,), (1,), (2,), 1, 1),
-    "3d": ((1, 2, 3, 4, 9), (2, 4, 2, 3, 3), (2, 1, 2), (1, 1, 1), (0, 1, 1), (1, 0, 0), 1, 1),
+    "3d": ((1, 2, 3, 4, 9), (2, 4, 2, 3, 3), (2, 1, 2), (2, 1, 1), (0, 1, 1), (1, 0, 0), 1, 1),
 }
 
 
