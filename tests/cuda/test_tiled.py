@@ -228,6 +228,9 @@ def test_no_plane_tile_where_windows_do_not_overlap_or_the_region_is_too_big():
     # a 31-wide dilated window: the region of 8 x 32 outputs exceeds shared memory
     big = plane_plan((64, 64), (31, 31), (1, 1), (4, 4), 4)
     assert big is None and (7 + 30 * 4 + 1) * (31 + 30 * 4 + 1) * 4 > SHARED_LIMIT
+    # a region of exactly the limit still fits: 96 x 128 float32 elements
+    exact = plane_plan((64, 64), (3, 3), (1, 1), (44, 48), 4)
+    assert exact.region == (96, 128) and 96 * 128 * 4 == SHARED_LIMIT
     # a 3 x 3 window dilated by 30: a region of 68 x 92 elements fits shared memory in float32
     # (25,024 bytes), not in float64 (50,048): the plane kernel for the one, not the other
     from dml_numba.cuda.convolution import plane_plan_for
