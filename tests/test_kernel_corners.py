@@ -223,6 +223,31 @@ def test_taps_that_reach_one_output(name, algorithm, parallel, bounds_checked):
     assert_close(y, expected, np.float32)
 
 
+WIDE_EDGES = {
+    # (input, filter, start, end, groups): edges of 4 pixels (as many as the direct kernel
+    # writes out one by one) and of 6 (a loop with a bounds test per tap), with pixels no tap
+    # of which reads the input (a padding wider than the window), for one input channel a
+    # group (each pixel assigned once) and for several (accumulated)
+    "one-channel-4-edge": ((1, 2, 3), (2, 1, 2), (4,), (4,), 2),
+    "one-channel-6-edge": ((1, 2, 3), (4, 1, 2), (6,), (6,), 2),
+    "channels-6-edge": ((2, 2, 3), (3, 2, 2), (6,), (5,), 1),
+    "2d-channels-6-edge": ((1, 2, 3, 3), (2, 2, 2, 2), (1, 6), (0, 6), 1),
+}
+
+
+@pytest.mark.parametrize("algorithm,parallel", PATHS, ids=PATH_IDS)
+@pytest.mark.parametrize("name", list(WIDE_EDGES))
+def test_row_edges_wider_than_the_window(name, algorithm, parallel, bounds_checked):
+    xs, ws, start, end, groups = WIDE_EDGES[name]
+    nd = len(start)
+    desc, inputs = conv_case(xs, ws, (1,) * nd, (1,) * nd, start, end, groups)
+    # the last axis' first pixel reads no input: the padding is wider than the window
+    assert start[-1] >= ws[-1]
+    y = _run_everywhere(desc, inputs, algorithm, parallel)
+    if y is not None:
+        assert_close(y, _brute(desc, inputs), np.float32)
+
+
 # -- the direct kernel's edge rows -----------------------------------------------------------------
 
 #: (input, filter, strides, dilations, start, end, groups): outer-axis edge rows of every kind
