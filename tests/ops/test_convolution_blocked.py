@@ -201,6 +201,24 @@ def test_depthwise_planner_takes_rows_and_vectors_within_the_unroll_bound():
     assert plan.depthwise and plan.rows * plan.vectors * 81 <= planner.DEPTHWISE_UNROLL
 
 
+@pytest.mark.parametrize("k, expected", [
+    # (window, (rows, vectors)) of an 8-channel depthwise convolution over 32 x 64 outputs,
+    # 16 lanes, 28 accumulators, worked by hand: rows = min(4, height, budget) = 4, vectors =
+    # min(28 // (3 * 4), 64 // 16) = 2; then rows drop while taps x rows x vectors exceed the
+    # unroll bound of 256, and vectors are cut to 256 // (taps x rows)
+    (3, (4, 2)),  # 9 x 4 x 2 = 72
+    (7, (2, 2)),  # 49 x 4 x 2 = 392, x 3 x 2 = 294, x 2 x 2 = 196 (ConvNeXt's window)
+    (11, (1, 2)),  # 121 x 1 x 2 = 242: one row, two vectors
+    (13, (1, 1)),  # 169: one row, 256 // 169 = 1 vector
+])
+def test_depthwise_planner_rows_and_vectors_by_window(k, expected):
+    desc = conv_case((1, 8, 32, 64), (8, 1, k, k), (1, 1), (1, 1), (k // 2,) * 2, (k // 2,) * 2,
+                     8)[0]
+    plan = cpu_conv.block_plan(desc, lanes=16, budget=28)
+    assert plan.depthwise and (plan.rows, plan.vectors) == expected
+    assert type(plan.rows) is int and type(plan.vectors) is int  # sizes in the source
+
+
 @pytest.mark.parametrize("parallel", [True, False])
 def test_depthwise_slots_share_planes_unevenly(parallel, monkeypatch):
     """Seven planes over three slots (each pads into its own part of the buffer), in both
