@@ -227,11 +227,13 @@ WIDE_EDGES = {
     # (input, filter, start, end, groups): edges of 4 pixels (as many as the direct kernel
     # writes out one by one) and of 6 (a loop with a bounds test per tap), with pixels no tap
     # of which reads the input (a padding wider than the window), for one input channel a
-    # group (each pixel assigned once) and for several (accumulated)
+    # group (each pixel assigned once) and for several (accumulated); the 2-D and 3-D ones
+    # in CONVOLUTION mode (the flipped filter) with axes of unequal sizes
     "one-channel-4-edge": ((1, 2, 3), (2, 1, 2), (4,), (4,), 2),
     "one-channel-6-edge": ((1, 2, 3), (4, 1, 2), (6,), (6,), 2),
     "channels-6-edge": ((2, 2, 3), (3, 2, 2), (6,), (5,), 1),
-    "2d-channels-6-edge": ((1, 2, 3, 3), (2, 2, 2, 2), (1, 6), (0, 6), 1),
+    "2d-channels-6-edge": ((1, 2, 3, 3), (2, 2, 2, 3), (1, 6), (0, 6), 1),
+    "3d-channels-6-edge": ((1, 2, 2, 3, 3), (2, 2, 1, 2, 3), (0, 1, 6), (0, 0, 6), 1),
 }
 
 
@@ -240,7 +242,8 @@ WIDE_EDGES = {
 def test_row_edges_wider_than_the_window(name, algorithm, parallel, bounds_checked):
     xs, ws, start, end, groups = WIDE_EDGES[name]
     nd = len(start)
-    desc, inputs = conv_case(xs, ws, (1,) * nd, (1,) * nd, start, end, groups)
+    desc, inputs = conv_case(xs, ws, (1,) * nd, (1,) * nd, start, end, groups,
+                             mode=CV if nd > 1 else dml.ConvolutionMode.CROSS_CORRELATION)
     # the last axis' first pixel reads no input: the padding is wider than the window
     assert start[-1] >= ws[-1]
     y = _run_everywhere(desc, inputs, algorithm, parallel)
