@@ -20,7 +20,8 @@ F32 = np.float32
 SHAPES = {
     # name: conv_case arguments (input, filter, strides, dilations, start, end, groups, ...)
     "2d-tails": ((2, 3, 9, 21), (6, 3, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1),
-    "2d-groups-rowstride-dil": ((1, 8, 11, 19), (8, 4, 3, 2), (2, 1), (2, 3), (2, 0), (0, 2), 2),
+    # two groups of 5 output channels: the last channel block of each group padded with zeros
+    "2d-groups-rowstride-dil": ((1, 8, 11, 19), (10, 4, 3, 2), (2, 1), (2, 3), (2, 0), (0, 2), 2),
     "2d-asym-pad-convmode": ((1, 4, 6, 17), (5, 4, 2, 4), (1, 1), (1, 1), (0, 3), (2, 1), 1, 0, CV),
     "1d": ((3, 5, 37), (7, 5, 5), (1,), (2,), (2,), (3,), 1),
     "3d": ((1, 2, 5, 4, 18), (4, 2, 2, 3, 2), (2, 1, 1), (1, 2, 1), (1, 0, 1), (0, 1, 1), 1),
