@@ -82,16 +82,23 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
 #: second stage: a survivor of the part, or a mutant the tool found no test for, is run again
 #: against tests that reach its code where the tool cannot see them: in a subprocess (NVIDIA's
 #: compiler, which the simulator's process cannot load) or outside the part's selection (what the
-#: profile and the tuner report). The longest prefix of the mutant's name that matches picks.
+#: profile and the tuner report, a graph's folded padding). The longest prefix of the mutant's
+#: name that matches picks.
 RECHECK: dict[str, list[str]] = {
-    "dml_numba.cuda": ["tests/cuda/test_ptx.py"],
-    "dml_numba.cpu": ["tests/ops/test_parallel.py", "tests/test_profile.py",
-                      "tests/test_busy_machine.py", "-m", "not cuda"],
+    "dml_numba.cuda.": ["tests/cuda/test_ptx.py"],
+    "dml_numba.cpu.": ["tests/ops/test_parallel.py", "tests/test_profile.py",
+                       "tests/test_busy_machine.py", "-m", "not cuda"],
+    # the convolution package's own functions: the padding-fold decision, the tuner's entry,
+    # emit(key)
+    "dml_numba.cpu.convolution.x_": [
+        "tests/test_graph.py", "tests/test_tune.py", "tests/ops/test_convolution_algorithms.py",
+        "-k", "fold or input_padding or mode_comes_from or forced_algorithm or another_host "
+              "or fastest_candidate or emit"],
 }
 
 
 def recheck_tests(mutant: str) -> list[str] | None:
-    best = max((p for p in RECHECK if mutant.startswith(p + ".")), key=len, default=None)
+    best = max((p for p in RECHECK if mutant.startswith(p)), key=len, default=None)
     return None if best is None else RECHECK[best]
 
 
