@@ -324,7 +324,7 @@ def _folded_brute(desc, inputs, mode):
 @pytest.mark.parametrize("name,mode,parallel", DIRECT_EDGE_RUNS, ids=[
     f"{n}-{(m or 'zeros').lower()}-{'parallel' if p else 'serial'}"
     for n, m, p in DIRECT_EDGE_RUNS])
-def test_direct_kernel_edge_rows(name, mode, parallel, bounds_checked):
+def test_direct_kernel_edge_rows(name, mode, parallel):
     """Every output row of the direct kernel, its edge rows' own fused branches included,
     against brute force: with zero padding, and with a mode padding folded in (against
     numpy.pad, then the convolution unpadded)."""
@@ -368,7 +368,7 @@ def test_direct_kernel_rows_of_one_channel_with_bias_and_activation(name, act):
 
 
 @pytest.mark.parametrize("lanes", [8, 4], ids=["avx2", "sse-neon"])
-def test_direct_kernel_rows_planned_for_narrower_vectors(lanes, bounds_checked):
+def test_direct_kernel_rows_planned_for_narrower_vectors(lanes):
     """The direct kernel as a machine with 8-lane (AVX2) or 4-lane (SSE, NEON) vectors would
     build it: its row interiors are whole vectors of those lanes and an overlapping last one
     (rows 10 to 38 pixels wide: vectors where this machine's 16 lanes would not fit), one
@@ -405,8 +405,7 @@ EDGE_VECTOR_FORMS = [
 
 @pytest.mark.parametrize("name,mode,lanes,form", EDGE_VECTOR_FORMS, ids=[
     f"{n}-{(m or 'zeros').lower()}-{k}-lanes-{f}" for n, m, k, f in EDGE_VECTOR_FORMS])
-def test_direct_kernel_row_edges_in_vectors_and_their_limits(name, mode, lanes, form,
-                                                            bounds_checked):
+def test_direct_kernel_row_edges_in_vectors_and_their_limits(name, mode, lanes, form):
     """A unit-stride row's edge pixels are summed in vectors where each tap's lanes can be
     built from one load inside the row (a shuffle; a lane from outside it inserted, at most
     EDGE_EXTRAS, a zero lane for zero padding) and the row needs at most EDGE_VECTORS of

@@ -113,7 +113,8 @@ def test_phases_list_exactly_the_taps_that_reach_each_output():
     non-negative multiple of the stride, from input (o + start - k*dilation) / stride."""
     from dml_numba.cuda.convolution.implicit_gemm import phases_for
 
-    for name in ("bwd-stride2-groups", "bwd-1x1-s3x2-phases-without-taps", "bwd-s2-dilation2"):
+    for name in ("bwd-stride2-groups", "bwd-1x1-s3x2-phases-without-taps",
+                 "bwd-s2-dilation2-f64"):
         desc = CASES[name][0][0]
         for ax, s, dil, kk, pad, n_out in zip(phases_for(desc), desc.strides, desc.dilations,
                                                desc.filter_tensor.sizes[2:], desc.start_padding,

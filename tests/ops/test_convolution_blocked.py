@@ -25,11 +25,6 @@ SHAPES = {
     "2d-asym-pad-convmode": ((1, 4, 6, 17), (5, 4, 2, 4), (1, 1), (1, 1), (0, 3), (2, 1), 1, 0, CV),
     "1d": ((3, 5, 37), (7, 5, 5), (1,), (2,), (2,), (3,), 1),
     "3d": ((1, 2, 5, 4, 18), (4, 2, 2, 3, 2), (2, 1, 1), (1, 2, 1), (1, 0, 1), (0, 1, 1), 1),
-    # 3-D on a flattened tile (the planes' rows walked as one run; 8 and 16 lanes), with an
-    # activation that has no vector form (its pass walks the flattened run)
-    "3d-flat-leaky": ((1, 8, 3, 7, 58), (16, 8, 1, 3, 3), (1, 1, 1), (1, 1, 1), (0, 1, 1),
-                      (0, 1, 1), 1, 0, dml.ConvolutionMode.CROSS_CORRELATION, True,
-                      dml.ActivationLeakyReluOperatorDesc(0.1)),
     "1x1-unpadded": ((2, 16, 5, 20), (12, 16, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),
     "no-padding-exact": ((1, 3, 6, 10), (4, 3, 3, 3), (1, 1), (1, 1), (0, 0), (0, 0), 1),
     # strided last axis (rows stored by stride phase), with an input longer than the windows read
@@ -57,7 +52,7 @@ TRANSPOSED = {
                          dml.ConvolutionMode.CROSS_CORRELATION, True,
                          dml.ActivationLeakyReluOperatorDesc(0.1)),
     "1d": ((2, 3, 17), (3, 6, 5), (2,), (1,), (1,), (2,), 1, 1),
-    "3d": ((1, 2, 3, 4, 9), (2, 4, 2, 3, 2), (2, 1, 2), (2, 1, 1), (0, 1, 1), (1, 0, 0), 1, 1),
+    "3d": ((1, 2, 3, 4, 9), (2, 4, 2, 2, 3), (2, 1, 2), (2, 1, 1), (0, 1, 1), (1, 0, 0), 1, 1),
 }
 
 
@@ -238,6 +233,18 @@ def test_depthwise_slots_share_planes_unevenly(parallel, monkeypatch):
     ref = brute_force(desc, *inputs)
     for _ in range(2):
         np.testing.assert_allclose(op(*inputs), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_3d_flattened_tile_with_an_activation_pass():
+    """3-D on a flattened tile (the planes' rows walked as one run) with an activation that has
+    no vector form: its pass over the outputs walks the flattened run too."""
+    desc, inputs = conv_case((1, 8, 3, 7, 58), (16, 8, 1, 3, 3), (1, 1, 1), (1, 1, 1), (0, 1, 1),
+                             (0, 1, 1), 1, act=dml.ActivationLeakyReluOperatorDesc(0.1))
+    kernel = blocked_kernel(desc, 8, 12, parallel=False)
+    assert kernel.plan.flat
+    y = np.empty(desc.output_tensor.sizes, F32)
+    kernel(list(inputs), y)
+    np.testing.assert_allclose(y, leaky(desc, brute_force(desc, *inputs)), rtol=1e-4, atol=1e-4)
 
 
 def test_transposed_stride2_tiles_hold_both_phases_where_they_match():
