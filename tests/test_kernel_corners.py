@@ -9,7 +9,7 @@ each across the algorithms, variants, devices and ranks where it applies, agains
   mirror case);
 * taps that read only the padding (a padding wider than the input), taps that reach one output
   of a row (a transposed 1 x 1 image, a window as wide as the row), and row edges wider than
-  the window, forward and transposed, on every path, with Numba's bounds checks on (an index
+  the window, forward and transposed, on every algorithm, with Numba's bounds checks on (an index
   past a row is invisible in the answer where the memory beyond is written again later);
 * the direct kernel's edge rows (outer-axis rows with taps in the padding), zero padding and
   every mode padding folded in, and the edge pixels of its rows in vectors (and past their
