@@ -42,6 +42,13 @@ def _remove_own_folders():
             shutil.rmtree(own, ignore_errors=True)
 
 
+def recording_processes() -> set:
+    """The process ids that wrote down CUDA kernels in this run."""
+    from pathlib import Path
+
+    return {int(path.stem) for path in Path(os.environ[_RECORD]).glob("*.pkl")}
+
+
 def recorded_cuda_descs() -> set:
     """The descriptors of every CUDA kernel a test of the group built, in any process."""
     import pickle
@@ -82,7 +89,11 @@ def _names_cuda(value) -> bool:
     return isinstance(value, tuple) and any(isinstance(v, str) and v == "cuda" for v in value)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    # before pytest-xdist's own hook, which reads the group markers added here (a plugin's
+    # hook registered after this file runs first unless this one asks to: without it no test
+    # had a group and the CUDA tests ran in any worker, some after the PTX check)
     # the PTX check compiles every CUDA kernel the other tests created: run it last; under
     # mutation testing the golden sources first (a mutant that changes a generated kernel fails
     # there in a second, before anything is compiled)

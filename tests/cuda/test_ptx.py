@@ -20,33 +20,48 @@ import dml_numba.cuda as dc
 from dml_numba.cuda._launch import block_size
 
 
-def check(desc):
-    for opts in dc.kernel_variants(desc):  # every kernel: convolution's direct and tiled too
-        k = dc.kernel_for(desc, **opts)
-        for cc in ((8, 0), (9, 0)):
-            ptx = k.ptx(cc)
-            assert f".target sm_{cc[0]}{cc[1]}" in ptx, (desc, cc)
-            if k.launch_bounds:  # the tiled kernels' bounds reach the PTX
-                threads, blocks = k.launch_bounds
-                assert f".maxntid {threads}, 1, 1" in ptx, (desc, opts, k.launch_bounds)
-                assert f".minnctapersm {blocks}" in ptx, (desc, opts, k.launch_bounds)
-            for r in dc.resource_usage(desc, cc, **opts):  # ptxas through nvJitLink: real registers
-                assert r["spill_bytes"] == 0, (desc, opts, r)
-                assert r["registers"] <= 255 and r["occupancy"] > 0, (desc, opts, r)
-                # the block size reported is the one launched: the tiles' own, or from these
-                # very resources
-                assert r["threads_per_block"] == (
-                    k.block or block_size(r["registers"], r["shared_bytes"], cc)), (desc, opts, r)
-                assert (r["shared_bytes"] > 0) == (k.block is not None), (desc, opts, r)
+def kernels(descs):
+    \"\"\"Every kernel of every descriptor (convolution's direct and tiled too), one of each
+    that NVIDIA's compiler sees differently: its source, argument types, launch bounds and the
+    block its shared memory is written for decide its PTX and resources (kernels of descriptors
+    that differ only where the source does not are the same kernel).\"\"\"
+    seen = {}
+    for desc in descs:
+        for opts in dc.kernel_variants(desc):
+            k = dc.kernel_for(desc, **opts)
+            seen.setdefault((k.source, tuple(k.arg_types), k.launch_bounds, k.block),
+                            (desc, opts))
+    return list(seen.values())
+
+
+def check(job):
+    desc, opts = job
+    k = dc.kernel_for(desc, **opts)
+    for cc in ((8, 0), (9, 0)):
+        ptx = k.ptx(cc)
+        assert f".target sm_{cc[0]}{cc[1]}" in ptx, (desc, cc)
+        if k.launch_bounds:  # the tiled kernels' bounds reach the PTX
+            threads, blocks = k.launch_bounds
+            assert f".maxntid {threads}, 1, 1" in ptx, (desc, opts, k.launch_bounds)
+            assert f".minnctapersm {blocks}" in ptx, (desc, opts, k.launch_bounds)
+        for r in dc.resource_usage(desc, cc, **opts):  # ptxas through nvJitLink: real registers
+            assert r["spill_bytes"] == 0, (desc, opts, r)
+            assert r["registers"] <= 255 and r["occupancy"] > 0, (desc, opts, r)
+            # the block size reported is the one launched: the tiles' own, or from these
+            # very resources
+            assert r["threads_per_block"] == (
+                k.block or block_size(r["registers"], r["shared_bytes"], cc)), (desc, opts, r)
+            assert (r["shared_bytes"] > 0) == (k.block is not None), (desc, opts, r)
     return 1
 
 
 if __name__ == "__main__":
     descs = pickle.load(open(sys.argv[1], "rb"))
-    workers = min(4, os.cpu_count() or 1, max(1, len(descs)))
+    jobs = kernels(descs)
+    workers = min(4, os.cpu_count() or 1, max(1, len(jobs)))
     with ProcessPoolExecutor(workers) as pool:  # NVIDIA's compiler on every core
-        done = sum(pool.map(check, descs, chunksize=max(1, len(descs) // (4 * workers))))
-    print("compiled", done)
+        done = sum(pool.map(check, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+    print("descriptors", len(descs), "kernels", done)
 """
 
 
@@ -68,7 +83,8 @@ def _compile_all(descs, tmp_path):
     out = subprocess.run([sys.executable, str(script), str(path)], env=_real_compiler_env(),
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
-    assert f"compiled {len(descs)}" in out.stdout
+    kernels = int(out.stdout.split("kernels")[-1])
+    assert f"descriptors {len(descs)} kernels" in out.stdout and kernels >= 1
 
 
 def _catalogue_descs() -> set:
@@ -90,8 +106,14 @@ def test_every_cuda_kernel_the_run_created_compiles_to_ptx(tmp_path):
     each writes down the kernels it built, tests/conftest.py), beyond the catalogue checked
     above."""
     pytest.importorskip("numba.cuda")
-    from tests.conftest import _cuda_keys, recorded_cuda_descs
+    from tests.conftest import _cuda_keys, recorded_cuda_descs, recording_processes
 
+    # every kernel was built in this process, before this test (the CUDA group is one
+    # worker's, in order): one built in another worker could come after this check
+    others = recording_processes() - {os.getpid()}
+    assert not others, (
+        f"processes {sorted(others)} built CUDA kernels beside this check's {os.getpid()}: "
+        "the CUDA group (tests/conftest.py) was not kept to one pytest-xdist worker")
     descs = ({k.desc for k in _cuda_keys()} | recorded_cuda_descs()) - _catalogue_descs()
     if not descs:
         pytest.skip("no CUDA test ran before this one (run the whole suite or tests/)")
