@@ -34,13 +34,24 @@ from tests.cases import BWD, CV, FWD, conv_case, pad_case, pool_case, slice_case
 from tests.helpers import assert_close, assert_exact, brute_conv_backward, brute_conv_forward
 
 ALGORITHMS = [None, "direct", "gemm", "blocked"]
-#: each forced algorithm serially, and the default (automatic algorithm, automatic variant)
-#: with the parallel variant forced: both loop variants of every path, without every product
-PATHS = [("direct", False), ("gemm", False), ("blocked", False), (None, True)]
-PATH_IDS = ["direct", "gemm", "blocked", "automatic-parallel"]
 #: each forced algorithm serially: for the bounds of taps and edges, which a kernel's serial and
-#: parallel variants share (they differ in the outer loop only)
-SERIAL_PATHS, SERIAL_IDS = PATHS[:3], PATH_IDS[:3]
+#: parallel variants share (they differ in the outer loop only, a prange in the parallel one)
+SERIAL_PATHS = [("direct", False), ("gemm", False), ("blocked", False)]
+SERIAL_IDS = ["direct", "gemm", "blocked"]
+
+
+def path_runs(table) -> list:
+    """``(name, algorithm, parallel)`` for every case of ``table``: each forced algorithm
+    serially, and the automatic algorithm, in the parallel variant for the table's first case
+    (both loop variants of every path without every product: a parallel variant compiles in
+    twice the time) and serially for the others."""
+    return [(name, algorithm, parallel) for i, name in enumerate(table)
+            for algorithm, parallel in SERIAL_PATHS + [(None, i == 0)]]
+
+
+def path_ids(runs) -> list:
+    return [f"{name}-{algorithm or 'automatic'}" + ("-parallel" if parallel else "")
+            for name, algorithm, parallel in runs]
 
 
 def _brute(desc, inputs):
@@ -79,8 +90,8 @@ EXACT_TILING = {
 }
 
 
-@pytest.mark.parametrize("algorithm,parallel", PATHS, ids=PATH_IDS)
-@pytest.mark.parametrize("name", list(EXACT_TILING))
+@pytest.mark.parametrize("name,algorithm,parallel", path_runs(EXACT_TILING),
+                         ids=path_ids(path_runs(EXACT_TILING)))
 def test_strided_windows_that_tile_the_input_exactly(name, algorithm, parallel):
     xs, ws, s = EXACT_TILING[name]
     nd = len(s)
@@ -114,8 +125,8 @@ DEPTHWISE_STRIDED_DILATED = {
 }
 
 
-@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel"])
-@pytest.mark.parametrize("name", list(DEPTHWISE_STRIDED_DILATED))
+@pytest.mark.parametrize("name,parallel", [(name, False) for name in DEPTHWISE_STRIDED_DILATED]
+                         + [("s3-d2-rows-too", True)])
 def test_depthwise_with_a_strided_and_dilated_last_axis_on_the_plane_kernel(name, parallel):
     desc, inputs = conv_case(*DEPTHWISE_STRIDED_DILATED[name])
     assert desc.strides[-1] > 1 and desc.dilations[-1] > 1
@@ -134,8 +145,8 @@ POINTWISE_ONE_SIDED = {
 }
 
 
-@pytest.mark.parametrize("algorithm,parallel", PATHS, ids=PATH_IDS)
-@pytest.mark.parametrize("name", list(POINTWISE_ONE_SIDED))
+@pytest.mark.parametrize("name,algorithm,parallel", path_runs(POINTWISE_ONE_SIDED),
+                         ids=path_ids(path_runs(POINTWISE_ONE_SIDED)))
 def test_pointwise_padded_at_one_end(name, algorithm, parallel):
     xs, start, end = POINTWISE_ONE_SIDED[name]
     nd = len(start)
@@ -209,8 +220,8 @@ def test_taps_that_read_only_the_padding(name, algorithm, parallel, bounds_check
         assert_close(y, _brute(desc, inputs), np.float32)
 
 
-@pytest.mark.parametrize("algorithm,parallel", PATHS, ids=PATH_IDS)
-@pytest.mark.parametrize("name", list(ONE_OUTPUT_TAPS))
+@pytest.mark.parametrize("name,algorithm,parallel", path_runs(ONE_OUTPUT_TAPS),
+                         ids=path_ids(path_runs(ONE_OUTPUT_TAPS)))
 def test_taps_that_reach_one_output(name, algorithm, parallel, bounds_checked):
     xs, ws, strides, direction = ONE_OUTPUT_TAPS[name]
     nd = len(strides)

@@ -24,9 +24,21 @@ CASES["conv-bwd-3d-f64-nobias-batch3"] = conv_case(
     direction=dml.ConvolutionDirection.BACKWARD, bias=False, dtype=np.float64)
 
 
-@pytest.mark.parametrize("parallel", [None, True, False], ids=["auto", "parallel", "serial"])
-@pytest.mark.parametrize("algorithm", ["direct", "gemm"])
-@pytest.mark.parametrize("name", list(CASES))
+#: the cases whose forced parallel variant is run too (the others: the automatic and the serial
+#: variant): groups either way, ranks 1 and 3, float16 and float64, the 1x1 product, the
+#: transposed batch the GEMM kernel's chunks count
+PARALLEL_CASES = ("conv-fwd-groups", "conv-fwd-1d-gelu-f64", "conv-fwd-3d-f16",
+                  "conv-bwd-groups-outpad", "conv-fwd-1x1-groups", "conv-bwd-3d-f64-nobias-batch3")
+ALGORITHM_RUNS = [(name, algorithm, parallel) for name in CASES for algorithm in ("direct", "gemm")
+                  for parallel in (None, True, False)
+                  if parallel is not True or name in PARALLEL_CASES]
+
+
+VARIANT_IDS = {None: "auto", True: "parallel", False: "serial"}
+
+
+@pytest.mark.parametrize("name,algorithm,parallel", ALGORITHM_RUNS,
+                         ids=[f"{n}-{a}-{VARIANT_IDS[p]}" for n, a, p in ALGORITHM_RUNS])
 def test_algorithm_agrees_with_numpy(name, algorithm, parallel):
     desc, inputs = CASES[name]
     op = dml.compile_operator(desc, "cpu", algorithm=algorithm, parallel=parallel)
