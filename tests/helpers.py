@@ -5,6 +5,7 @@ import itertools
 import os
 
 import numpy as np
+import pytest
 
 DTYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
           np.uint16, np.uint32, np.uint64]
@@ -16,6 +17,15 @@ def assert_warned_at(warning, filename: str) -> None:
     library's functions."""
     if "MUTANT_UNDER_TEST" not in os.environ:
         assert warning.filename == filename
+
+
+def sampled(runs, ids, keep) -> list:
+    """``runs`` as pytest parameters named ``ids``: those ``keep(run)`` accepts run by default,
+    the others only with ``--runslow`` (a product of cases and variants whose every cell
+    compiles a kernel of its own: the default run takes a covering sample, the whole product
+    is there for the slow run and for mutation testing)."""
+    return [pytest.param(*run, id=name, marks=() if keep(run) else pytest.mark.slow)
+            for run, name in zip(runs, ids)]
 
 
 def random_array(shape, dtype, rng=None, lo=-50, hi=50):

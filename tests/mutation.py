@@ -38,7 +38,7 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
     # every CPU and CUDA kernel writer: the catalogue's generated sources first (a mutant
     # that changes a generated kernel fails there, nothing compiled), then the tests that
     # compile and run kernels (the code outside the generated text: buffers, packing,
-    # drivers, intrinsics, launches)
+    # drivers, intrinsics, launches), with the slow ones (every tile and variant of a case)
     "emitters": (["dml_numba/cpu/_emit.py", "dml_numba/cpu/_simd.py",
                   "dml_numba/cpu/lp_pooling.py", "dml_numba/cpu/convolution/*",
                   "dml_numba/cuda/_emit.py", "dml_numba/cuda/_planes.py",
@@ -49,7 +49,7 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
                   *(f"tests/test_graph.py::test_mode_padding_folds_into_{k}"
                     for k in ("the_blocked_convolution", "lp_pooling", "the_direct_kernel")),
                   "tests/test_tune.py::test_the_cost_model_is_the_documented_formula",
-                  "tests/cuda", "-k", "not dask"]),
+                  "tests/cuda", "-k", "not dask", "--runslow"]),
     # the serial/parallel policy and fork safety, with an injected clock
     "policy": (["dml_numba/cpu/_adaptive.py", "dml_numba/_threads.py"],
                ["tests/unit/test_threads_parts.py", "tests/test_real_program.py",

@@ -31,7 +31,13 @@ import dml_numba as dml
 from dml_numba.cpu import convolution as cpu_conv
 from dml_numba.cpu._emit import Host
 from tests.cases import BWD, CV, FWD, conv_case, pad_case, pool_case, slice_case, tile_case
-from tests.helpers import assert_close, assert_exact, brute_conv_backward, brute_conv_forward
+from tests.helpers import (
+    assert_close,
+    assert_exact,
+    brute_conv_backward,
+    brute_conv_forward,
+    sampled,
+)
 
 ALGORITHMS = [None, "direct", "gemm", "blocked"]
 #: each forced algorithm serially: for the bounds of taps and edges, which a kernel's serial and
@@ -41,17 +47,16 @@ SERIAL_IDS = ["direct", "gemm", "blocked"]
 
 
 def path_runs(table) -> list:
-    """``(name, algorithm, parallel)`` for every case of ``table``: each forced algorithm
-    serially, and the automatic algorithm, in the parallel variant for the table's first case
-    (both loop variants of every path without every product: a parallel variant compiles in
-    twice the time) and serially for the others."""
-    return [(name, algorithm, parallel) for i, name in enumerate(table)
-            for algorithm, parallel in SERIAL_PATHS + [(None, i == 0)]]
-
-
-def path_ids(runs) -> list:
-    return [f"{name}-{algorithm or 'automatic'}" + ("-parallel" if parallel else "")
-            for name, algorithm, parallel in runs]
+    """Parameters ``(name, algorithm, parallel)`` for every case of ``table``: each forced
+    algorithm serially, and the automatic algorithm in both variants, its parallel one by
+    default for the table's first case only (both loop variants of every path without every
+    product: a parallel variant compiles in twice the time; every case with --runslow)."""
+    runs = [(name, algorithm, parallel) for name in table
+            for algorithm, parallel in SERIAL_PATHS + [(None, False), (None, True)]]
+    first = next(iter(table))
+    return sampled(runs, [f"{n}-{a or 'automatic'}" + ("-parallel" if p else "")
+                          for n, a, p in runs],
+                   lambda run: not run[2] or run[0] == first)
 
 
 def _brute(desc, inputs):
@@ -90,8 +95,7 @@ EXACT_TILING = {
 }
 
 
-@pytest.mark.parametrize("name,algorithm,parallel", path_runs(EXACT_TILING),
-                         ids=path_ids(path_runs(EXACT_TILING)))
+@pytest.mark.parametrize("name,algorithm,parallel", path_runs(EXACT_TILING))
 def test_strided_windows_that_tile_the_input_exactly(name, algorithm, parallel):
     xs, ws, s = EXACT_TILING[name]
     nd = len(s)
@@ -125,8 +129,11 @@ DEPTHWISE_STRIDED_DILATED = {
 }
 
 
-@pytest.mark.parametrize("name,parallel", [(name, False) for name in DEPTHWISE_STRIDED_DILATED]
-                         + [("s3-d2-rows-too", True)])
+@pytest.mark.parametrize("name,parallel", sampled(
+    [(name, p) for p in (False, True) for name in DEPTHWISE_STRIDED_DILATED],
+    [f"{name}-{'parallel' if p else 'serial'}" for p in (False, True)
+     for name in DEPTHWISE_STRIDED_DILATED],
+    lambda run: not run[1] or run[0] == "s3-d2-rows-too"))
 def test_depthwise_with_a_strided_and_dilated_last_axis_on_the_plane_kernel(name, parallel):
     desc, inputs = conv_case(*DEPTHWISE_STRIDED_DILATED[name])
     assert desc.strides[-1] > 1 and desc.dilations[-1] > 1
@@ -145,8 +152,7 @@ POINTWISE_ONE_SIDED = {
 }
 
 
-@pytest.mark.parametrize("name,algorithm,parallel", path_runs(POINTWISE_ONE_SIDED),
-                         ids=path_ids(path_runs(POINTWISE_ONE_SIDED)))
+@pytest.mark.parametrize("name,algorithm,parallel", path_runs(POINTWISE_ONE_SIDED))
 def test_pointwise_padded_at_one_end(name, algorithm, parallel):
     xs, start, end = POINTWISE_ONE_SIDED[name]
     nd = len(start)
@@ -220,8 +226,7 @@ def test_taps_that_read_only_the_padding(name, algorithm, parallel, bounds_check
         assert_close(y, _brute(desc, inputs), np.float32)
 
 
-@pytest.mark.parametrize("name,algorithm,parallel", path_runs(ONE_OUTPUT_TAPS),
-                         ids=path_ids(path_runs(ONE_OUTPUT_TAPS)))
+@pytest.mark.parametrize("name,algorithm,parallel", path_runs(ONE_OUTPUT_TAPS))
 def test_taps_that_reach_one_output(name, algorithm, parallel, bounds_checked):
     xs, ws, strides, direction = ONE_OUTPUT_TAPS[name]
     nd = len(strides)
@@ -292,8 +297,9 @@ DIRECT_EDGES = {
 NUMPY_MODES = {None: None, "EDGE": "edge", "REFLECTION": "reflect", "SYMMETRIC": "symmetric",
                "WRAP": "wrap"}
 #: each case with zero padding and with one mode padding folded in (the modes in turn); one case
-#: with every mode; serial, but for two runs of the parallel variant (its loop nest is the
-#: serial one's with the outer loop a prange, and it compiles in twice the time)
+#: with every mode; serially, and in the parallel variant (the serial loop nest with its outer
+#: loop a prange, compiled in twice the time) by default for two runs only, with --runslow for
+#: every case's zero padding and the one case's every mode
 
 
 def _reflects_once(name, mode) -> bool:
@@ -314,7 +320,9 @@ DIRECT_EDGE_RUNS = list(dict.fromkeys(
     [(name, mode, False) for i, name in enumerate(DIRECT_EDGES)
      for mode in (None, _mode_for(i, name))]
     + [("2d-same-3x3", mode, False) for mode in NUMPY_MODES]
-    + [("2d-same-3x3", "WRAP", True), ("3d-edges-on-two-axes", None, True)]))
+    + [(name, None, True) for name in DIRECT_EDGES]
+    + [("2d-same-3x3", mode, True) for mode in NUMPY_MODES]))
+PARALLEL_EDGE_RUNS = (("2d-same-3x3", "WRAP", True), ("3d-edges-on-two-axes", None, True))
 
 
 def _folded_brute(desc, inputs, mode):
@@ -328,9 +336,9 @@ def _folded_brute(desc, inputs, mode):
                               groups=desc.group_count, out_spatial=desc.output_tensor.sizes[2:])
 
 
-@pytest.mark.parametrize("name,mode,parallel", DIRECT_EDGE_RUNS, ids=[
+@pytest.mark.parametrize("name,mode,parallel", sampled(DIRECT_EDGE_RUNS, [
     f"{n}-{(m or 'zeros').lower()}-{'parallel' if p else 'serial'}"
-    for n, m, p in DIRECT_EDGE_RUNS])
+    for n, m, p in DIRECT_EDGE_RUNS], lambda run: not run[2] or run in PARALLEL_EDGE_RUNS))
 def test_direct_kernel_edge_rows(name, mode, parallel):
     """Every output row of the direct kernel, its edge rows' own fused branches included,
     against brute force: with zero padding, and with a mode padding folded in (against

@@ -11,6 +11,7 @@ import pytest
 import dml_numba as dml
 from dml_numba.cpu import convolution as cpu_conv
 from tests.cases import catalogue, compare, conv_case
+from tests.helpers import sampled
 
 CASES = {k: v for k, v in catalogue().items() if k.startswith("conv")}
 CASES["conv-fwd-1x1-groups"] = conv_case((2, 4, 3, 5), (6, 2, 1, 1), (1, 1), (1, 1), (0, 0),
@@ -24,21 +25,19 @@ CASES["conv-bwd-3d-f64-nobias-batch3"] = conv_case(
     direction=dml.ConvolutionDirection.BACKWARD, bias=False, dtype=np.float64)
 
 
-#: the cases whose forced parallel variant is run too (the others: the automatic and the serial
-#: variant): groups either way, ranks 1 and 3, float16 and float64, the 1x1 product, the
-#: transposed batch the GEMM kernel's chunks count
+#: the cases whose forced parallel variant is run by default (the others: the automatic and the
+#: serial variant; every one with --runslow): groups either way, ranks 1 and 3, float16 and
+#: float64, the 1x1 product, the transposed batch the GEMM kernel's chunks count
 PARALLEL_CASES = ("conv-fwd-groups", "conv-fwd-1d-gelu-f64", "conv-fwd-3d-f16",
                   "conv-bwd-groups-outpad", "conv-fwd-1x1-groups", "conv-bwd-3d-f64-nobias-batch3")
 ALGORITHM_RUNS = [(name, algorithm, parallel) for name in CASES for algorithm in ("direct", "gemm")
-                  for parallel in (None, True, False)
-                  if parallel is not True or name in PARALLEL_CASES]
-
-
+                  for parallel in (None, True, False)]
 VARIANT_IDS = {None: "auto", True: "parallel", False: "serial"}
 
 
-@pytest.mark.parametrize("name,algorithm,parallel", ALGORITHM_RUNS,
-                         ids=[f"{n}-{a}-{VARIANT_IDS[p]}" for n, a, p in ALGORITHM_RUNS])
+@pytest.mark.parametrize("name,algorithm,parallel", sampled(
+    ALGORITHM_RUNS, [f"{n}-{a}-{VARIANT_IDS[p]}" for n, a, p in ALGORITHM_RUNS],
+    lambda run: run[2] is not True or run[0] in PARALLEL_CASES))
 def test_algorithm_agrees_with_numpy(name, algorithm, parallel):
     desc, inputs = CASES[name]
     op = dml.compile_operator(desc, "cpu", algorithm=algorithm, parallel=parallel)

@@ -14,6 +14,7 @@ from dml_numba.cpu._emit import Host
 from dml_numba.cpu.convolution.blocked import plan as planner
 from dml_numba.ops.convolution import geometry
 from tests.cases import CV, catalogue, compare, conv_case
+from tests.helpers import sampled
 
 F32 = np.float32
 
@@ -128,6 +129,21 @@ def leaky(desc, y):
     return np.where(y >= 0, y, 0.1 * y)
 
 
+#: (lanes, accumulators) of the tiles the planner is asked for: SSE/NEON-like, AVX2-like,
+#: AVX-512-like
+TILES = [(4, 4), (8, 12), (16, 24)]
+
+
+def tile_runs(table) -> list:
+    """Parameters ``(name, lanes, budget)``: every case of ``table`` on every tile; by default
+    each case on the widest tile and on one narrower, 4 and 8 lanes in turn (each cell compiles
+    a kernel of its own; every cell with --runslow)."""
+    runs = [(name, lanes, budget) for name in table for lanes, budget in TILES]
+    narrower = {name: TILES[i % 2] for i, name in enumerate(table)}
+    return sampled(runs, [f"{n}-{ln}x{b}" for n, ln, b in runs],
+                   lambda run: run[1:] == TILES[-1] or run[1:] == narrower[run[0]])
+
+
 def blocked_kernel(desc, lanes, budget, parallel, **plan):
     """The blocked kernel of ``desc`` on the tile the planner chooses for ``lanes`` and
     ``budget`` (and ``plan``'s other settings: ``staged``, ``flat_gain``)."""
@@ -136,8 +152,7 @@ def blocked_kernel(desc, lanes, budget, parallel, **plan):
     return cpu_conv.BlockedKernel(desc, {"algorithm": "blocked", "parallel": parallel}, plan=tile)
 
 
-@pytest.mark.parametrize("lanes,budget", [(4, 4), (8, 12), (16, 24)], ids=["4x4", "8x12", "16x24"])
-@pytest.mark.parametrize("name", list(SHAPES))
+@pytest.mark.parametrize("name,lanes,budget", tile_runs(SHAPES))
 def test_every_tile_shape_agrees_with_brute_force_and_numpy(name, lanes, budget):
     desc, inputs = conv_case(*SHAPES[name])
     kernel = blocked_kernel(desc, lanes, budget, parallel=False)
@@ -149,8 +164,7 @@ def test_every_tile_shape_agrees_with_brute_force_and_numpy(name, lanes, budget)
     np.testing.assert_allclose(y, leaky(desc, brute_force(desc, *inputs)), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("lanes,budget", [(4, 4), (8, 12), (16, 24)], ids=["4x4", "8x12", "16x24"])
-@pytest.mark.parametrize("name", list(TRANSPOSED))
+@pytest.mark.parametrize("name,lanes,budget", tile_runs(TRANSPOSED))
 def test_transposed_agrees_with_the_scatter_definition_and_numpy(name, lanes, budget):
     desc, inputs = conv_case(*TRANSPOSED[name])
     kernel = blocked_kernel(desc, lanes, budget, parallel=False)
@@ -162,8 +176,7 @@ def test_transposed_agrees_with_the_scatter_definition_and_numpy(name, lanes, bu
                                atol=1e-4)
 
 
-@pytest.mark.parametrize("lanes,budget", [(4, 4), (8, 12), (16, 24)], ids=["4x4", "8x12", "16x24"])
-@pytest.mark.parametrize("name", list(DEPTHWISE))
+@pytest.mark.parametrize("name,lanes,budget", tile_runs(DEPTHWISE))
 def test_depthwise_plane_kernel_agrees_with_brute_force_and_numpy(name, lanes, budget):
     desc, inputs = conv_case(*DEPTHWISE[name])
     kernel = blocked_kernel(desc, lanes, budget, parallel=False)
