@@ -30,14 +30,14 @@ def kernels(descs):
         for opts in dc.kernel_variants(desc):
             k = dc.kernel_for(desc, **opts)
             seen.setdefault((k.source, tuple(k.arg_types), k.launch_bounds, k.block),
-                            (desc, opts))
+                            (desc, opts, k.launch_bounds is not None))
     return list(seen.values())
 
 
 def check(job):
-    desc, opts = job
+    desc, opts, archs = job
     k = dc.kernel_for(desc, **opts)
-    for cc in ((8, 0), (9, 0)):
+    for cc in archs:
         ptx = k.ptx(cc)
         assert f".target sm_{cc[0]}{cc[1]}" in ptx, (desc, cc)
         if k.launch_bounds:  # the tiled kernels' bounds reach the PTX
@@ -57,7 +57,10 @@ def check(job):
 
 if __name__ == "__main__":
     descs = pickle.load(open(sys.argv[1], "rb"))
-    jobs = kernels(descs)
+    # sm_80 for every kernel; sm_90 too for every kernel ("both") or for those with launch
+    # bounds, whose shared memory and bounds it checks
+    jobs = [(desc, opts, ((8, 0), (9, 0)) if sys.argv[2] == "both" or bounded else ((8, 0),))
+            for desc, opts, bounded in kernels(descs)]
     workers = min(4, os.cpu_count() or 1, max(1, len(jobs)))
     with ProcessPoolExecutor(workers) as pool:  # NVIDIA's compiler on every core
         done = sum(pool.map(check, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
@@ -75,12 +78,14 @@ def _real_compiler_env() -> dict:
     return env
 
 
-def _compile_all(descs, tmp_path):
+def _compile_all(descs, tmp_path, archs="both"):
+    """Every kernel of ``descs`` through NVIDIA's compiler for sm_80, and for sm_90 too
+    (``archs`` "both"; otherwise only the kernels with launch bounds)."""
     path = tmp_path / "descs.pkl"
     path.write_bytes(pickle.dumps(sorted(descs, key=repr)))
     script = tmp_path / "ptx_check.py"
     script.write_text(SCRIPT)
-    out = subprocess.run([sys.executable, str(script), str(path)], env=_real_compiler_env(),
+    out = subprocess.run([sys.executable, str(script), str(path), archs], env=_real_compiler_env(),
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
     kernels = int(out.stdout.split("kernels")[-1])
@@ -104,7 +109,8 @@ def test_the_case_catalogue_compiles_to_ptx(tmp_path):
 def test_every_cuda_kernel_the_run_created_compiles_to_ptx(tmp_path):
     """Every kernel the CUDA tests built (they run before this: the suite groups them, and
     each writes down the kernels it built, tests/conftest.py), beyond the catalogue checked
-    above."""
+    above: for sm_80, and for sm_90 those with launch bounds (the catalogue has every kind of
+    kernel on both)."""
     pytest.importorskip("numba.cuda")
     from tests.conftest import _cuda_keys, recorded_cuda_descs, recording_processes
 
@@ -117,7 +123,7 @@ def test_every_cuda_kernel_the_run_created_compiles_to_ptx(tmp_path):
     descs = ({k.desc for k in _cuda_keys()} | recorded_cuda_descs()) - _catalogue_descs()
     if not descs:
         pytest.skip("no CUDA test ran before this one (run the whole suite or tests/)")
-    _compile_all(descs, tmp_path)
+    _compile_all(descs, tmp_path, archs="sm_80, and sm_90 where bounded")
 
 
 def test_occupancy_calculator_and_log_parsing():
