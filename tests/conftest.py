@@ -49,20 +49,20 @@ def recording_processes() -> set:
     return {int(path.stem) for path in Path(os.environ[_RECORD]).glob("*.pkl")}
 
 
-def recorded_cuda_descs() -> set:
-    """The descriptors of every CUDA kernel a test of the group built, in any process."""
+def recorded_cuda_keys() -> set:
+    """The keys of every CUDA kernel a test of the group built, in any process."""
     import pickle
     from pathlib import Path
 
-    descs = set()
+    keys = set()
     for path in Path(os.environ[_RECORD]).glob("*.pkl"):
         with open(path, "rb") as f:
             while True:
                 try:
-                    descs.update(pickle.load(f))
+                    keys.update(pickle.load(f))
                 except EOFError:
                     break
-    return descs
+    return keys
 
 
 def pytest_addoption(parser):
@@ -132,7 +132,7 @@ def _cuda_kernels_stay_in_their_group(request):
     if _builds_cuda_kernels(request.node):
         before = _cuda_keys()
         yield
-        new = {k.desc for k in _cuda_keys() - before}
+        new = _cuda_keys() - before
         if new:  # written down for the PTX check (this run's own private folder)
             import pickle
 

@@ -111,6 +111,22 @@ def brute_conv_backward(x, w, b, strides, dilations, start, out_spatial, flip=Fa
     return y
 
 
+def brute_conv(desc, inputs):
+    """The convolution of ``desc`` on ``inputs`` by its definition: the gather form, or the
+    scatter form for a transposed one (in float64 whatever the operands' type)."""
+    import dml_numba as dml
+
+    x, w = inputs[:2]
+    b = inputs[2] if len(inputs) > 2 else None
+    out = desc.output_tensor.sizes[2:]
+    flip = desc.mode == dml.ConvolutionMode.CONVOLUTION
+    if desc.direction == dml.ConvolutionDirection.BACKWARD:
+        return brute_conv_backward(x, w, b, desc.strides, desc.dilations, desc.start_padding,
+                                   out, flip=flip, groups=desc.group_count)
+    return brute_conv_forward(x, w, b, desc.strides, desc.dilations, desc.start_padding,
+                              flip=flip, groups=desc.group_count, out_spatial=out)
+
+
 def onnx_run(op_type, inputs, **attrs):
     """Run one ONNX node with onnx.reference (an independent implementation)."""
     import onnx

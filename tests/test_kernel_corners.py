@@ -34,7 +34,7 @@ from tests.cases import BWD, CV, FWD, conv_case, pad_case, pool_case, slice_case
 from tests.helpers import (
     assert_close,
     assert_exact,
-    brute_conv_backward,
+    brute_conv,
     brute_conv_forward,
     sampled,
 )
@@ -57,18 +57,6 @@ def path_runs(table) -> list:
     return sampled(runs, [f"{n}-{a or 'automatic'}" + ("-parallel" if p else "")
                           for n, a, p in runs],
                    lambda run: not run[2] or run[0] == first)
-
-
-def _brute(desc, inputs):
-    """The convolution by its definition: the gather form, or the scatter form (transposed)."""
-    x, w = inputs[:2]
-    b = inputs[2] if len(inputs) > 2 else None
-    out = desc.output_tensor.sizes[2:]
-    if desc.direction == BWD:
-        return brute_conv_backward(x, w, b, desc.strides, desc.dilations, desc.start_padding,
-                                   out, flip=desc.mode == CV, groups=desc.group_count)
-    return brute_conv_forward(x, w, b, desc.strides, desc.dilations, desc.start_padding,
-                              flip=desc.mode == CV, groups=desc.group_count, out_spatial=out)
 
 
 def _run_everywhere(desc, inputs, algorithm, parallel, device="cpu"):
@@ -105,7 +93,7 @@ def test_strided_windows_that_tile_the_input_exactly(name, algorithm, parallel):
     assert all((n - k) % st == 0 for n, k, st in zip(xs[2:], ws[2:], s))
     y = _run_everywhere(desc, inputs, algorithm, parallel)
     if y is not None:
-        assert_close(y, _brute(desc, inputs), np.float32)
+        assert_close(y, brute_conv(desc, inputs), np.float32)
 
 
 @pytest.mark.cuda
@@ -117,7 +105,7 @@ def test_strided_windows_that_tile_the_input_exactly_on_cuda(name):
     nd = len(s)
     desc, inputs = conv_case(xs, ws, s, (1,) * nd, (0,) * nd, (0,) * nd, 1)
     assert_close(np.asarray(_run_everywhere(desc, inputs, None, None, "cuda")),
-                 _brute(desc, inputs), np.float32)
+                 brute_conv(desc, inputs), np.float32)
 
 
 DEPTHWISE_STRIDED_DILATED = {
@@ -139,7 +127,7 @@ def test_depthwise_with_a_strided_and_dilated_last_axis_on_the_plane_kernel(name
     assert desc.strides[-1] > 1 and desc.dilations[-1] > 1
     op = dml.compile_operator(desc, "cpu", algorithm="blocked", parallel=parallel)
     assert op.kernel.plan.depthwise
-    assert_close(op(*inputs), _brute(desc, inputs), np.float32)
+    assert_close(op(*inputs), brute_conv(desc, inputs), np.float32)
 
 
 POINTWISE_ONE_SIDED = {
@@ -160,7 +148,7 @@ def test_pointwise_padded_at_one_end(name, algorithm, parallel):
     assert cpu_conv.pointwise_as_1d(desc) is None  # padded: not the flattened 1-D form
     y = _run_everywhere(desc, inputs, algorithm, parallel)
     if y is not None:
-        assert_close(y, _brute(desc, inputs), np.float32)
+        assert_close(y, brute_conv(desc, inputs), np.float32)
 
 
 # -- taps that read only the padding -------------------------------------------------------------
@@ -223,7 +211,7 @@ def test_taps_that_read_only_the_padding(name, algorithm, parallel, bounds_check
     assert outside
     y = _run_everywhere(desc, inputs, algorithm, parallel)
     if y is not None:
-        assert_close(y, _brute(desc, inputs), np.float32)
+        assert_close(y, brute_conv(desc, inputs), np.float32)
 
 
 @pytest.mark.parametrize("name,algorithm,parallel", path_runs(ONE_OUTPUT_TAPS))
@@ -234,7 +222,7 @@ def test_taps_that_reach_one_output(name, algorithm, parallel, bounds_checked):
                              direction=direction)
     y = _run_everywhere(desc, inputs, algorithm, parallel)
     if y is not None:
-        assert_close(y, _brute(desc, inputs), np.float32)
+        assert_close(y, brute_conv(desc, inputs), np.float32)
 
 
 WIDE_EDGES = {
@@ -262,7 +250,7 @@ def test_row_edges_wider_than_the_window(name, algorithm, parallel, bounds_check
     assert start[-1] >= ws[-1]
     y = _run_everywhere(desc, inputs, algorithm, parallel)
     if y is not None:
-        assert_close(y, _brute(desc, inputs), np.float32)
+        assert_close(y, brute_conv(desc, inputs), np.float32)
 
 
 # -- the direct kernel's edge rows -----------------------------------------------------------------
@@ -325,7 +313,7 @@ DIRECT_EDGE_RUNS = list(dict.fromkeys(
 PARALLEL_EDGE_RUNS = (("2d-same-3x3", "WRAP", True), ("3d-edges-on-two-axes", None, True))
 
 
-def _folded_brute(desc, inputs, mode):
+def _foldedbrute_conv(desc, inputs, mode):
     """Brute force over the input padded by numpy.pad in ``mode`` (None: zeros), convolved
     without padding: what a FORWARD convolution with that padding folded in computes."""
     x, w = inputs[:2]
@@ -346,11 +334,11 @@ def test_direct_kernel_edge_rows(name, mode, parallel):
     desc, inputs = conv_case(*DIRECT_EDGES[name])
     if mode is not None:
         assert _reflects_once(name, mode)
-        ref = _folded_brute(desc, inputs, mode)
+        ref = _foldedbrute_conv(desc, inputs, mode)
         op = dml.compile_operator(desc, "cpu", algorithm="direct", parallel=parallel,
                                   input_padding=mode)
     else:
-        ref = _brute(desc, inputs)
+        ref = brute_conv(desc, inputs)
         op = dml.compile_operator(desc, "cpu", algorithm="direct", parallel=parallel)
     assert_close(op(*inputs), ref, np.float32)
     # every pixel written (rows of one channel are assigned, not added to zeros): an out=
@@ -379,7 +367,7 @@ def test_direct_kernel_rows_of_one_channel_with_bias_and_activation(name, act):
     wide = desc.output_tensor.sizes[-1] - 2 >= Host.current().lanes
     assert ("vrelu(" in op.source) == (act == "relu" and desc.strides[-1] == 1 and wide)
     out = np.full(desc.output_tensor.sizes, np.nan, np.float32)
-    assert_close(op(*inputs, out=out), formula(_brute(desc, inputs)), np.float32)
+    assert_close(op(*inputs, out=out), formula(brute_conv(desc, inputs)), np.float32)
 
 
 @pytest.mark.parametrize("lanes", [8, 4], ids=["avx2", "sse-neon"])
@@ -399,7 +387,7 @@ def test_direct_kernel_rows_planned_for_narrower_vectors(lanes):
         assert kernel.key.plan.lanes == lanes and "vload(xr_1, " in kernel.source
         out = np.full(desc.output_tensor.sizes, np.nan, np.float32)
         kernel(list(inputs), out)
-        ref = _brute(desc, inputs)
+        ref = brute_conv(desc, inputs)
         assert_close(out, np.where(ref > 0, ref, 0) if act else ref, np.float32)
 
 
@@ -438,7 +426,7 @@ def test_direct_kernel_row_edges_in_vectors_and_their_limits(name, mode, lanes, 
     assert ("vinsert(" in src) == (form == "insert")
     assert (f", vzero({lanes}), \"" in src) == (form in ("shuffle", "zeros"))
     assert ("for j in range(" in src) == (form == "pixels")  # the edge pixels' loop
-    ref = _folded_brute(desc, inputs, mode)
+    ref = _foldedbrute_conv(desc, inputs, mode)
     out = np.full(desc.output_tensor.sizes, np.nan, np.float32)
     kernel(list(inputs), out)
     assert_close(out, np.where(ref > 0, ref, 0), np.float32)
@@ -458,7 +446,7 @@ def test_direct_kernel_rows_in_every_type_and_layout(dtype):
     fortran = np.asfortranarray(x)
     assert not view.flags.c_contiguous and not fortran.flags.c_contiguous
     op = dml.compile_operator(desc, "cpu", algorithm="direct")
-    ref = _brute(desc, inputs)
+    ref = brute_conv(desc, inputs)
     for a in (x, view, fortran):
         assert_close(op(a, w, b), ref, dtype)
 

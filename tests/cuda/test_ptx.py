@@ -20,15 +20,19 @@ import dml_numba.cuda as dc
 from dml_numba.cuda._launch import block_size
 
 
-def kernels(descs):
-    \"\"\"Every kernel of every descriptor (convolution's direct and tiled too), one of each
-    that NVIDIA's compiler sees differently: its source, argument types, launch bounds and the
-    block its shared memory is written for decide its PTX and resources (kernels of descriptors
-    that differ only where the source does not are the same kernel).\"\"\"
+def kernels(descs, built=None):
+    \"\"\"Every kernel of every descriptor (convolution's direct and tiled too; with ``built``,
+    the keys of the kernels a run built, those of its kernels only, or all of a descriptor's
+    where none of them is among its variants), one of each that NVIDIA's compiler sees
+    differently: its source, argument types, launch bounds and the block its shared memory is
+    written for decide its PTX and resources (kernels of descriptors that differ only where the
+    source does not are the same kernel).\"\"\"
     seen = {}
     for desc in descs:
-        for opts in dc.kernel_variants(desc):
-            k = dc.kernel_for(desc, **opts)
+        ks = [(opts, dc.kernel_for(desc, **opts)) for opts in dc.kernel_variants(desc)]
+        if built is not None and any(k.key in built for _, k in ks):
+            ks = [(opts, k) for opts, k in ks if k.key in built]
+        for opts, k in ks:
             seen.setdefault((k.source, tuple(k.arg_types), k.launch_bounds, k.block),
                             (desc, opts, k.launch_bounds is not None))
     return list(seen.values())
@@ -56,11 +60,11 @@ def check(job):
 
 
 if __name__ == "__main__":
-    descs = pickle.load(open(sys.argv[1], "rb"))
+    descs, built = pickle.load(open(sys.argv[1], "rb"))
     # sm_80 for every kernel; sm_90 too for every kernel ("both") or for those with launch
     # bounds, whose shared memory and bounds it checks
     jobs = [(desc, opts, ((8, 0), (9, 0)) if sys.argv[2] == "both" or bounded else ((8, 0),))
-            for desc, opts, bounded in kernels(descs)]
+            for desc, opts, bounded in kernels(descs, built)]
     workers = min(4, os.cpu_count() or 1, max(1, len(jobs)))
     with ProcessPoolExecutor(workers) as pool:  # NVIDIA's compiler on every core
         done = sum(pool.map(check, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
@@ -78,11 +82,12 @@ def _real_compiler_env() -> dict:
     return env
 
 
-def _compile_all(descs, tmp_path, archs="both"):
-    """Every kernel of ``descs`` through NVIDIA's compiler for sm_80, and for sm_90 too
-    (``archs`` "both"; otherwise only the kernels with launch bounds)."""
+def _compile_all(descs, tmp_path, archs="both", built=None):
+    """Every kernel of ``descs`` (or those of them whose keys are in ``built``) through NVIDIA's
+    compiler for sm_80, and for sm_90 too (``archs`` "both"; otherwise only the kernels with
+    launch bounds)."""
     path = tmp_path / "descs.pkl"
-    path.write_bytes(pickle.dumps(sorted(descs, key=repr)))
+    path.write_bytes(pickle.dumps((sorted(descs, key=repr), built)))
     script = tmp_path / "ptx_check.py"
     script.write_text(SCRIPT)
     out = subprocess.run([sys.executable, str(script), str(path), archs], env=_real_compiler_env(),
@@ -110,9 +115,10 @@ def test_every_cuda_kernel_the_run_created_compiles_to_ptx(tmp_path):
     """Every kernel the CUDA tests built (they run before this: the suite groups them, and
     each writes down the kernels it built, tests/conftest.py), beyond the catalogue checked
     above: for sm_80, and for sm_90 those with launch bounds (the catalogue has every kind of
-    kernel on both)."""
+    kernel on both). A descriptor none of whose built kernels its variants name (a test that
+    built a kernel on a plan of its own) has all its variants compiled."""
     pytest.importorskip("numba.cuda")
-    from tests.conftest import _cuda_keys, recorded_cuda_descs, recording_processes
+    from tests.conftest import _cuda_keys, recorded_cuda_keys, recording_processes
 
     # every kernel was built in this process, before this test (the CUDA group is one
     # worker's, in order): one built in another worker could come after this check
@@ -120,10 +126,11 @@ def test_every_cuda_kernel_the_run_created_compiles_to_ptx(tmp_path):
     assert not others, (
         f"processes {sorted(others)} built CUDA kernels beside this check's {os.getpid()}: "
         "the CUDA group (tests/conftest.py) was not kept to one pytest-xdist worker")
-    descs = ({k.desc for k in _cuda_keys()} | recorded_cuda_descs()) - _catalogue_descs()
+    built = _cuda_keys() | recorded_cuda_keys()
+    descs = {k.desc for k in built} - _catalogue_descs()
     if not descs:
         pytest.skip("no CUDA test ran before this one (run the whole suite or tests/)")
-    _compile_all(descs, tmp_path, archs="sm_80, and sm_90 where bounded")
+    _compile_all(descs, tmp_path, archs="sm_80, and sm_90 where bounded", built=built)
 
 
 def test_occupancy_calculator_and_log_parsing():

@@ -12,7 +12,7 @@ import pytest
 
 import dml_numba as dml
 from tests.cases import CV, catalogue, compare, conv_case, pool_case
-from tests.helpers import brute_conv_backward, brute_conv_forward
+from tests.helpers import brute_conv
 
 pytestmark = pytest.mark.cuda
 BWD = dml.ConvolutionDirection.BACKWARD
@@ -53,18 +53,6 @@ ACTIVATIONS = {  # formulas of the two activations used above (all of them: test
 }
 
 
-def _oracle(desc, inputs):
-    x, w = (a.astype(np.float64) for a in inputs[:2])
-    b = inputs[2].astype(np.float64) if len(inputs) > 2 else None
-    flip = desc.mode == dml.ConvolutionMode.CONVOLUTION
-    spatial = desc.output_tensor.sizes[2:]
-    if desc.direction == BWD:
-        return brute_conv_backward(x, w, b, desc.strides, desc.dilations, desc.start_padding,
-                                   spatial, flip, desc.group_count)
-    return brute_conv_forward(x, w, b, desc.strides, desc.dilations, desc.start_padding, flip,
-                              desc.group_count, spatial)
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_tiled_convolution_agrees_with_brute_force(name):
     from dml_numba.cuda.convolution.implicit_gemm import tile_plan
@@ -80,7 +68,7 @@ def test_tiled_convolution_agrees_with_brute_force(name):
     y = op(*inputs)
     ref = dml.compile_operator(desc, "numpy")(*inputs)
     compare(desc, y, ref)
-    expected = _oracle(desc, inputs)
+    expected = brute_conv(desc, inputs)
     expected = ACTIVATIONS.get(type(desc.fused_activation), lambda v: v)(expected)
     tol = {np.float16: 2e-2, np.float32: 1e-4, np.float64: 1e-10}[inputs[0].dtype.type]
     np.testing.assert_allclose(y.astype(np.float64), expected, rtol=tol, atol=tol * 50)
@@ -212,7 +200,7 @@ def test_plane_tiles_agree_with_brute_force(name):
         kernel = desc.window_size
     else:
         expected = ACTIVATIONS.get(type(desc.fused_activation), lambda v: v)(
-            _oracle(desc, inputs))
+            brute_conv(desc, inputs))
         kernel = desc.filter_tensor.sizes[2:]
     plan = plane_plan(desc.output_tensor.sizes[2:], kernel, desc.strides, desc.dilations, 4)
     assert plan.patch[-len(tile):] == tile
