@@ -102,32 +102,56 @@ def recheck_tests(mutant: str) -> list[str] | None:
     return None if best is None else RECHECK[best]
 
 
-def recheck(dest: Path, timeout: float = 900) -> int:
-    """Run every survivor of ``dest``'s first stage against its module's operator tests;
-    print each verdict and the totals."""
+def mapped_tests(dest: Path, mutant: str) -> list[str]:
+    """The tests the tool maps to ``mutant``'s function (``mutmut-stats.json``): what it ran
+    for the mutant, or would run now."""
+    import json
+
+    stats = json.loads((dest / "mutants" / "mutmut-stats.json").read_text())
+    function = re.sub(r"__mutmut_\d+$", "", mutant)
+    return sorted(stats["tests_by_mangled_function_name"].get(function, []))
+
+
+def _verdict(dest: Path, mutant: str, tests: list[str], timeout: float) -> str:
     import os
 
+    env = {**os.environ, "MUTANT_UNDER_TEST": mutant}
+    try:
+        rc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", "0",
+                             "-p", "no:cacheprovider", *tests], cwd=dest / "mutants",
+                            env=env, capture_output=True, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        rc = "timeout"
+    return "survived" if rc == 0 else "killed" if rc in (1, "timeout") else f"error {rc}"
+
+
+def recheck(dest: Path, timeout: float = 900) -> int:
+    """Run every survivor of ``dest``'s first stage against the tests the tool maps to it, as
+    they are now (the tool keeps a verdict while its function's source is unchanged, even where
+    tests were added since), then against its module's second-stage tests (:data:`RECHECK`);
+    print each verdict and the totals."""
     out = subprocess.run([sys.executable, "-m", "mutmut", "results"], cwd=dest,
                          capture_output=True, text=True).stdout
     survivors = [line.split(":")[0].strip() for line in out.splitlines()
                  if line.strip().endswith(("survived", "no tests"))]
-    killed = 0
+    killed = again = 0
     for name in survivors:
-        tests = recheck_tests(name)
-        if tests is None:
-            print(f"no tests  {name}", flush=True)
-            continue
-        env = {**os.environ, "MUTANT_UNDER_TEST": name}
-        try:
-            rc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", "0",
-                                 "-p", "no:cacheprovider", *tests], cwd=dest / "mutants",
-                                env=env, capture_output=True, timeout=timeout).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
-        verdict = "survived" if rc == 0 else "killed" if rc in (1, "timeout") else f"error {rc}"
+        verdict, stage = "survived", "mapped"
+        tests = mapped_tests(dest, name)
+        if tests:
+            verdict = _verdict(dest, name, tests, timeout)
+            again += verdict == "killed"
+        if verdict != "killed":
+            stage = "second"
+            tests = recheck_tests(name)
+            if tests is None:
+                print(f"no tests  {name}", flush=True)
+                continue
+            verdict = _verdict(dest, name, tests, timeout)
         killed += verdict == "killed"
-        print(f"{verdict:9s} {name}", flush=True)
-    print(f"{killed} of {len(survivors)} survivors killed by their module's tests")
+        print(f"{verdict:9s} {name} ({stage})", flush=True)
+    print(f"{killed} of {len(survivors)} survivors killed ({again} by the tests the tool maps to "
+          "them, run again; the rest by their module's second-stage tests)")
     return 0
 
 
