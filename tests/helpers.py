@@ -19,13 +19,13 @@ def assert_warned_at(warning, filename: str) -> None:
         assert warning.filename == filename
 
 
-def sampled(runs, ids, keep) -> list:
-    """``runs`` as pytest parameters named ``ids``: those ``keep(run)`` accepts run by default,
-    the others only with ``--runslow`` (a product of cases and variants whose every cell
-    compiles a kernel of its own: the default run takes a covering sample, the whole product
-    is there for the slow run and for mutation testing)."""
-    return [pytest.param(*run, id=name, marks=() if keep(run) else pytest.mark.slow)
-            for run, name in zip(runs, ids)]
+def sampled(runs, name, keep) -> list:
+    """``runs`` as pytest parameters, each with the id ``name(run)``: those ``keep(run)``
+    accepts run by default, the others only with ``--runslow`` (a product of cases and variants
+    whose every cell compiles a kernel of its own: the default run takes a covering sample, the
+    whole product is there for the slow run and for mutation testing)."""
+    return [pytest.param(*run, id=name(run), marks=() if keep(run) else pytest.mark.slow)
+            for run in runs]
 
 
 def random_array(shape, dtype, rng=None, lo=-50, hi=50):

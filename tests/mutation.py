@@ -102,12 +102,16 @@ def recheck_tests(mutant: str) -> list[str] | None:
     return None if best is None else RECHECK[best]
 
 
-def mapped_tests(dest: Path, mutant: str) -> list[str]:
-    """The tests the tool maps to ``mutant``'s function (``mutmut-stats.json``): what it ran
-    for the mutant, or would run now."""
+def tool_stats(dest: Path) -> dict:
+    """The tool's record of which tests reach which function (``mutmut-stats.json``)."""
     import json
 
-    stats = json.loads((dest / "mutants" / "mutmut-stats.json").read_text())
+    return json.loads((dest / "mutants" / "mutmut-stats.json").read_text())
+
+
+def mapped_tests(stats: dict, mutant: str) -> list[str]:
+    """The tests the tool maps to ``mutant``'s function in ``stats``: what it ran for the
+    mutant, or would run now."""
     function = re.sub(r"__mutmut_\d+$", "", mutant)
     return sorted(stats["tests_by_mangled_function_name"].get(function, []))
 
@@ -134,10 +138,11 @@ def recheck(dest: Path, timeout: float = 900) -> int:
                          capture_output=True, text=True).stdout
     survivors = [line.split(":")[0].strip() for line in out.splitlines()
                  if line.strip().endswith(("survived", "no tests"))]
+    stats = tool_stats(dest)
     killed = again = 0
     for name in survivors:
         verdict, stage = "survived", "mapped"
-        tests = mapped_tests(dest, name)
+        tests = mapped_tests(stats, name)
         if tests:
             verdict = _verdict(dest, name, tests, timeout)
             again += verdict == "killed"

@@ -54,8 +54,8 @@ def path_runs(table) -> list:
     runs = [(name, algorithm, parallel) for name in table
             for algorithm, parallel in SERIAL_PATHS + [(None, False), (None, True)]]
     first = next(iter(table))
-    return sampled(runs, [f"{n}-{a or 'automatic'}" + ("-parallel" if p else "")
-                          for n, a, p in runs],
+    return sampled(runs, lambda run: f"{run[0]}-{run[1] or 'automatic'}"
+                   + ("-parallel" if run[2] else ""),
                    lambda run: not run[2] or run[0] == first)
 
 
@@ -119,8 +119,7 @@ DEPTHWISE_STRIDED_DILATED = {
 
 @pytest.mark.parametrize("name,parallel", sampled(
     [(name, p) for p in (False, True) for name in DEPTHWISE_STRIDED_DILATED],
-    [f"{name}-{'parallel' if p else 'serial'}" for p in (False, True)
-     for name in DEPTHWISE_STRIDED_DILATED],
+    lambda run: f"{run[0]}-{'parallel' if run[1] else 'serial'}",
     lambda run: not run[1] or run[0] == "s3-d2-rows-too"))
 def test_depthwise_with_a_strided_and_dilated_last_axis_on_the_plane_kernel(name, parallel):
     desc, inputs = conv_case(*DEPTHWISE_STRIDED_DILATED[name])
@@ -313,7 +312,7 @@ DIRECT_EDGE_RUNS = list(dict.fromkeys(
 PARALLEL_EDGE_RUNS = (("2d-same-3x3", "WRAP", True), ("3d-edges-on-two-axes", None, True))
 
 
-def _foldedbrute_conv(desc, inputs, mode):
+def _folded_brute(desc, inputs, mode):
     """Brute force over the input padded by numpy.pad in ``mode`` (None: zeros), convolved
     without padding: what a FORWARD convolution with that padding folded in computes."""
     x, w = inputs[:2]
@@ -324,9 +323,10 @@ def _foldedbrute_conv(desc, inputs, mode):
                               groups=desc.group_count, out_spatial=desc.output_tensor.sizes[2:])
 
 
-@pytest.mark.parametrize("name,mode,parallel", sampled(DIRECT_EDGE_RUNS, [
-    f"{n}-{(m or 'zeros').lower()}-{'parallel' if p else 'serial'}"
-    for n, m, p in DIRECT_EDGE_RUNS], lambda run: not run[2] or run in PARALLEL_EDGE_RUNS))
+@pytest.mark.parametrize("name,mode,parallel", sampled(
+    DIRECT_EDGE_RUNS,
+    lambda run: f"{run[0]}-{(run[1] or 'zeros').lower()}-{'parallel' if run[2] else 'serial'}",
+    lambda run: not run[2] or run in PARALLEL_EDGE_RUNS))
 def test_direct_kernel_edge_rows(name, mode, parallel):
     """Every output row of the direct kernel, its edge rows' own fused branches included,
     against brute force: with zero padding, and with a mode padding folded in (against
@@ -334,7 +334,7 @@ def test_direct_kernel_edge_rows(name, mode, parallel):
     desc, inputs = conv_case(*DIRECT_EDGES[name])
     if mode is not None:
         assert _reflects_once(name, mode)
-        ref = _foldedbrute_conv(desc, inputs, mode)
+        ref = _folded_brute(desc, inputs, mode)
         op = dml.compile_operator(desc, "cpu", algorithm="direct", parallel=parallel,
                                   input_padding=mode)
     else:
@@ -426,7 +426,7 @@ def test_direct_kernel_row_edges_in_vectors_and_their_limits(name, mode, lanes, 
     assert ("vinsert(" in src) == (form == "insert")
     assert (f", vzero({lanes}), \"" in src) == (form in ("shuffle", "zeros"))
     assert ("for j in range(" in src) == (form == "pixels")  # the edge pixels' loop
-    ref = _foldedbrute_conv(desc, inputs, mode)
+    ref = _folded_brute(desc, inputs, mode)
     out = np.full(desc.output_tensor.sizes, np.nan, np.float32)
     kernel(list(inputs), out)
     assert_close(out, np.where(ref > 0, ref, 0), np.float32)

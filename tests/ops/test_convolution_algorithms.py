@@ -36,7 +36,7 @@ VARIANT_IDS = {None: "auto", True: "parallel", False: "serial"}
 
 
 @pytest.mark.parametrize("name,algorithm,parallel", sampled(
-    ALGORITHM_RUNS, [f"{n}-{a}-{VARIANT_IDS[p]}" for n, a, p in ALGORITHM_RUNS],
+    ALGORITHM_RUNS, lambda run: f"{run[0]}-{run[1]}-{VARIANT_IDS[run[2]]}",
     lambda run: run[2] is not True or run[0] in PARALLEL_CASES))
 def test_algorithm_agrees_with_numpy(name, algorithm, parallel):
     desc, inputs = CASES[name]

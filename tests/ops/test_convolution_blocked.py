@@ -140,7 +140,7 @@ def tile_runs(table) -> list:
     a kernel of its own; every cell with --runslow)."""
     runs = [(name, lanes, budget) for name in table for lanes, budget in TILES]
     narrower = {name: TILES[i % 2] for i, name in enumerate(table)}
-    return sampled(runs, [f"{n}-{ln}x{b}" for n, ln, b in runs],
+    return sampled(runs, lambda run: "{}-{}x{}".format(*run),
                    lambda run: run[1:] == TILES[-1] or run[1:] == narrower[run[0]])
 
 
@@ -306,7 +306,7 @@ FLAT_RUNS = [(name, lanes, staged) for name in FLAT for lanes in (4, 8) for stag
 
 
 @pytest.mark.parametrize("name,lanes,staged", sampled(
-    FLAT_RUNS, [f"{n}-{ln}-{'staged' if st else 'whole-input'}" for n, ln, st in FLAT_RUNS],
+    FLAT_RUNS, lambda run: f"{run[0]}-{run[1]}-{'staged' if run[2] else 'whole-input'}",
     lambda run: run[2] == ((run[1] == 8) != (list(FLAT).index(run[0]) % 2 == 1))))
 def test_flattened_tiles_agree_with_brute_force(name, lanes, staged):
     """Tiles over the padded plane flattened (forced wherever they apply): runs crossing rows,
