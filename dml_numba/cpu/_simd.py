@@ -8,6 +8,9 @@ convolution kernels hold their accumulators in ``<L x float>`` values: a Numba t
 * ``vload(a, i, L)``: ``a[i:i+L]`` of a 1-D C-contiguous float32 array (unaligned load);
 * ``vstore(a, i, v)``: ``a[i:i+L] = v``;
 * ``vsplat(s, L)``: every lane ``s`` (a float32 scalar);
+* ``vbroadcast(a, i, L)``: every lane ``a[i]``, read without the negative-index wrap that
+  ``a[i]`` costs (a compare and a select per read, where LLVM cannot prove ``i >= 0``), so the
+  read folds into the FMA's broadcast operand;
 * ``vfma(a, b, c)``: ``a * b + c`` per lane through ``llvm.fmuladd``, which is one FMA
   instruction where the target has FMA and a multiply and an add elsewhere (so the same code is
   right, and fast, on every CPU Numba targets: x86 with or without FMA, AArch64 NEON);
@@ -117,6 +120,19 @@ def vsplat(typingctx, scalar, lanes):
         return _splat(builder, args[0], _floats(n))
 
     return FloatVector(n)(scalar, lanes), codegen
+
+
+@intrinsic(prefer_literal=True)
+def vbroadcast(typingctx, arr, index, lanes):
+    _check_array(arr)
+    n = _lanes(lanes)
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        value = builder.load(builder.gep(ary.data, [args[1]]), align=4)
+        return _splat(builder, value, _floats(n))
+
+    return FloatVector(n)(arr, index, lanes), codegen
 
 
 @intrinsic(prefer_literal=True)

@@ -7,6 +7,7 @@ import pytest
 
 from dml_numba.cpu._simd import (
     vadd,
+    vbroadcast,
     vfma,
     vinterleave,
     vload,
@@ -31,6 +32,10 @@ def _kernels(lanes):
         vstore(out, 3 * lanes, vinterleave(va, vb))
 
     @numba.njit
+    def broadcast(a, i, out):
+        vstore(out, 0, vbroadcast(a, i, lanes))
+
+    @numba.njit
     def strided(a, out, i):
         vscatter(out, i, 3, vload(a, 0, lanes))
 
@@ -39,12 +44,12 @@ def _kernels(lanes):
         vstore_raw(out, 0, vload_stride(a, 2, 3, lanes))
         vstore_raw(out, lanes, vload_stride(a, a.size - 1, -2, lanes))
 
-    return arithmetic, strided, gathered
+    return arithmetic, strided, gathered, broadcast
 
 
 @pytest.mark.parametrize("lanes", [4, 8, 16])
 def test_intrinsics_agree_with_numpy(lanes):
-    arithmetic, strided, gathered = _kernels(lanes)
+    arithmetic, strided, gathered, broadcast = _kernels(lanes)
     rng = np.random.default_rng(lanes)
     a, b, c = (rng.standard_normal(lanes + 1).astype(np.float32) for _ in range(3))
     out = np.full(5 * lanes + 1, np.nan, np.float32)
@@ -68,6 +73,33 @@ def test_intrinsics_agree_with_numpy(lanes):
     gathered(src, got)
     np.testing.assert_array_equal(got[:lanes], src[2:2 + 3 * lanes:3])
     np.testing.assert_array_equal(got[lanes:], src[::-1][:2 * lanes:2])
+
+    for i in (0, 3, src.size - 1):  # every lane a[i], the last element included
+        got = np.full(lanes + 1, np.nan, np.float32)
+        broadcast(src, i, got)
+        np.testing.assert_array_equal(got[:lanes], src[i])
+        assert np.isnan(got[-1])
+
+
+def test_vbroadcast_reads_without_the_negative_index_wrap():
+    """``vbroadcast(a, i, L)`` is one load of ``a[i]`` and a splat: none of the compare and select
+    that ``vsplat(a[i], L)`` costs where the index's sign is unknown (the select picks ``i +
+    len(a)`` for a negative ``i``; in a tile's inner loop it was one extra compare, select and
+    address per broadcast weight)."""
+    def ir_of(fn):
+        fn(np.zeros(8, np.float32), 1, np.zeros(8, np.float32))
+        return next(iter(fn.inspect_llvm().values()))
+
+    @numba.njit
+    def plain(a, i, out):
+        vstore(out, 0, vsplat(a[i], 8))
+
+    @numba.njit
+    def broadcast(a, i, out):
+        vstore(out, 0, vbroadcast(a, i, 8))
+
+    assert "icmp slt" in ir_of(plain)  # the wrap's sign test (the check that this can fail)
+    assert "icmp slt" not in ir_of(broadcast)
 
 
 @numba.njit
@@ -137,7 +169,10 @@ def test_the_intrinsics_refuse_what_they_cannot_read_as_a_row():
     for bad in (np.zeros((4, 8), np.float32), f32[::2], np.zeros(32, np.float64)):
         _refused(lambda a: vload(a, 0, 4), bad, match=floats)
         _refused(lambda a: vstore(a, 0, vzero(4)), bad, match=floats)
+        _refused(lambda a: vbroadcast(a, 0, 4), bad, match=floats)
     for bad in (np.zeros((4, 8), np.int16), f32[::2], np.zeros(32, np.bool_)):
         _refused(lambda a: vload_stride(a, 0, 2, 4), bad, match=row)
     _refused(lambda a, n: vload(a, 0, n), f32, 4,
+             match=r"\bthe lane count must be an integer literal\b")
+    _refused(lambda a, n: vbroadcast(a, 0, n), f32, 4,
              match=r"\bthe lane count must be an integer literal\b")

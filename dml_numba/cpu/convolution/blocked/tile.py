@@ -21,8 +21,8 @@ from ..._emit import helper_header
 from .plan import Layout
 
 #: what the forward blocked kernels' modules import (the strided reads added where rows are split)
-SIMD_IMPORT = ("from dml_numba.cpu._simd import vadd, vfma, vinsert, vload, vrelu, vshuffle, "
-               "vsplat, vstore, vzero")
+SIMD_IMPORT = ("from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, "
+               "vshuffle, vsplat, vstore, vzero")
 
 #: fused activations applied to the accumulators, in vectors, before their store, as the
 #: expression of a vector ``{}``; exact as the scalar formulas are (the others run as a scalar
@@ -83,6 +83,10 @@ class Vec:
 
     def splat(self, value: str) -> str:
         return f"vsplat({value}, {self.lanes})"
+
+    def broadcast(self, array: str, offset) -> str:
+        """``array[offset]`` in every lane (read without a negative-index check)."""
+        return f"vbroadcast({array}, {offset}, {self.lanes})"
 
     @staticmethod
     def fma(a: str, b: str, c: str) -> str:
@@ -164,7 +168,7 @@ def _emit_tap(names, vec, spec, accs, t, xo, wo) -> None:
         for v, off in cols:
             names.let(f"x{r}_{v}", vec.load("xp", affine([(xo, 1), (spec.x_row(r), 1)], off)))
     for m in range(spec.mb):
-        names.let("ws", vec.splat(f"wp[{wo} + {t * spec.lay.mb + m}]"))
+        names.let("ws", vec.broadcast("wp", f"{wo} + {t * spec.lay.mb + m}"))
         for r in range(spec.rows):
             for v, _ in cols:
                 names.let(accs[m][r][v], vec.fma("ws", f"x{r}_{v}", accs[m][r][v]))

@@ -20,8 +20,8 @@ from .padding import emit_pad_phase
 from .plan import Layout, needs_copy
 from .tile import TileSpec, Vec, call_tiles, emit_tile, emit_tile_functions
 
-IMPORT = ("from dml_numba.cpu._simd import vadd, vfma, vinterleave, vload, vscatter, vsplat, "
-          "vstore, vzero")
+IMPORT = ("from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinterleave, vload, vscatter, "
+          "vsplat, vstore, vzero")
 
 
 def emit(key) -> str:
