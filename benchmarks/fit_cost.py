@@ -1,12 +1,13 @@
 """Fit the convolution cost model's constants to measured candidates, and score the static choice.
 
-    python3 -m benchmarks.bench_tune --table-only --dump grid16.json          # measure (~45 min)
+    python3 -m benchmarks.bench_tune --table-only --dump grid16.json          # measure (~30 min)
     python3 -m benchmarks.fit_cost grid16.json [more.json ...] [--fit] [--check other.json ...]
     python3 -m benchmarks.fit_cost grid16.json [more.json ...] --export tests/data/crossover.json
 
 Each dump holds every candidate's time on the crossover grid for one host (the lanes and threads
 the kernels were planned for). For every shape the static choice is the algorithm
-(``direct``, ``gemm``, or ``blocked`` with the planner's tile) whose modelled time is the least;
+(``direct``, ``gemm``, or ``blocked`` with the planner's pixels or channels tile, whichever the
+model expects faster) whose modelled time is the least;
 its measured time over the shape's best candidate is its score. ``--fit`` searches the
 constants (coordinate descent over factors of each, from the current ones) for the least
 geometric-mean score over the dumps given, and prints them; ``--check`` scores the result on
@@ -83,12 +84,14 @@ def _label(algorithm, plan) -> str:
 
 
 def scores(rows, costs, prepared=None):
-    """The static choice's measured time over the best, per shape."""
+    """The static choice's measured time over the best, per shape (``prepared``: each row's
+    planner tiles, :func:`~dml_numba.cpu.convolution.choice.tiles`; which of them the choice
+    takes is the constants' to decide too)."""
     from dml_numba.cpu.convolution import choice
 
     out = []
     for i, (_, desc, host, times) in enumerate(rows):
-        opts = prepared[i] if prepared else choice.options(desc, host)
+        opts = choice.options(desc, host, costs, prepared[i] if prepared else None)
         pick = choice.cheapest(desc, opts, host, costs)
         out.append(times[_label(pick, opts[pick])] / min(times.values()))
     return out
@@ -106,7 +109,7 @@ def fit(rows, costs, restarts: int = 12):
     perturbations of the best so far (a fixed seed: the fit is reproducible)."""
     from dml_numba.cpu.convolution import choice
 
-    prepared = [choice.options(d, h) for _, d, h, _ in rows]
+    prepared = [choice.tiles(d, h) for _, d, h, _ in rows]
     rng = np.random.default_rng(0)
 
     def loss(c):

@@ -371,13 +371,15 @@ def test_calls_are_checked_before_anything_runs():
 NP_MODE = {"EDGE": "edge", "REFLECTION": "reflect", "SYMMETRIC": "symmetric", "WRAP": "wrap"}
 
 
-DEPTHWISE, DENSE, STAGED = (((2, 8, 12, 20), (8, 1, 3, 3), 8, "blocked-depthwise"),
-                            ((1, 4, 9, 30), (4, 4, 5, 5), 1, "blocked"),
-                            ((2, 32, 20, 20), (32, 8, 3, 3), 4, "blocked-staged"))
+DEPTHWISE, DENSE, STAGED, CHANNELS = (((2, 8, 12, 20), (8, 1, 3, 3), 8, "blocked-depthwise"),
+                                      ((1, 4, 9, 30), (4, 4, 5, 5), 1, "blocked"),
+                                      ((2, 32, 20, 20), (32, 8, 3, 3), 4, "blocked-staged"),
+                                      ((2, 8, 12, 20), (32, 8, 3, 3), 1, "blocked-channels"))
 
 
 @pytest.mark.parametrize("mode, xs, ws, groups, kind", [
-    ("REFLECTION", *DEPTHWISE), ("EDGE", *DEPTHWISE), ("SYMMETRIC", *DENSE), ("WRAP", *STAGED)])
+    ("REFLECTION", *DEPTHWISE), ("EDGE", *DEPTHWISE), ("SYMMETRIC", *DENSE), ("WRAP", *STAGED),
+    ("REFLECTION", *CHANNELS)])
 def test_mode_padding_folds_into_the_blocked_convolution(mode, xs, ws, groups, kind):
     """The padding never exists as a tensor: phase 1 of the blocked kernel reads the input
     through the mode's map; the result equals np.pad followed by the convolution. (Every

@@ -433,8 +433,15 @@ def test_the_exhaustive_space_spans_every_tile_dimension():
     dense = _desc((2, 16, 56, 56), (16, 16, 3, 3))
     plans = tune.blocked_plans(dense, host)
     assert plans[0] == tune.block_plan(dense, host)  # the planner's own first
-    assert {p.lanes for p in plans} == {16, 8} and {p.mb for p in plans} == {4, 8}
-    assert {p.staged for p in plans} == {True, False} and {p.flat for p in plans} == {True, False}
+    pixels = [p for p in plans if not p.pixels]
+    assert {p.lanes for p in pixels} == {16, 8} and {p.mb for p in pixels} == {4, 8}
+    assert {p.staged for p in pixels} == {True, False}
+    assert {p.flat for p in pixels} == {True, False}
+    # then the channels tiles: 16 channels make one vector (no pair), staged or not
+    assert [(p.mb, p.vectors, p.staged) for p in plans if p.pixels] == [(16, 1, False),
+                                                                      (16, 1, True)]
+    wide = tune.blocked_plans(_desc((2, 16, 56, 56), (64, 16, 3, 3)), host)
+    assert {(p.vectors, p.pixels) for p in wide if p.pixels} == {(2, 8), (1, 28)}
     assert len(set(plans)) == len(plans)
     transposed = dml.functional.convolution_desc(
         np.zeros((1, 8, 20, 20), np.float32), np.zeros((8, 8, 4, 4), np.float32), None,
@@ -455,7 +462,8 @@ def test_the_exhaustive_space_spans_every_tile_dimension():
 
 def test_quick_takes_the_rows_tile_the_staging_flip_then_distinct_tiles_and_the_serial_variant():
     host = Host(16, 2)
-    dense = _desc((2, 16, 56, 56), (16, 16, 3, 3))
+    # 6 output channels: no channels tile (4 lanes do not divide them), a flattened pixels tile
+    dense = _desc((2, 16, 56, 56), (6, 16, 3, 3))
     quick = tune.candidates(dense, host, "quick")
     first = quick[0]
     assert first == tune.static(dense, host) and first.plan.staged is not None
@@ -467,7 +475,7 @@ def test_quick_takes_the_rows_tile_the_staging_flip_then_distinct_tiles_and_the_
         first.plan, staged=not first.plan.staged))
     tiles = [tune._tile(c) for c in quick[1:2 + tune.QUICK_EXTRA]]
     assert tune._tile(first) == tiles[1] and len(set(tiles)) == len(tiles)
-    assert quick[-1] == dataclasses.replace(first, parallel=False)  # 3.6 M multiply-adds
+    assert quick[-1] == dataclasses.replace(first, parallel=False)  # 5.4 M multiply-adds
     # a static tile in rows already: no extra candidate
     narrow = _desc((2, 16, 14, 14), (16, 16, 3, 3))
     nq = tune.candidates(narrow, host, "quick")
@@ -484,8 +492,8 @@ def test_the_cost_model_is_the_documented_formula():
     from dml_numba.cpu.convolution.cost import Costs, estimate
 
     C = Costs(load=0.5, plane=3.0, direct=5.0, scalar=7.0, loop=11.0, row=13.0, gemm=17.0,
-              column=19.0, call=23.0, copy=29.0, gather=31.0, store=37.0, blas_thread=1e5,
-              pool=41.0, direct_call=43.0, blocked_call=47.0, gemm_call=53.0)
+              column=19.0, call=23.0, copy=29.0, gather=31.0, store=37.0, scatter=59.0,
+              blas_thread=1e5, pool=41.0, direct_call=43.0, blocked_call=47.0, gemm_call=53.0)
     host = Host(16, 2)
     d = _desc((2, 16, 56, 56), (16, 16, 3, 3))  # padded by one: 58x58 input planes
     macs = 2 * 16 * 3136 * 16 * 9
@@ -537,6 +545,21 @@ def test_the_cost_model_is_the_documented_formula():
     positions = -(-(55 * 58 + 56) // 64) * 64
     fcompute = vec * positions / 3136 * (1 + 0.5 * (4 + 4) / 16)
     assert est(d, "blocked", flat) == pytest.approx((fcompute + copy + stores) / 2 + 41 + 47)
+    # the channels tile, 16 channels x 12 pixels: rows of 56 in runs of 12 (60 a row), one
+    # row a tile (56 x 16 / 16 = 56 tiles an image); a row of 3 taps loads 3 weight vectors and
+    # broadcasts the 14 input pixels it reads for 3 x 12 multiply-adds; a scatter an output
+    # vector
+    ch = tune.BlockPlan(16, 16, 1, 1, (58, 58), pixels=12)
+    ccompute = vec * (60 / 56) * (1 + 0.5 * (3 + 14) / (12 * 3))
+    scatters = 59.0 * 2 * 16 * 3136 / 16
+    assert est(d, "blocked", ch) == pytest.approx((ccompute + copy + scatters) / 2 + 41 + 47)
+    # at stride 2 (rows of 28 in runs of 7) a run reads 15 pixels of each row of taps; the
+    # split rows gathered into planes of 57 x 58 (the rows the last taps reach)
+    chs2 = tune.BlockPlan(16, 16, 1, 1, (57, 58), pixels=7)
+    c2vec = 2 * 16 * 28 * 28 * 16 * 9 / 16
+    c2 = c2vec * (1 + 0.5 * (3 + 15) / (7 * 3)) + (29.0 + 31.0) * 2 * 16 * 57 * 58 \
+        + 59.0 * 2 * 16 * 784 / 16
+    assert est(s2, "blocked", chs2) == pytest.approx(c2 / 2 + 41 + 47)
     # 55 rows: 14 blocks of 4 rows still (the last one short), planes of 57 x 58
     d55 = _desc((2, 16, 55, 56), (16, 16, 3, 3))
     vec55 = 2 * 16 * 55 * 56 * 16 * 9 / 16

@@ -168,8 +168,10 @@ def _chain():
 
 
 #: the representative blocked kernels are named for their tile: the algorithm is forced (the
-#: automatic choice is the catalogue's to check)
+#: automatic choice is the catalogue's to check), the tile the cost model's pick of the
+#: planner's, or the one ``PIXELS`` names: the planner's pixels tile
 BLOCKED = {"algorithm": "blocked"}
+PIXELS = {"algorithm": "blocked", "plan": "pixels"}
 
 
 def representative() -> dict:
@@ -180,7 +182,9 @@ def representative() -> dict:
         "cpu_depthwise_3x3_reflection_folded": (_conv((8, 64, 56, 56), (64, 1, 3, 3), g=64),
                                                 {"input_padding": "REFLECTION",
                                                  "algorithm": "blocked"}, "cpu"),
-        "cpu_dense_3x3_flat_staged": (_conv((8, 64, 56, 56), (64, 64, 3, 3)), BLOCKED, "cpu"),
+        "cpu_dense_3x3_flat_staged": (_conv((8, 64, 56, 56), (64, 64, 3, 3)), PIXELS, "cpu"),
+        "cpu_dense_3x3_channels_staged": (_conv((8, 64, 56, 56), (64, 64, 3, 3)), BLOCKED,
+                                          "cpu"),
         "cpu_strided_3x3s2": (_conv((8, 64, 56, 56), (128, 64, 3, 3), s=(2, 2)), BLOCKED, "cpu"),
         "cpu_grouped_3x3": (_conv((8, 256, 28, 28), (256, 32, 3, 3), g=8), BLOCKED, "cpu"),
         "cpu_depthwise_3x3": (_conv((8, 64, 56, 56), (64, 1, 3, 3), g=64), BLOCKED, "cpu"),
@@ -202,7 +206,13 @@ def representative_sources() -> dict:
 
     out = {}
     for name, (desc, opts, device) in representative().items():
-        if device == "cpu":
+        if opts.get("plan") == "pixels":
+            from dml_numba.cpu import convolution as cc
+
+            opts = {k: v for k, v in opts.items() if k != "plan"}
+            tile = cc.block_plan(cc.pointwise_as_1d(desc) or desc)
+            out[name] = cc.BlockedKernel(desc, {"parallel": None, **opts}, plan=tile).source
+        elif device == "cpu":
             out[name] = lowering_for(type(desc), "cpu")(desc, {"parallel": None, **opts}).source
         else:
             import dml_numba.cuda as dc

@@ -103,21 +103,15 @@ CROSSOVER = json.loads((Path(__file__).resolve().parent.parent / "data" / "cross
 #: a shape is decisive where its fastest algorithm is this much faster than the next
 DECISIVE = 1.25
 #: the decisive shapes where the cost model's choice is not the fastest (kept to what the model
-#: cannot see: each named, so that a change which mends one must say so here)
+#: cannot see: each named, so that a change which mends one must say so here). None on the sets
+#: measured with the channels tile among the candidates (the grid's every other shape at 16
+#: lanes, every fourth at 8 lanes and on one thread, the benchmark's layers). Of the ten misses
+#: of the sets before it, five are shapes these no longer hold; the other five are depthwise
+#: layers where the plane kernel beat the direct one by 1.25-1.63x then: now two are not
+#: decisive and on three the direct kernel wins by 1.3-1.7x, which the model picks.
 MISSES = {
-    "crossover_avx512_2t.json": {
-        "2-D N=1 C=512 7x7 k=1 s=1 g=8",  # blocked 1.81x BLAS: 64 channels a group, 49 pixels
-        "2-D N=8 C=512 7x7 k=3 s=1 g=8",  # BLAS 1.29x blocked
-        # depthwise, the plane kernel 1.25-1.53x the direct one
-        "2-D N=1 C=512 7x7 k=3 s=1 g=dw", "2-D N=8 C=512 7x7 k=3 s=1 g=dw",
-        "2-D N=8 C=16 56x56 k=3 s=2 g=dw", "2-D N=8 C=256 14x14 k=3 s=2 g=dw",
-    },
-    "crossover_avx2_emulated_2t.json": {
-        "2-D N=1 C=64 28x28 k=1 s=1 g=1",  # BLAS 1.26x blocked
-        # depthwise, the plane kernel 1.26-1.63x the direct one
-        "2-D N=8 C=16 56x56 k=1 s=1 g=dw", "2-D N=8 C=16 56x56 k=3 s=2 g=dw",
-        "2-D N=8 C=64 28x28 k=3 s=1 g=dw",
-    },
+    "crossover_avx512_2t.json": set(),
+    "crossover_avx2_emulated_2t.json": set(),
     "crossover_avx512_1t.json": set(),
     "workloads_avx512_2t.json": set(),
 }
@@ -184,10 +178,12 @@ def test_the_static_choice_moves_with_the_host():
 
 
 def test_the_static_choice_keeps_to_the_kernels_that_apply():
-    """float64 has no blocked tile, nor rows too short for four lanes: direct or BLAS there; the
-    blocked kernel wherever it is chosen has a plan."""
+    """float64 has no blocked tile, nor rows too short for four lanes where 4 does not divide a
+    group's channels either (no pixels tile, no channels tile), nor depthwise rows too short:
+    direct or BLAS there; the blocked kernel wherever it is chosen has a plan, the cheaper of
+    the planner's two tiles."""
     from dml_numba.cpu._emit import Host
-    from dml_numba.cpu.convolution.blocked.plan import block_plan
+    from dml_numba.cpu.convolution.blocked.plan import block_plan, channel_plan
     from dml_numba.cpu.convolution.cost import estimate
 
     def desc(cin, cout, g, hw=8, k=3, dtype=dml.DataType.FLOAT32):
@@ -199,15 +195,18 @@ def test_the_static_choice_keeps_to_the_kernels_that_apply():
     f64 = dml.DataType.FLOAT64
     for host in (Host(16, 2), Host(8, 16), Host(4, 1)):
         for d in (desc(64, 64, 1, dtype=f64), desc(4, 4, 1, dtype=f64),
-                  desc(128, 128, 8, dtype=f64), desc(8, 8, 1, k=7), desc(64, 64, 64, hw=5, k=3)):
+                  desc(128, 128, 8, dtype=f64), desc(6, 6, 1, k=7), desc(64, 64, 64, hw=5, k=3)):
             assert cpu_conv.choose_algorithm(d, host) in ("direct", "gemm")
             assert set(cpu_conv.estimates(d, host)) == {"direct", "gemm"}
         d = desc(64, 64, 1, hw=58)
         est = cpu_conv.estimates(d, host)
         assert set(est) == {"direct", "gemm", "blocked"}
         assert cpu_conv.choose_algorithm(d, host) == min(est, key=est.get)
-        # the blocked kernel's estimate is its tile's, planned for this host
-        assert est["blocked"] == estimate(d, "blocked", block_plan(d, host), host)
+        # the blocked kernel's estimate is its cheaper tile's, planned for this host
+        assert est["blocked"] == min(estimate(d, "blocked", plan(d, host), host)
+                                     for plan in (block_plan, channel_plan))
+        # 8 channels of 2x2 outputs: no pixels tile, the channels tile
+        assert "blocked" in cpu_conv.estimates(desc(8, 8, 1, k=7), host)
     # the estimates are the given host's (its lanes and threads are the model's inputs)
     blocked = {cpu_conv.estimates(desc(64, 64, 1, hw=58), h)["blocked"]
                for h in (Host(16, 2), Host(8, 16), Host(4, 1))}

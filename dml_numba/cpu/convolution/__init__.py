@@ -24,11 +24,11 @@ from . import direct, gemm, tune
 from .blocked import BlockedKernel
 from .blocked import emit as emit_blocked
 from .blocked.plan import BlockPlan, block_plan, can_fold, pack_filter, pointwise_as_1d
-from .choice import choose_algorithm, estimates
+from .choice import blocked_plan, choose, choose_algorithm, estimates
 from .direct import DirectKernel
 from .gemm import GemmKernel
 
-__all__ = ["emit", "make_kernel", "choose_algorithm", "estimates", "block_plan",
+__all__ = ["emit", "make_kernel", "choose_algorithm", "estimates", "block_plan", "blocked_plan",
            "BlockPlan", "pack_filter", "pointwise_as_1d", "DirectKernel", "GemmKernel",
            "BlockedKernel"]
 
@@ -70,13 +70,17 @@ def make_kernel(desc, options):
                                       and choose_algorithm(desc) == "blocked"):
             return BlockedKernel(desc, options, plan=plan)
         return DirectKernel(desc, options)
-    return KERNELS[algorithm or choose_algorithm(desc)](desc, options)
+    if algorithm is None:
+        algorithm, plan = choose(desc)
+        if plan is not None:
+            return BlockedKernel(desc, options, plan=plan)
+    return KERNELS[algorithm](desc, options)
 
 
 def folded_plan(desc, mode: str):
     """The blocked plan of ``desc`` with the padding mode ``mode`` folded into phase 1, or None
     where it cannot be."""
-    plan = block_plan(desc)
+    plan = blocked_plan(desc)
     if not can_fold(desc, plan) or mode not in FOLDS:
         return None
     return dataclasses.replace(plan, fold=FOLDS[mode])

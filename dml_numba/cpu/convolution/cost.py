@@ -49,6 +49,7 @@ class Costs:
     copy: float = 1.0  # an element of the blocked kernel's padded copy of the input
     gather: float = 1.0  # ... more where a strided last axis is split into phases (gathers)
     store: float = 1.0  # a blocked kernel's output vector (stored once, with its epilogue)
+    scatter: float = 4.0  # ... a channels tile's, scattered a lane per output plane
     blas_thread: float = 1e6  # BLAS's multiply-adds a thread in one product (fewer: fewer
     # threads take part)
     pool: float = 2000.0  # waking the thread pool for one parallel call
@@ -59,9 +60,10 @@ class Costs:
 
 
 #: fitted on the crossover grid (see the module's docstring)
-COSTS = Costs(load=0.95, plane=0.52, direct=2.5, scalar=2.3, loop=3.3, row=2.9, gemm=1.4,
-              column=16.0, call=2900.0, copy=2.7, gather=2.3, store=3.1, blas_thread=380000.0,
-              pool=260.0, direct_call=230.0, blocked_call=76000.0, gemm_call=170000.0)
+COSTS = Costs(load=0.3, plane=0.17, direct=3.5, scalar=7.1, loop=3.0, row=12.0, gemm=0.7,
+              column=16.0, call=38000.0, copy=3.6, gather=5.6, store=16.0, scatter=18.0,
+              blas_thread=1700000.0, pool=350.0, direct_call=36.0, blocked_call=41000.0,
+              gemm_call=160000.0)
 
 
 def _share(work: float, items: int, threads: int) -> float:
@@ -104,7 +106,7 @@ def estimate(desc, algorithm: str, plan=None, host: Host | None = None, *,
     kout = kdesc.output_tensor.sizes[2:]
     width, height = kout[-1], kout[-2] if len(kout) > 1 else 1
     padded = padded_geometry(kdesc)[1]
-    step = plan.lanes * plan.vectors
+    step = plan.pixels or plan.lanes * plan.vectors
     if plan.flat:
         size = (height - 1) * padded[-1] + width
         positions = -(-size // step) * step
@@ -128,9 +130,15 @@ def estimate(desc, algorithm: str, plan=None, host: Host | None = None, *,
         rows = -(-height // plan.rows) if not plan.flat else 1
         items = batch * desc.group_count * (1 if plan.staged else blocks * prod(kout[:-2]) * rows)
         loads = (plan.rows * plan.vectors + plan.mb) / plan.accumulators
+        if plan.pixels:  # per row of taps: its weight vectors, each input pixel it reads
+            k_last = geo.kernel[-1]
+            read = min(plan.pixels * k_last, (plan.pixels - 1) * kdesc.strides[-1]
+                       + (k_last - 1) * kdesc.dilations[-1] + 1)
+            loads = (plan.vectors * k_last + read) / (plan.accumulators * k_last)
         rate = 1.0
     compute = rate * vec * waste * narrow * (1 + costs.load * loads)
-    stores = costs.store * desc.output_tensor.element_count / host.lanes
+    stores = (costs.scatter if plan.pixels else costs.store) \
+        * desc.output_tensor.element_count / host.lanes
     return _share(compute + copy + stores, items, threads) + pool + costs.blocked_call
 
 

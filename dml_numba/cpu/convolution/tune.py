@@ -36,10 +36,11 @@ from .blocked.plan import (
     BlockPlan,
     block_plan,
     can_fold,
+    channel_plan,
     needs_copy,
     pointwise_as_1d,
 )
-from .choice import choose, choose_algorithm
+from .choice import blocked_plan, choose, choose_algorithm
 from .cost import estimate
 from .direct import DirectKernel
 from .gemm import GemmKernel
@@ -120,23 +121,25 @@ def static(desc, host: Host | None = None) -> Candidate:
 
 def blocked_plans(desc, host: Host) -> list[BlockPlan]:
     """The blocked kernel's valid tiles for ``desc`` (already flattened where pointwise): the
-    planner's own, and its variants in channels a tile (4, 8), lanes (the host's, half),
-    staged padding (on, off) and flattened tiles (as the planner decides, never)."""
-    base = block_plan(desc, host)
-    if base is None:
-        return []
+    planner's pixels tile, and its variants in channels a tile (4, 8), lanes (the host's,
+    half), staged padding (on, off) and flattened tiles (as the planner decides, never); then
+    the channels tiles (FORWARD: one or two vectors of channels, staged padding on and off)."""
     forward = desc.direction == ConvolutionDirection.FORWARD
     stage = (None, True, False) if forward and needs_copy(desc) else (None,)
-    lanes = sorted({host.lanes, max(4, host.lanes // 2)}, reverse=True)
-    plans = [base]
-    for ln in lanes:
-        for ch in ((None,) if base.depthwise else (4, 8)):
-            for st in stage:
-                for gain in ((FLAT_GAIN, 0.0) if forward else (FLAT_GAIN,)):
-                    p = block_plan(desc, host, lanes=ln, channels=ch, staged=st, flat_gain=gain)
-                    if p is not None and p not in plans:
-                        plans.append(p)
-    return plans
+    plans = []
+    base = block_plan(desc, host)
+    if base is not None:
+        lanes = sorted({host.lanes, max(4, host.lanes // 2)}, reverse=True)
+        plans.append(base)
+        for ln in lanes:
+            for ch in ((None,) if base.depthwise else (4, 8)):
+                for st in stage:
+                    for gain in ((FLAT_GAIN, 0.0) if forward else (FLAT_GAIN,)):
+                        plans.append(block_plan(desc, host, lanes=ln, channels=ch, staged=st,
+                                                flat_gain=gain))
+    plans += [channel_plan(desc, host, vectors=v, staged=st) for v in (None, 1, 2)
+              for st in stage]
+    return list(dict.fromkeys(p for p in plans if p is not None))
 
 
 def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
@@ -150,7 +153,7 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
     if fold:  # a padding folded in: the direct kernel and the blocked tiles that read it
         plans = [dataclasses.replace(p, fold=fold) for p in blocked_plans(desc, host)
                  if can_fold(desc, p)]
-        base = block_plan(desc, host)
+        base = blocked_plan(desc, host)
         first = (Candidate("blocked", dataclasses.replace(base, fold=fold))
                  if base is not None and can_fold(desc, base)
                  and choose_algorithm(desc, host) == "blocked" else Candidate("direct"))

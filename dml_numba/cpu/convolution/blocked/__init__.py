@@ -7,8 +7,12 @@ before its tiles where the pairs are many and small, else the whole input first)
 packed once per call, and for each tile of output channels x rows x vectors of pixels (or x
 vectors of the padded plane flattened, where rows would waste lanes) the accumulators are held in
 LLVM vector registers (``cpu/_simd.py``), every multiply-add a fused vector FMA (``tile.py``);
-all inside Numba's own thread pool. The plan (``plan.py``) is chosen for the host and goes into
-the kernel's key.
+all inside Numba's own thread pool. FORWARD has a second tile, the channels tile
+(``blocked-channels``): output channels in the lanes and each input pixel broadcast from memory
+(as oneDNN's kernels do), for a run of pixels along a row, stored by scatter, one lane per output
+plane; it wastes no lanes on rows that are not a multiple of the vector, and a pixel read by
+several taps is broadcast once. The plan (``plan.py``) is chosen for the host (the cost model
+picks between the two tiles, ``choice.blocked_plan``) and goes into the kernel's key.
 """
 from __future__ import annotations
 
@@ -19,9 +23,10 @@ from ...._dims import prod
 from ...._errors import ValidationError
 from ..base import ConvolutionKernel, conv_key
 from . import depthwise, forward, transposed
-from .plan import BlockPlan, block_plan, needs_copy, pack_filter, pointwise_as_1d
+from .plan import BlockPlan, needs_copy, pack_filter, pointwise_as_1d
 
 EMITTERS = {"blocked": forward.emit, "blocked-staged": forward.emit,
+            "blocked-channels": forward.emit, "blocked-channels-staged": forward.emit,
             "blocked-transposed": transposed.emit, "blocked-depthwise": depthwise.emit}
 
 
@@ -38,13 +43,17 @@ class BlockedKernel(ConvolutionKernel):
     def __init__(self, desc, options, plan: BlockPlan | None = None):
         self.desc = desc
         self.kdesc = pointwise_as_1d(desc) or desc  # what the kernel is generated for
-        self.plan = plan or block_plan(self.kdesc)
+        if plan is None:  # the cost model's pick of the planner's tiles
+            from ..choice import blocked_plan
+
+            plan = blocked_plan(desc)
+        self.plan = plan
         if self.plan is None:
             raise ValidationError(
                 "compile_operator.algorithm: 'blocked' is invalid; expected 'direct' or "
                 "'gemm' for this descriptor (the blocked kernel takes float32 or float16 "
                 "convolutions with at least 4 output pixels per row, per stride phase for "
-                "BACKWARD)")
+                "BACKWARD, or FORWARD with a group's output channels a multiple of 4)")
         p = self.plan
         key = KernelKey("cpu", self.kdesc, p.kind(self.kdesc), conv_key(desc, options).parallel,
                         plan=p)

@@ -16,6 +16,12 @@ Staged plans (``blocked-staged``): ``kernel(x, wp, [b,] y, xp, slots)`` instead;
 group's input planes into its own part of ``xp`` (``pad``) and runs every tile of the pair from
 there, so the padded copy stays in cache instead of going through memory.
 
+Channels plans (``blocked-channels``, ``blocked-channels-staged``: ``plan.pixels``): the same
+kernels and padded copy, the tile ``mb / lanes`` vectors of output channels x ``pixels``
+consecutive outputs of one row (``tile.emit_channel_tile``), each input value broadcast from the
+padded row (by stride phase where it is split, as above), the results scattered a lane per
+output plane; the last run of pixels overlaps the one before.
+
 Flat plans (unit strides over the last two axes): a tile is a run of ``vectors`` consecutive
 vectors of the padded plane flattened (row by row, padding columns included) instead of rows x
 vectors; taps are constant offsets in the flat plane, the stores skip the padding columns
@@ -57,7 +63,7 @@ class Runs:
 
     @classmethod
     def of(cls, lay: Layout, flat: bool) -> Runs:
-        out, step = lay.out, lay.lanes * lay.vectors
+        out, step = lay.out, lay.pixels or lay.lanes * lay.vectors
         flat_size = (out[-2] - 1) * lay.padded[-1] + out[-1] if flat else 0
         rows = (-(-flat_size // step) if flat else -(-out[-2] // lay.rows) if lay.rank >= 2
                 else 1)
@@ -71,7 +77,8 @@ def emit(key) -> str:
     w = SourceWriter()
     loop = header(w, key, imports=(SIMD_IMPORT + (", vload_stride, vstore_raw" if split > 1
                                                   else "")
-                                   + (", vstore_rows" if plan.flat else ""),))
+                                   + (", vstore_rows" if plan.flat else "")
+                                   + (", vscatter" if plan.pixels else ""),))
     runs = Runs.of(lay, plan.flat)
     outer = [f"o{i}" for i in range(lay.rank - 2)]
     coords = ["n", "g", "mbi"] + outer + ["rt"] + (["xs"] if plan.staged else [])
@@ -133,7 +140,7 @@ def _emit_staged_kernel(w, loop, d, lay: Layout, coords, outer, runs: Runs) -> N
 
 def _tile(w, names, d, lay: Layout, plan, mb: int, runs: Runs, outer) -> None:
     """A tile function's body: its rows' offsets, the runs along the row, the tile."""
-    span, flat = lay.lanes * lay.vectors, plan.flat
+    span, flat = lay.pixels or lay.lanes * lay.vectors, plan.flat
     names.let("m0", f"g * {lay.mg} + mbi * {lay.mb}")
     two_d = lay.rank >= 2
     terms_x, terms_y = row_block_terms(d, outer + (["r0"] if two_d and not flat else []),
@@ -154,16 +161,24 @@ def _tile(w, names, d, lay: Layout, plan, mb: int, runs: Runs, outer) -> None:
         if not flat:
             run_loop.enter_context(names.loop("jt", f"range({runs.column_tiles})"))
             names.let("j", f"min(jt * {span}, {lay.out[-1] - span})")
-        emit_tile(w, names, d, _spec(w, names, d, lay, plan, mb))
+        emit_tile(w, names, d, (_channel_spec if plan.pixels else _spec)(w, names, d, lay,
+                                                                          plan, mb))
+
+
+def _last_taps(d, lay: Layout) -> list:
+    """``(tap, offset)`` of the last axis's taps: where output pixel ``j`` reads each in its
+    padded row (by stride phase where the rows are split: offset + ``j`` either way)."""
+    split, dil, P = d.strides[-1], d.dilations[-1], lay.padded
+    return [(t, (t * dil) % split * (P[-1] // split) + t * dil // split)
+            for t in range(lay.kernel[-1])]
 
 
 def _spec(w, names, d, lay: Layout, plan, mb: int) -> TileSpec:
     """The forward tile: the last axis's taps at constant offsets (by stride phase where the
     rows are split), the stores (skipping the padding columns of a flat run)."""
-    split, dil, flat = d.strides[-1], d.dilations[-1], plan.flat
+    flat = plan.flat
     vec, P = Vec(lay.lanes), lay.padded
-    last = [(t, (t * dil) % split * (P[-1] // split) + t * dil // split)
-            for t in range(lay.kernel[-1])]
+    last = _last_taps(d, lay)
 
     def store(m, r, values):
         y0 = f"(n * {lay.cout} + {names['m0']} + {m}) * {lay.plane_out} + {names[f'yr{r}']}"
@@ -183,3 +198,20 @@ def _spec(w, names, d, lay: Layout, plan, mb: int) -> TileSpec:
         f"{y0} + (j + q) // {P[-1]} * {lay.out[-1]} + (j + q) % {P[-1]}" if flat
         else f"{y0} + r * {row_step} + j + q", lay.lanes * lay.vectors,
         staged=plan.staged, keep=f"(j + q) % {P[-1]} < {lay.out[-1]}" if flat else None)
+
+
+def _channel_spec(w, names, d, lay: Layout, plan, mb: int) -> TileSpec:
+    """The channels tile (:func:`.tile.emit_channel_tile`): ``columns[p]`` the taps pixel
+    ``j + p`` reads; a vector of channels stored per pixel, one lane per output plane
+    (``vscatter``)."""
+    def store(o, p, value):
+        w(f"vscatter(y, (n * {lay.cout} + {names['m0']} + {o * lay.lanes}) * {lay.plane_out} "
+          f"+ {names['yr0']} + {names['j']} + {p}, {lay.plane_out}, {value})")
+
+    row_step = lay.ostride[-2] if lay.rank >= 2 else 0
+    return TileSpec(
+        lay, mb, 1, [[(t, off + p) for t, off in _last_taps(d, lay)] for p in range(lay.pixels)],
+        lambda stack, names: leading_tap_offsets(w, names, lay, d, stack),
+        lambda r: f"xr{r}", store,
+        f"(n * {lay.cout} + m0 + m) * {lay.plane_out} + yr0 + r * {row_step} + j + q",
+        lay.pixels, staged=plan.staged)

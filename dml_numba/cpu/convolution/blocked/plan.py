@@ -44,15 +44,23 @@ class BlockPlan:
     #: AxisMap kind ("clamp", "reflect", "symmetric", "wrap"): a padding operator in front,
     #: folded into phase 1 (graphs; ``compile_operator(..., input_padding=...)``)
     fold: str = ""
+    #: FORWARD, > 0: a channels tile (:func:`channel_plan`): ``mb`` output channels in the
+    #: lanes (``vectors`` of them) x ``pixels`` along one output row, each input pixel read as
+    #: a broadcast scalar (0: the pixels tile above, pixels in the lanes)
+    pixels: int = 0
 
     @property
     def accumulators(self) -> int:
+        if self.pixels:
+            return self.vectors * self.rows * self.pixels
         return self.mb * self.rows * self.vectors * self.phases
 
     def kind(self, desc) -> str:
         """The kernel this plan is for: its emitter's name in the key."""
         if self.depthwise:
             return "blocked-depthwise"
+        if self.pixels:
+            return "blocked-channels-staged" if self.staged else "blocked-channels"
         if self.staged:
             return "blocked-staged"
         return ("blocked" if desc.direction == ConvolutionDirection.FORWARD
@@ -61,7 +69,10 @@ class BlockPlan:
     @property
     def label(self) -> str:
         """The tile in the generated module's title: lanes, channels, rows, vectors[, phases]
-        [, flat]."""
+        [, flat]; a channels tile: lanes, channels, rows, pixels "px"."""
+        if self.pixels:
+            return (f"{self.lanes} {self.mb} {self.rows} {self.pixels}px"
+                    + (f" {self.fold}" if self.fold else ""))
         return (f"{self.lanes} {self.mb} {self.rows} {self.vectors}"
                 + (f" {self.phases}" if self.phases > 1 else "") + (" flat" if self.flat else "")
                 + (f" {self.fold}" if self.fold else ""))
@@ -119,6 +130,52 @@ def block_plan(desc, host: Host | None = None, *, lanes: int | None = None,
     if flat:
         return BlockPlan(lanes, mb, 1, flat, padded, staged=bool(staged), flat=True)
     return BlockPlan(lanes, mb, rows, vectors, padded, phases=phases, staged=bool(staged))
+
+
+def registers(host: Host) -> int:
+    """Vector registers of the host's widest float vectors: AVX-512's 32, else 16 (AVX2, SSE;
+    AArch64's 32 are not counted on)."""
+    return 32 if host.lanes >= 16 else 16
+
+
+def channel_plan(desc, host: Host | None = None, *, lanes: int | None = None,
+                 vectors: int | None = None, staged: bool | None = None) -> BlockPlan | None:
+    """The channels tile for ``desc`` on ``host``, or None where it does not apply: FORWARD,
+    float32 or float16, a group's output channels a multiple of the lanes (``lanes``: the
+    host's widest vector, halved down to 4 until they divide).
+
+    The tile holds ``vectors`` vectors of output channels (2 where the group's channels divide
+    into pairs, else 1) for each of ``pixels`` consecutive pixels of an output row: per input
+    channel and tap each weight vector is loaded once and each input pixel broadcast once,
+    for ``vectors x pixels`` multiply-adds; a row's taps' weight vectors stay in registers
+    while its pixels pass (so a pixel read by several taps is broadcast once). ``pixels``
+    fills the registers left (accumulators + weights + one broadcast), choosing among the
+    upper half of that range the count whose row tiles waste the fewest pixels (56-pixel
+    rows: 8 of 12 with two vectors, 28 with one), ties to the larger."""
+    host = host or Host.current()
+    d, geo = desc, geometry(desc)
+    if not geo.forward or d.input_tensor.data_type not in (DataType.FLOAT32, DataType.FLOAT16):
+        return None
+    mg, width = geo.out_channels, d.output_tensor.sizes[-1]
+    lanes = lanes or host.lanes
+    while lanes > 4 and mg % lanes:
+        lanes //= 2
+    if mg % lanes:
+        return None
+    k_last = geo.kernel[-1]
+    vectors = vectors or (2 if mg % (2 * lanes) == 0
+                          and registers(host) - 1 - 2 * k_last >= 2 * 4 else 1)
+    if mg % (vectors * lanes):
+        return None
+    limit = min(width, (registers(host) - 1 - vectors * k_last) // vectors)
+    if limit < 1:
+        return None
+    pixels = min(range((limit + 1) // 2, limit + 1),
+                 key=lambda p: (-(-width // p) * p, -p))
+    padded = padded_geometry(d)[1]
+    staged = needs_copy(d) and (stages(d, padded, host) if staged is None else staged)
+    return BlockPlan(lanes, vectors * lanes, 1, vectors, padded, staged=bool(staged),
+                     pixels=pixels)
 
 
 def _depthwise_plan(geo, lanes, budget, height, width, padded) -> BlockPlan:
@@ -232,6 +289,7 @@ class Layout:
     mb: int  # output channels a full tile takes
     rows: int
     vectors: int
+    pixels: int  # a channels tile's pixels (0: a pixels tile)
     batch: int
     cin: int
     cout: int
@@ -259,7 +317,7 @@ class Layout:
         mg = d.output_tensor.sizes[1] // d.group_count
         blocks = -(-mg // p.mb)
         front, padded = padded_geometry(d)
-        return cls(p.lanes, p.mb, p.rows, p.vectors, d.input_tensor.sizes[0],
+        return cls(p.lanes, p.mb, p.rows, p.vectors, p.pixels, d.input_tensor.sizes[0],
                    d.input_tensor.sizes[1], d.output_tensor.sizes[1],
                    tuple(d.input_tensor.sizes[2:]), out, tuple(d.filter_tensor.sizes[2:]), nd,
                    d.group_count, mg, blocks, mg - (blocks - 1) * p.mb, tuple(front),

@@ -129,9 +129,11 @@ class TileSpec:
 def emit_tile(w, names: Names, d, spec: TileSpec) -> None:
     """The tile: accumulators zeroed, the loop over the group's input channels, the taps,
     then bias, the stores and the fused activation. Needs ``n``, ``g``, ``mbi`` and ``m0``
-    bound (``xs`` too when staged)."""
-    lay, vec = spec.lay, Vec(spec.lay.lanes)
-    cg = lay.cin // lay.groups
+    bound (``xs`` too when staged). A channels tile (``lay.pixels``): :func:`emit_channel_tile`."""
+    if spec.lay.pixels:
+        emit_channel_tile(w, names, d, spec)
+        return
+    vec = Vec(spec.lay.lanes)
     J = len(spec.columns)
     accs = [[[f"a{m}_{r}_{v}" for v in range(J)] for r in range(spec.rows)] for m in range(spec.mb)]
     for row in accs:
@@ -139,15 +141,9 @@ def emit_tile(w, names: Names, d, spec: TileSpec) -> None:
             for acc in col:
                 names.let(acc, vec.zero())
     taps = list(dict.fromkeys(t for col in spec.columns for t, _ in col))
-    with names.loop("c", f"range({cg})"):
-        names.let("xc", f"{names['xs']} + c * {lay.plane_in}" if spec.staged
-                  else f"({names['n']} * {lay.cin} + {names['g']} * {cg} + c) * {lay.plane_in}")
-        names.let("wc", f"(({names['g']} * {lay.blocks} + {names['mbi']}) * {cg} + c) * "
-                        f"{prod(lay.kernel) * lay.mb}")
-        with ExitStack() as stack:
-            xo, wo = spec.open_taps(stack, names)
-            for t in taps:
-                _emit_tap(names, vec, spec, accs, t, xo, wo)
+    with _input_channels(names, spec) as (xo, wo):
+        for t in taps:
+            _emit_tap(names, vec, spec, accs, t, xo, wo)
     act = vector_activation(d)
     for m in range(spec.mb):
         if d.bias_tensor is not None:
@@ -158,6 +154,55 @@ def emit_tile(w, names: Names, d, spec: TileSpec) -> None:
     if act is None:
         emit_activation_pass(w, d, [("m", spec.mb), ("r", spec.rows), ("q", spec.span)],
                              spec.at, spec.keep)
+
+
+@contextmanager
+def _input_channels(names: Names, spec: TileSpec):
+    """The loop over the group's input channels and the leading axes' taps, yielding the
+    names of the input and weight offsets (``xo``, ``wo``) the last axis's taps add to."""
+    lay = spec.lay
+    cg = lay.cin // lay.groups
+    with names.loop("c", f"range({cg})"):
+        names.let("xc", f"{names['xs']} + c * {lay.plane_in}" if spec.staged
+                  else f"({names['n']} * {lay.cin} + {names['g']} * {cg} + c) * {lay.plane_in}")
+        names.let("wc", f"(({names['g']} * {lay.blocks} + {names['mbi']}) * {cg} + c) * "
+                        f"{prod(lay.kernel) * lay.mb}")
+        with ExitStack() as stack:
+            yield spec.open_taps(stack, names)
+
+
+def emit_channel_tile(w, names: Names, d, spec: TileSpec) -> None:
+    """The channels tile: ``spec.mb / lanes`` vectors of output channels x ``len(columns)``
+    pixels of one row. Per input channel and leading tap: the weight vectors of the row's taps
+    loaded first (held while the pixels pass), then pixel by pixel each input value it reads
+    broadcast once and multiplied into its channel vectors (pixel-major: measured 1.5-2x
+    faster than tap-major on 24-28 accumulators, where LLVM kept every tap's broadcasts alive
+    at once). Then bias (a vector load), the vector activation, one scatter per vector."""
+    lay, vec = spec.lay, Vec(spec.lay.lanes)
+    nv = spec.mb // lay.lanes
+    accs = [[f"a{o}_{p}" for p in range(len(spec.columns))] for o in range(nv)]
+    for row in accs:
+        for acc in row:
+            names.let(acc, vec.zero())
+    taps = list(dict.fromkeys(t for col in spec.columns for t, _ in col))
+    with _input_channels(names, spec) as (xo, wo):
+        for t in taps:
+            for o in range(nv):
+                names.let(f"w{t}_{o}", vec.load("wp", f"{wo} + {t * lay.mb + o * lay.lanes}"))
+        for p, col in enumerate(spec.columns):
+            for t, off in col:
+                names.let("s", vec.broadcast("xp", affine([(xo, 1), (spec.x_row(0), 1)], off)))
+                for o in range(nv):
+                    names.let(accs[o][p], vec.fma(names[f"w{t}_{o}"], "s", accs[o][p]))
+    act = vector_activation(d)
+    for o in range(nv):
+        if d.bias_tensor is not None:
+            names.let("bs", vec.load("b", f"{names['m0']} + {o * lay.lanes}"))
+        for p, acc in enumerate(accs[o]):
+            value = vec.add(acc, "bs") if d.bias_tensor is not None else acc
+            spec.store(o, p, (act or "{}").format(value))
+    if act is None:
+        emit_activation_pass(w, d, [("m", spec.mb), ("r", 1), ("q", spec.span)], spec.at)
 
 
 def _emit_tap(names, vec, spec, accs, t, xo, wo) -> None:
