@@ -157,6 +157,43 @@ def test_quick_compiles_within_its_budget_and_a_later_process_times_the_rest(own
     assert tune.Candidate.from_json(again.tuning["choice"]) == cands[-1]
 
 
+def test_a_later_process_compiles_what_was_left_first(own_cache):
+    """Where every build compiles (each costing most of the budget), the next process builds a
+    candidate the earlier one left before any it timed already (that one's compile comes first,
+    so the process stays within the budget whatever the others cost), and leaves the rest, the
+    static choice among them, for the process after: each process one compile, until every
+    candidate is timed in one process."""
+    desc, host = _desc(), Host(8, 3)
+    cands = tune.candidates(desc, host, "quick")
+    times = {c.label(): 1e-3 for c in cands}
+
+    class Wall:
+        now = 0.0
+
+        def __call__(self):
+            return self.now
+
+    def process(cost):
+        wall, clock, built = Wall(), FakeClock(), []
+
+        def b(cand, timed=False):
+            wall.now += cost
+            return fake_build(clock, times, built)(cand, timed)
+
+        kernel = tune.tune(desc, {}, "quick", clock=clock, host=host, meter=IDLE, wall=wall,
+                           build=b)
+        return [c for c, t in built if t], kernel.tuning
+
+    timed, tuning = process(0.8 * tune.QUICK_BUDGET_S)
+    assert timed == cands[:1] and tuning["left"] == [c.label() for c in cands[1:]]
+    timed, tuning = process(0.8 * tune.QUICK_BUDGET_S)
+    assert timed == cands[1:2]  # the first left, not the static choice again
+    assert set(tuning["left"]) == {c.label() for c in cands if c != cands[1]}
+    assert tuning["provisional"]
+    timed, tuning = process(0.001)  # everything cached now: all timed, nothing left
+    assert set(timed) == set(cands) and not tuning["left"]
+
+
 def test_close_finalists_are_timed_again_before_the_choice(own_cache):
     """One lucky pass does not decide between candidates within CLOSE of each other."""
     desc, host = _desc(), Host(8, 3)  # not this machine: the host is passed on

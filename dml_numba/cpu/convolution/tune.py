@@ -319,7 +319,12 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
     # BLAS last: its thread pool spins a while after each call and would slow whatever is
     # timed next
     samples, kernels, left, last = {}, {}, [], 0.0
-    for cand in sorted(cands, key=lambda c: c.algorithm == "gemm"):
+    # the candidates an earlier process left (not compiled yet) first: this process's compile
+    # then comes before any time spent on the others, which wait for the next process where
+    # it leaves no room (each process within the budget, one compile at least)
+    earlier = _wisdom.get(key) if remember and mode == "quick" else None
+    before = set(earlier.get("left") or ()) if earlier and earlier.get("provisional") else set()
+    for cand in sorted(cands, key=lambda c: (c.label() not in before, c.algorithm == "gemm")):
         if mode == "quick" and kernels and wall() - t0 + last > QUICK_BUDGET_S:
             left.append(cand)  # another compile would overrun: for a later process
             continue
