@@ -319,12 +319,14 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
     # BLAS last: its thread pool spins a while after each call and would slow whatever is
     # timed next
     samples, kernels, left, last = {}, {}, [], 0.0
-    # the candidates an earlier process left (not compiled yet) first: this process's compile
-    # then comes before any time spent on the others, which wait for the next process where
-    # it leaves no room (each process within the budget, one compile at least)
+    # after an earlier process's provisional result, the candidates no process has built yet
+    # first: this process's compile comes before any time spent loading and timing the others,
+    # which wait for the next process where it leaves no room (each process within the
+    # budget, one compile at least, until every candidate is in the disk cache)
     earlier = _wisdom.get(key) if remember and mode == "quick" else None
-    before = set(earlier.get("left") or ()) if earlier and earlier.get("provisional") else set()
-    for cand in sorted(cands, key=lambda c: (c.label() not in before, c.algorithm == "gemm")):
+    seen = set(earlier.get("built") or ()) if earlier and earlier.get("provisional") else set()
+    for cand in sorted(cands, key=lambda c: (bool(seen) and c.label() in seen,
+                                             c.algorithm == "gemm")):
         if mode == "quick" and kernels and wall() - t0 + last > QUICK_BUDGET_S:
             left.append(cand)  # another compile would overrun: for a later process
             continue
@@ -354,7 +356,8 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
              "provisional": provisional, "label": describe(desc, options),
              "tuning_s": round(wall() - t0, 4), "static": cands[0].label(),
              "seconds": {c.label(): medians[c] for c in cands if c in medians},
-             "left": [c.label() for c in left]}
+             "left": [c.label() for c in left],
+             "built": sorted(seen | {c.label() for c in kernels})}
     busy = others.others()
     kept = remember and (busy is None or busy <= BUSY_SHARE)
     if kept:
