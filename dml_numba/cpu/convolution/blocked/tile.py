@@ -136,13 +136,9 @@ def emit_tile(w, names: Names, d, spec: TileSpec) -> None:
     vec = Vec(spec.lay.lanes)
     J = len(spec.columns)
     accs = [[[f"a{m}_{r}_{v}" for v in range(J)] for r in range(spec.rows)] for m in range(spec.mb)]
-    for row in accs:
-        for col in row:
-            for acc in col:
-                names.let(acc, vec.zero())
-    taps = list(dict.fromkeys(t for col in spec.columns for t, _ in col))
+    _zeroed(names, vec, [a for row in accs for col in row for a in col])
     with _input_channels(names, spec) as (xo, wo):
-        for t in taps:
+        for t in _taps(spec):
             _emit_tap(names, vec, spec, accs, t, xo, wo)
     act = vector_activation(d)
     for m in range(spec.mb):
@@ -154,6 +150,17 @@ def emit_tile(w, names: Names, d, spec: TileSpec) -> None:
     if act is None:
         emit_activation_pass(w, d, [("m", spec.mb), ("r", spec.rows), ("q", spec.span)],
                              spec.at, spec.keep)
+
+
+def _zeroed(names: Names, vec: Vec, accs: list) -> None:
+    """The accumulators ``accs`` bound to zero vectors."""
+    for acc in accs:
+        names.let(acc, vec.zero())
+
+
+def _taps(spec: TileSpec) -> list:
+    """The last axis's taps the tile's columns read, in order of first use."""
+    return list(dict.fromkeys(t for col in spec.columns for t, _ in col))
 
 
 @contextmanager
@@ -181,12 +188,9 @@ def emit_channel_tile(w, names: Names, d, spec: TileSpec) -> None:
     lay, vec = spec.lay, Vec(spec.lay.lanes)
     nv = spec.mb // lay.lanes
     accs = [[f"a{o}_{p}" for p in range(len(spec.columns))] for o in range(nv)]
-    for row in accs:
-        for acc in row:
-            names.let(acc, vec.zero())
-    taps = list(dict.fromkeys(t for col in spec.columns for t, _ in col))
+    _zeroed(names, vec, [a for row in accs for a in row])
     with _input_channels(names, spec) as (xo, wo):
-        for t in taps:
+        for t in _taps(spec):
             for o in range(nv):
                 names.let(f"w{t}_{o}", vec.load("wp", f"{wo} + {t * lay.mb + o * lay.lanes}"))
         for p, col in enumerate(spec.columns):
