@@ -182,9 +182,12 @@ def emit_channel_tile(w, names: Names, d, spec: TileSpec) -> None:
     """The channels tile: ``spec.mb / lanes`` vectors of output channels x ``len(columns)``
     pixels of one row. Per input channel and leading tap: the weight vectors of the row's taps
     loaded first (held while the pixels pass), then pixel by pixel each input value it reads
-    broadcast once and multiplied into its channel vectors (pixel-major: measured 1.5-2x
-    faster than tap-major on 24-28 accumulators, where LLVM kept every tap's broadcasts alive
-    at once). Then bias (a vector load), the vector activation, one scatter per vector."""
+    multiplied into its channel vectors, broadcast where a pixel first reads it and named
+    after (a value three taps read is one broadcast in the source too, which types a third as
+    many calls as one per read: the compile is mostly Numba's type inference) (pixel-major:
+    measured 1.5-2x faster than tap-major on 24-28 accumulators, where LLVM kept every tap's
+    broadcasts alive at once). Then bias (a vector load), the vector activation, one scatter
+    per vector."""
     lay, vec = spec.lay, Vec(spec.lay.lanes)
     nv = spec.mb // lay.lanes
     accs = [[f"a{o}_{p}" for p in range(len(spec.columns))] for o in range(nv)]
@@ -193,11 +196,15 @@ def emit_channel_tile(w, names: Names, d, spec: TileSpec) -> None:
         for t in _taps(spec):
             for o in range(nv):
                 names.let(f"w{t}_{o}", vec.load("wp", f"{wo} + {t * lay.mb + o * lay.lanes}"))
+        row = names.let("xq", affine([(xo, 1), (spec.x_row(0), 1)]))
+        read: dict = {}  # each input offset broadcast once, where a pixel first reads it
         for p, col in enumerate(spec.columns):
             for t, off in col:
-                names.let("s", vec.broadcast("xp", affine([(xo, 1), (spec.x_row(0), 1)], off)))
+                if off not in read:
+                    read[off] = names.let(f"s{len(read)}",
+                                          vec.broadcast("xp", affine([(row, 1)], off)))
                 for o in range(nv):
-                    names.let(accs[o][p], vec.fma(names[f"w{t}_{o}"], "s", accs[o][p]))
+                    names.let(accs[o][p], vec.fma(names[f"w{t}_{o}"], read[off], accs[o][p]))
     act = vector_activation(d)
     for o in range(nv):
         if d.bias_tensor is not None:
