@@ -230,6 +230,7 @@ def test_channels_tiles_agree_with_brute_force_and_numpy(name, host, staged):
     kdesc = cpu_conv.pointwise_as_1d(desc) or desc
     plan = planner.channel_plan(kdesc, host, staged=staged)
     assert plan is not None and plan.pixels >= 1 and plan.mb % plan.lanes == 0
+    assert plan.staged == (staged and planner.needs_copy(kdesc))  # as asked, where it pads
     assert plan.accumulators + plan.vectors * desc.filter_tensor.sizes[-1] + 1 \
         <= planner.registers(host)
     kernel = cpu_conv.BlockedKernel(desc, {"algorithm": "blocked", "parallel": False}, plan=plan)
@@ -290,6 +291,29 @@ def test_channels_planner():
     assert plan(case(8, hw=2)) == (8, 1, 2)  # rows of 2 pixels
     assert plan(case(6)) is None and plan(case(64, direction=1)) is None
     assert plan(case(64, dtype=np.float64)) is None
+    assert plan(case(48), vectors=2) is None  # 48 channels are no pairs of 16
+    # the range and the waste: 25-pixel rows take 9 (27 computed) of 6-12, not 5 (below half
+    # the room); 13-pixel rows 7 (14), not 13 (more than the room); one pixel, one
+    assert plan(case(32, hw=25)) == (16, 2, 9) and plan(case(32, hw=13)) == (16, 2, 7)
+    assert plan(case(32, hw=1)) == (16, 2, 1)
+    # two vectors while a row's weights leave room for 4 pixels: 12 taps on 32 registers
+    # (31 - 24 = 7) and 4 on 16 (15 - 8 = 7) take one
+    assert plan(case(32, k=12, hw=20)) == (16, 1, 11) and plan(case(16, k=4), Host(8, 2))[1] == 1
+
+
+def test_the_tile_is_the_cost_models_pick_for_the_host_given():
+    """``blocked_plan`` plans both tiles for the host passed (not this machine) and takes the
+    one the constants given price lower: a scatter priced out, the pixels tile."""
+    import dataclasses
+
+    from dml_numba.cpu.convolution.cost import COSTS
+
+    dense = conv_case((8, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)[0]
+    for host in (Host(16, 2), Host(8, 2), Host(4, 1)):
+        plan = cpu_conv.blocked_plan(dense, host)
+        assert plan.lanes == host.lanes and plan.pixels
+        dear = dataclasses.replace(COSTS, scatter=1e6)
+        assert cpu_conv.blocked_plan(dense, host, dear) == planner.block_plan(dense, host)
 
 
 def test_the_dense_layers_static_tile_is_the_channels_tile():

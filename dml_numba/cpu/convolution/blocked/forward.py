@@ -208,10 +208,8 @@ def _channel_spec(w, names, d, lay: Layout, plan, mb: int) -> TileSpec:
         w(f"vscatter(y, (n * {lay.cout} + {names['m0']} + {o * lay.lanes}) * {lay.plane_out} "
           f"+ {names['yr0']} + {names['j']} + {p}, {lay.plane_out}, {value})")
 
-    row_step = lay.ostride[-2] if lay.rank >= 2 else 0
     return TileSpec(
         lay, mb, 1, [[(t, off + p) for t, off in _last_taps(d, lay)] for p in range(lay.pixels)],
         lambda stack, names: leading_tap_offsets(w, names, lay, d, stack),
-        lambda r: f"xr{r}", store,
-        f"(n * {lay.cout} + m0 + m) * {lay.plane_out} + yr0 + r * {row_step} + j + q",
+        lambda r: f"xr{r}", store, f"(n * {lay.cout} + m0 + m) * {lay.plane_out} + yr0 + j + q",
         lay.pixels, staged=plan.staged)

@@ -213,7 +213,7 @@ def emit_channel_tile(w, names: Names, d, spec: TileSpec) -> None:
             value = vec.add(acc, "bs") if d.bias_tensor is not None else acc
             spec.store(o, p, (act or "{}").format(value))
     if act is None:
-        emit_activation_pass(w, d, [("m", spec.mb), ("r", 1), ("q", spec.span)], spec.at)
+        emit_activation_pass(w, d, [("m", spec.mb), ("q", spec.span)], spec.at)
 
 
 def _emit_tap(names, vec, spec, accs, t, xo, wo) -> None:
