@@ -129,12 +129,13 @@ def estimate(desc, algorithm: str, plan=None, host: Host | None = None, *,
         blocks = -(-geo.out_channels // plan.mb)
         rows = -(-height // plan.rows) if not plan.flat else 1
         items = batch * desc.group_count * (1 if plan.staged else blocks * prod(kout[:-2]) * rows)
-        loads = (plan.rows * plan.vectors + plan.mb) / plan.accumulators
         if plan.pixels:  # per row of taps: its weight vectors, each input pixel it reads
             k_last = geo.kernel[-1]
             read = min(plan.pixels * k_last, (plan.pixels - 1) * kdesc.strides[-1]
                        + (k_last - 1) * kdesc.dilations[-1] + 1)
             loads = (plan.vectors * k_last + read) / (plan.accumulators * k_last)
+        else:  # per tap: the tile's input vectors, a weight broadcast per channel
+            loads = (plan.rows * plan.vectors + plan.mb) / plan.accumulators
         rate = 1.0
     compute = rate * vec * waste * narrow * (1 + costs.load * loads)
     stores = (costs.scatter if plan.pixels else costs.store) \

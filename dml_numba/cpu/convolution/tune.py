@@ -40,7 +40,7 @@ from .blocked.plan import (
     needs_copy,
     pointwise_as_1d,
 )
-from .choice import blocked_plan, choose, choose_algorithm
+from .choice import choose
 from .cost import estimate
 from .direct import DirectKernel
 from .gemm import GemmKernel
@@ -153,10 +153,9 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
     if fold:  # a padding folded in: the direct kernel and the blocked tiles that read it
         plans = [dataclasses.replace(p, fold=fold) for p in blocked_plans(desc, host)
                  if can_fold(desc, p)]
-        base = blocked_plan(desc, host)
+        algorithm, base = choose(desc, host)  # the static choice, its tile planned once
         first = (Candidate("blocked", dataclasses.replace(base, fold=fold))
-                 if base is not None and can_fold(desc, base)
-                 and choose_algorithm(desc, host) == "blocked" else Candidate("direct"))
+                 if algorithm == "blocked" and can_fold(desc, base) else Candidate("direct"))
         found = list(dict.fromkeys([first, Candidate("direct")]
                                    + [Candidate("blocked", p) for p in plans]))
     else:
@@ -325,8 +324,7 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
     # budget, one compile at least, until every candidate is in the disk cache)
     earlier = _wisdom.get(key) if remember and mode == "quick" else None
     seen = set(earlier.get("built") or ()) if earlier and earlier.get("provisional") else set()
-    for cand in sorted(cands, key=lambda c: (bool(seen) and c.label() in seen,
-                                             c.algorithm == "gemm")):
+    for cand in sorted(cands, key=lambda c: (c.label() in seen, c.algorithm == "gemm")):
         if mode == "quick" and kernels and wall() - t0 + last > QUICK_BUDGET_S:
             left.append(cand)  # another compile would overrun: for a later process
             continue
