@@ -96,6 +96,27 @@ def as_array(value, owner: str, field: str):
     return array
 
 
+def overlaps(a, b) -> bool:
+    """Whether two arrays may share memory: NumPy arrays exactly where that is cheap (else
+    assumed to); device arrays by their pointer ranges; the CUDA simulator's arrays, which wrap
+    host arrays (``_ary``), by those."""
+    if a is b:
+        return True
+    if hasattr(a, "__cuda_array_interface__") and hasattr(b, "__cuda_array_interface__"):
+        lo_a = a.__cuda_array_interface__["data"][0]
+        lo_b = b.__cuda_array_interface__["data"][0]
+        return lo_a < lo_b + b.nbytes and lo_b < lo_a + a.nbytes
+    a, b = getattr(a, "_ary", a), getattr(b, "_ary", b)
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+        return False
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=100_000))
+    except np.exceptions.TooHardError:
+        return True
+
+
 def check_no_overlap(out, inputs, owner: str) -> None:
     """Refuse an ``out`` that shares memory with any input (exact test when it is cheap)."""
     for i, a in enumerate(inputs):

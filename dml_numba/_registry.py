@@ -77,6 +77,17 @@ def lowering_options(desc_type, device: str) -> dict:
     return dict(_options.get((desc_type, device), {}))
 
 
+def reads_through(desc_type, device: str) -> tuple[str, ...]:
+    """The padding modes (PaddingMode names) a lowering reads its input through: what it
+    declares for its ``input_padding`` option (a padding in front folded into its input
+    reads). Empty where it declares none, or where the device has no such lowering."""
+    try:
+        allowed = lowering_options(desc_type, device).get("input_padding", ())
+    except ValidationError:
+        return ()
+    return tuple(v for v in allowed if v is not None)
+
+
 def lowering_for(desc_type, device: str):
     """The registered factory, importing the backend even when its device is unavailable (the
     CUDA kernels compile to PTX without a GPU)."""

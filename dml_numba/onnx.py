@@ -184,11 +184,20 @@ class _Loader:
         self.shapes[out] = SimpleNamespace(shape=t.sizes, dtype=t.dtype)
 
     def load(self):
+        # who reads each value, an Identity's output counted as the value it aliases (its
+        # root): an activation fuses into a convolution only where nothing else sees the
+        # convolution's output under any name
+        root: dict = {}
+        for node in self.graph.node:
+            if node.op_type == "Identity" and node.input:
+                root[node.output[0]] = root.get(node.input[0], node.input[0])
         readers: dict = {}
         for node in self.graph.node:
-            for i in node.input:
-                readers[i] = readers.get(i, 0) + 1
-        outputs = {o.name for o in self.graph.output}
+            if node.op_type != "Identity":
+                for i in node.input:
+                    readers[root.get(i, i)] = readers.get(root.get(i, i), 0) + 1
+        outputs = {root.get(o.name, o.name) for o in self.graph.output}
+        self.root = root
         for k, node in enumerate(self.graph.node):
             fail = _Fail(node, k)
             a = _attrs(node)
@@ -359,8 +368,9 @@ class _Loader:
         src = node.input[0]
         ref = self.values.get(src)
         conv = self.nodes[ref[1]][0] if ref and ref[0] == "node" else None
+        key = self.root.get(src, src)
         if conv is None or not hasattr(conv, "fused_activation") or conv.fused_activation \
-                or readers.get(src, 0) != 1 or src in outputs:
+                or readers.get(key, 0) != 1 or key in outputs:
             fail("input[0]", src, "expected the output of a Conv or ConvTranspose that feeds "
                                   "only this activation (DirectML fuses activations into the "
                                   "convolution; they are not operators of their own here)")

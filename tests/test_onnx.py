@@ -203,6 +203,53 @@ def test_conv_and_its_activation_become_one_fused_node():
     np.testing.assert_allclose(m(x), np.clip(ref, -0.5, 0.5), rtol=1e-5, atol=1e-6)
 
 
+def _conv_then_relu(extra_nodes, outputs, relu_input="c"):
+    """Conv 'c', ``extra_nodes``, then Relu 'r' of ``relu_input`` into 'y'; ``outputs``: (name,
+    shape) of the model's outputs."""
+    w = np.random.default_rng(1).standard_normal((2, 1, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]), *extra_nodes,
+             helper.make_node("Relu", [relu_input], ["y"], name="r")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT,
+                                                                     [1, 1, 4, 4])],
+                          [helper.make_tensor_value_info(n, TP.FLOAT, s) for n, s in outputs],
+                          [numpy_helper.from_array(w, "W")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), w
+
+
+_I = helper.make_node
+_Y, _C = ("y", [1, 2, 4, 4]), ("c", [1, 2, 4, 4])
+
+
+@pytest.mark.parametrize("extra, outputs, relu_input", [
+    ([], [_Y, _C], "c"),  # the convolution is a model output too
+    ([_I("Tile", ["c", "reps"], ["t"])], [_Y, ("t", [1, 2, 4, 8])], "c"),  # a second reader
+    ([_I("Identity", ["c"], ["i"])], [_Y, _C], "i"),  # read through an alias, itself an output
+    ([_I("Identity", ["c"], ["i"])], [_Y, ("i", [1, 2, 4, 4])], "c"),  # its alias an output
+    ([_I("Identity", ["c"], ["i"]), _I("Identity", ["i"], ["j"]),
+      _I("Tile", ["i", "reps"], ["t"])], [_Y, ("t", [1, 2, 4, 8])], "j"),  # aliases both read
+], ids=["output", "second-reader", "via-alias-output", "alias-output", "aliases-read"])
+def test_an_activation_whose_convolution_output_is_seen_elsewhere_is_refused(extra, outputs,
+                                                                             relu_input):
+    """Fusing would hand every other reader the activated values: refused, however the
+    convolution's output is seen (a model output, a second node, under an Identity's name)."""
+    model, _ = _conv_then_relu(extra, outputs, relu_input)
+    model.graph.initializer.append(numpy_helper.from_array(np.array([1, 1, 1, 2], np.int64),
+                                                           "reps"))
+    with pytest.raises(dml.ValidationError, match="Relu 'r' \\(node \\d\\).input\\[0\\]: "
+                                                  "'[cij]' is invalid; expected the output of a "
+                                                  "Conv or ConvTranspose that feeds only"):
+        compile_model(model, "numpy")
+
+
+def test_an_activation_after_an_alias_of_a_convolution_read_by_it_alone_fuses():
+    model, w = _conv_then_relu([_I("Identity", ["c"], ["i"])], [_Y], "i")
+    m = compile_model(model, "cpu")
+    assert len(m.graph.nodes) == 1
+    x = np.random.default_rng(2).standard_normal((1, 1, 4, 4)).astype(np.float32)
+    ref = dml.convolution(x, w, start_padding=(1, 1), end_padding=(1, 1), device="numpy")
+    np.testing.assert_allclose(m(x), np.maximum(ref, 0), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda m: m.graph.node[0].__setattr__("op_type", "Resize"),
      "Resize 'p' (node 0).op_type: 'Resize' is invalid; expected one of Pad"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._binding import check_no_overlap, view_host
+from .._binding import check_no_overlap, overlaps, view_host
 from .._errors import DeviceUnavailableError, ValidationError
 
 
@@ -26,15 +26,6 @@ def as_device_array(cuda, a):
     if cuda.devicearray.is_cuda_ndarray(a):
         return a
     return cuda.as_cuda_array(a)
-
-
-def _overlap(a, b) -> bool:
-    """Whether two device arrays share memory: pointer ranges on hardware; on the simulator,
-    whose arrays wrap host arrays (``_ary``), the host arrays."""
-    if hasattr(a, "__cuda_array_interface__") and hasattr(b, "__cuda_array_interface__"):
-        lo_a, lo_b = a.__cuda_array_interface__["data"][0], b.__cuda_array_interface__["data"][0]
-        return lo_a < lo_b + b.nbytes and lo_b < lo_a + a.nbytes
-    return np.may_share_memory(getattr(a, "_ary", a), getattr(b, "_ary", b))
 
 
 def _check_device_array(cuda, a, tdesc, owner, field):
@@ -89,7 +80,7 @@ class CudaDevice:
         elif is_device_array(cuda, out):
             d_out = _check_device_array(cuda, out, out_desc, owner, "out")
             for i, d in enumerate(dev_inputs):
-                if not isinstance(d, np.ndarray) and _overlap(d, d_out):
+                if not isinstance(d, np.ndarray) and overlaps(d, d_out):
                         raise ValidationError(f"{owner}.out: a device array overlapping input {i} "
                                               "is invalid; expected an output that shares no "
                                               "memory with the inputs")

@@ -4,21 +4,22 @@ per output block, :func:`dml_numba.dask.graph`).
 Boxes are per-axis ``(lo, hi)`` ranges. :func:`needs` walks the graph backwards from an output
 box: each node's needed output box (the union over its readers) gives the box of its tensor
 input it reads, the combined halo of every windowed operator on the way. :func:`run_block`
-then walks forwards over those boxes: a data-movement node gathers its box through its index
-maps (a padding's constant where it reads no input); a FORWARD convolution or LP pooling pads
-its input box with the zeros its windows read outside the array and runs unpadded with its
-strides on ``device`` (each output element from the same window as the whole operator's); a
-transposed convolution reads its whole spatial extent and keeps its box.
+then walks forwards over those boxes. Operators are read through their traits alone: a
+data-movement node (``gather_plan()``) gathers its box through its index maps (a padding's
+constant where it reads no input); a windowed node (``window()``, whose padding reads zeros)
+pads its input box with the zeros its windows read outside the array and runs re-windowed
+(``rewindow()``: unpadded, its strides) on ``device``, each output element from the same window
+as the whole operator's; any other operator reads its whole input, for the batch range of its
+box where it is ``batch_separable`` (a transposed convolution), and keeps its box.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .._api import compile_operator
 from .._errors import ValidationError
-from ..ops.convolution import ConvolutionDirection, ConvolutionOperatorDesc
-from ..ops.lp_pooling import LpPooling1OperatorDesc
+from ..tensor import TensorDesc
 from .desc import GraphDesc
-from .plan import window
 
 
 def _union(a, b):
@@ -45,15 +46,14 @@ def input_box(op, box):
                 return None
             out.append((int(idx[inside].min()), int(idx[inside].max()) + 1))
         return tuple(out)
-    if isinstance(op, ConvolutionOperatorDesc):
-        channels = (0, sizes[1])
-        if op.direction == ConvolutionDirection.BACKWARD:
-            return (box[0], channels) + tuple((0, n) for n in sizes[2:])
-    else:
-        channels = box[1]
-    strides, extents, starts = window(op)
+    win = op.window()
+    if win is None:  # the whole input (of the box's batch range, where that is all it reads)
+        whole = tuple((0, n) for n in sizes)
+        return (box[0],) + whole[1:] if op.batch_separable else whole
+    channels = box[1] if win.channels == "same" else (0, sizes[1])
     spatial = []
-    for (lo, hi), s, e, a, n in zip(box[2:], strides, extents, starts, sizes[2:]):
+    for (lo, hi), s, e, a, n in zip(box[2:], win.strides, win.extents, win.start_padding,
+                                    sizes[2:]):
         spatial.append((min(max(lo * s - a, 0), n), max(min((hi - 1) * s - a + e, n), 0)))
     return (box[0], channels) + tuple(spatial)
 
@@ -133,40 +133,48 @@ def _node(op, x, x_box, box, rest, device):
                 keep &= a.reshape((1,) * d + (-1,) + (1,) * (len(shape) - d - 1))
             out = np.where(keep, out, np.asarray(plan.constant).astype(out.dtype))
         return np.ascontiguousarray(out, dtype=op.output_tensor.dtype)
-    from .. import functional as F
-
     xb = input_box(op, box)
     if x is None or x_box is None or _empty(xb):
         x = np.zeros(tuple(max(hi - lo, 0) for lo, hi in xb), op.input_tensor.dtype)
     else:  # the part of the input this node reads (its producer made the union of readers')
         x = x[tuple(slice(lo - a, hi - a) for (lo, hi), (a, _) in zip(xb, x_box))]
-    if isinstance(op, ConvolutionOperatorDesc) and op.direction == ConvolutionDirection.BACKWARD:
-        y = F.convolution(np.ascontiguousarray(x), *rest, strides=op.strides,
-                          dilations=op.dilations, start_padding=op.start_padding,
-                          end_padding=op.end_padding, output_padding=op.output_padding,
-                          group_count=op.group_count, mode=op.mode, direction=op.direction,
-                          fused_activation=op.fused_activation, device=device)
-        return y[(slice(None), slice(*box[1])) + tuple(slice(lo, hi) for lo, hi in box[2:])]
-    strides, extents, starts = window(op)
+    win = op.window()
+    out = op.output_tensor
+    if win is None:  # the whole input (of the batch range): the operator as it is, then the box
+        if op.batch_separable:
+            n = box[0][1] - box[0][0]
+            op = op.replace_tensors(**{
+                op.input_fields[0]: TensorDesc(out.data_type, (n,) + op.input_tensor.sizes[1:]),
+                op.output_field: TensorDesc(out.data_type, (n,) + out.sizes[1:])})
+        y = compile_operator(op, device)(np.ascontiguousarray(x), *rest)
+        return y[(slice(None) if op.batch_separable else slice(*box[0]), slice(*box[1])) +
+                 tuple(slice(lo, hi) for lo, hi in box[2:])]
     pads = [(0, 0), (0, 0)]
-    for (lo, hi), (a, b), s, e, p in zip(box[2:], xb[2:], strides, extents, starts):
+    for (lo, hi), (a, b), s, e, p in zip(box[2:], xb[2:], win.strides, win.extents,
+                                         win.start_padding):
         first, last = lo * s - p, (hi - 1) * s - p + e  # the windows' reach, input coordinates
         pads.append((a - first, last - b) if b > a else (last - first, 0))
     local = np.pad(x, pads) if any(a or b for a, b in pads) else np.ascontiguousarray(x)
     nd = len(box) - 2
-    if isinstance(op, LpPooling1OperatorDesc):
-        return F.lp_pooling(local, op.window_size, strides, (0,) * nd, (0,) * nd, op.dilations,
-                            op.p, device=device)
-    y = F.convolution(local, *rest, strides=strides, dilations=op.dilations,
-                      group_count=op.group_count, mode=op.mode,
-                      fused_activation=op.fused_activation, device=device)
-    return y[:, slice(*box[1])] if box[1] != (0, op.output_tensor.sizes[1]) else y
+    channels = out.sizes[1] if win.channels == "all" else local.shape[1]
+    sizes = (local.shape[0], channels) + tuple(hi - lo for lo, hi in box[2:])
+    local_op = op.rewindow(TensorDesc(out.data_type, local.shape),
+                           TensorDesc(out.data_type, sizes), win.strides, (0,) * nd, (0,) * nd)
+    y = compile_operator(local_op, device)(local, *rest)
+    return y[:, slice(*box[1])] if win.channels == "all" and box[1] != (0, sizes[1]) else y
 
 
 def check_blockable(graph: GraphDesc, tensor_input: int = 0) -> None:
     """A graph Dask can run per block: one output; graph input 0 is the tensor and feeds only
     tensor inputs (slot 0); the others (filters, biases) feed only the others."""
     c = "dml_numba.dask.graph"
+    for k, node in enumerate(graph.nodes):
+        win = node.operator.canonical().window()
+        if win is not None and not win.padding_reads_zero:
+            raise ValidationError(
+                f"{c}.graph: {graph.node_label(k)} ({type(node.operator).__name__}) is invalid; "
+                "expected windowed operators whose padding reads zeros (a block pads its input "
+                "region with zeros)")
     if graph.output_count != 1:
         raise ValidationError(f"{c}.graph: output_count {graph.output_count} is invalid; "
                               "expected 1 (one output, computed block by block)")

@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import _interop
 from .._api import CompiledOperator, check_allocatable, compile_operator
+from .._binding import overlaps
 from .._cache import cache, freeze
 from .._errors import ValidationError
 from .._registry import check_device_name, get_device, split_device
@@ -57,6 +58,7 @@ class CompiledGraph:
         host = [_interop.to_host(a) for a in inputs]
         for k, (a, t) in enumerate(zip(host, self._in)):
             self._check(a, t, f"input {k}")
+        _check_aliases(host, [_interop.to_host(o) if o is not None else None for o in outs])
         if self._cuda:
             return self._run_cuda(host, outs, out, kind)
         results = [None] * g.output_count
@@ -148,6 +150,25 @@ class CompiledGraph:
     def __repr__(self):
         return (f"<CompiledGraph of {len(self.graph.nodes)} nodes in {len(self.steps)} steps on "
                 f"{self.device!r}>")
+
+
+def _check_aliases(inputs, outs) -> None:
+    """Refuse, before anything is written, an ``out`` array that shares memory with a graph
+    input (a later step may still read it) or with another ``out`` array (each graph output is
+    written whole, in its own step): the same array or overlapping views, on every device."""
+    for k, o in enumerate(outs):
+        if o is None:
+            continue
+        for j, a in enumerate(inputs):
+            if overlaps(o, a):
+                raise ValidationError(
+                    f"compile_graph.out[{k}]: an array overlapping input {j} is invalid; expected "
+                    "an output that shares no memory with the graph's inputs")
+        for j in range(k):
+            if outs[j] is not None and overlaps(o, outs[j]):
+                raise ValidationError(
+                    f"compile_graph.out[{k}]: an array overlapping out[{j}] is invalid; expected "
+                    "one array per graph output, sharing no memory with the others")
 
 
 def compile_graph(graph: GraphDesc, device: str = "cpu", *, fuse: bool = True,

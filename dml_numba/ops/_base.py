@@ -1,13 +1,14 @@
 """What every operator descriptor shares: frozen, validated on construction, canonicalisable."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
 import numpy as np
 
+from .._dims import dilated_extent
 from .._dtypes import DataType
-from .._errors import Checker
+from .._errors import Checker, ValidationError
 from ..tensor import TensorDesc
 
 #: every descriptor class the library defines (registered as each is defined); a subclass from
@@ -58,6 +59,29 @@ class OperatorDesc:
     def _validate(self, c: Checker):  # pragma: no cover - every operator overrides it
         raise NotImplementedError
 
+    # -- the window trait: what graph rules and Dask blocks read, never the classes -------
+    def window(self) -> Window | None:
+        """The window this operator's output slides over input 0's spatial axes (2 on), or
+        None where it has none (data movement; a transposed convolution, whose outputs gather
+        from a whole region). A descriptor with a window also implements :meth:`rewindow`."""
+        return None
+
+    def rewindow(self, input_tensor: TensorDesc, output_tensor: TensorDesc, strides,
+                 start_padding, end_padding) -> OperatorDesc | None:
+        """The same operator with its window moved: reading ``input_tensor`` with these
+        strides and padding into ``output_tensor`` (every other field as it is), or None where
+        no such descriptor is valid."""
+        try:
+            return replace(self, input_tensor=input_tensor, output_tensor=output_tensor,
+                           strides=tuple(strides), start_padding=tuple(start_padding),
+                           end_padding=tuple(end_padding))
+        except ValidationError:
+            return None
+
+    #: each output batch element depends on the same input batch element alone (and on the
+    #: other inputs, filters and biases, whole): Dask blocks may run it on a range of the batch
+    batch_separable: ClassVar[bool] = False
+
     # -- what binding and dispatch need ---------------------------------------------------
     def bound_inputs(self) -> tuple[tuple[str, TensorDesc], ...]:
         """(field, desc) of every input present, in binding order (an absent bias is skipped)."""
@@ -87,6 +111,38 @@ class OperatorDesc:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update(tensors)
         return type(self)(**values)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A windowed operator's window over its input's spatial axes (the trait of
+    :meth:`OperatorDesc.window`): output coordinate ``o`` of spatial axis ``i`` reads input
+    coordinates ``o * strides[i] + k * dilations[i] - start_padding[i]`` for ``k <
+    sizes[i]``; coordinates outside the input are the padding.
+
+    ``channels``: "same" where output channel ``c`` reads input channel ``c`` alone (pooling),
+    "all" where every output channel reads every input channel (of its group: a convolution).
+    ``padding_reads_zero``: whether the padding reads as zeros (a convolution, an LP pooling:
+    so a CONSTANT padding by +0 in front may be absorbed into it); False for an operator whose
+    padding is not a value (a max pooling's never wins).
+    """
+
+    sizes: tuple
+    strides: tuple
+    dilations: tuple
+    start_padding: tuple
+    end_padding: tuple
+    channels: str
+    padding_reads_zero: bool
+
+    @property
+    def extents(self) -> tuple:
+        """Each axis's dilated window, ``(size - 1) * dilation + 1``."""
+        return tuple(dilated_extent(k, d) for k, d in zip(self.sizes, self.dilations))
+
+    @property
+    def padded(self) -> bool:
+        return any(self.start_padding) or any(self.end_padding)
 
 
 def check_tensor(c: Checker, field: str, value, *, optional: bool = False) -> TensorDesc | None:

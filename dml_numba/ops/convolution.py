@@ -37,6 +37,7 @@ from ..tensor import TensorDesc
 from ._base import (  # noqa: F401 - FOLDS: the input_padding option's values, kept here too
     FOLDS,
     OperatorDesc,
+    Window,
     check_rank,
     check_same_rank,
     check_same_type,
@@ -181,6 +182,16 @@ class ConvolutionOperatorDesc(OperatorDesc):
     input_fields = ("input_tensor", "filter_tensor", "bias_tensor")
 
     exact = False
+    batch_separable = True
+
+    def window(self) -> Window | None:
+        """FORWARD: the filter's taps over every input channel of the group, the padding read
+        as zeros; BACKWARD has none (each output gathers from the inputs whose windows reach
+        it)."""
+        if self.direction != ConvolutionDirection.FORWARD:
+            return None
+        return Window(tuple(self.filter_tensor.sizes[2:]), self.strides, self.dilations,
+                      self.start_padding, self.end_padding, "all", True)
 
     def flops(self) -> int:
         """Two per multiply-add: every output (FORWARD) or input (BACKWARD) element takes

@@ -22,7 +22,7 @@ from .._dims import dilated_extent, pooled_size, pooled_size_ceil, prod
 from .._dtypes import COMPUTE_TYPES
 from .._errors import Checker
 from ..tensor import TensorDesc
-from ._base import OperatorDesc, check_unary_tensors
+from ._base import OperatorDesc, Window, check_unary_tensors
 
 _EXT = " (FLOAT64 is a dml_numba extension)"
 
@@ -90,9 +90,15 @@ class LpPooling1OperatorDesc(OperatorDesc):
     p: int
 
     exact = False
+    batch_separable = True
 
     def _validate(self, c):
         _validate_pooling(c, self, self.dilations)
+
+    def window(self) -> Window:
+        """Channel by channel; taps in the padding contribute 0 (they read as zeros)."""
+        return Window(self.window_size, self.strides, self.dilations, self.start_padding,
+                      self.end_padding, "same", True)
 
     def flops(self) -> int:
         """|x|**p, the sum and the root: counted as 2 per window tap per output element."""
@@ -112,6 +118,10 @@ class LpPoolingOperatorDesc(OperatorDesc):
     p: int
 
     exact = False
+    batch_separable = True
+
+    def window(self) -> Window:
+        return self.canonical().window()
 
     def _validate(self, c):
         nd = self.input_tensor.rank - 2 if isinstance(self.input_tensor, TensorDesc) else 0

@@ -49,7 +49,7 @@ def make_kernel(desc, options):
     rule's (``tune="off"``). ``options["input_padding"]`` (a PaddingMode name but CONSTANT): the
     start/end padding is that mode's fold of the input instead of zeros, read in the blocked
     kernel's phase 1 or the direct kernel's taps (what a graph's padding operator in front of the
-    convolution becomes: :func:`folds_padding`)."""
+    convolution becomes: a graph's fold rule, where the registry lists the mode)."""
     mode = options.get("input_padding")
     algorithm = options.get("algorithm")
     if mode is not None:
@@ -84,13 +84,6 @@ def folded_plan(desc, mode: str):
     if not can_fold(desc, plan) or mode not in FOLDS:
         return None
     return dataclasses.replace(plan, fold=FOLDS[mode])
-
-
-def folds_padding(desc, mode: str) -> bool:
-    """Whether a padding of ``mode`` in front of ``desc`` (``desc`` already carrying its sizes
-    as start/end padding) folds into the kernel that runs it: every FORWARD convolution (the
-    direct kernel reads any; the blocked one where its plan folds)."""
-    return mode in FOLDS and desc.direction == ConvolutionDirection.FORWARD
 
 
 register(ConvolutionOperatorDesc, "cpu",

@@ -118,20 +118,12 @@ def emit_tiled(key) -> str:
     return emit_implicit_gemm(key)
 
 
-def folds_padding(desc, mode: str) -> bool:
-    """Whether a padding of ``mode`` in front of ``desc`` (``desc`` carrying its sizes as
-    start/end padding) folds into its kernels: FORWARD, every kernel (the direct kernel's taps,
-    the depthwise plane kernel's region loads and the implicit GEMM's gather read through the
-    padding's map)."""
-    return mode in FOLDS and desc.direction == ConvolutionDirection.FORWARD
-
-
 @register(ConvolutionOperatorDesc, "cuda", options={"algorithm": (None, "direct", "tiled"),
                                                     "input_padding": (None,) + tuple(FOLDS)})
 def lower(desc, options):
     algorithm = options.get("algorithm") or choose_algorithm(desc)
     mode = options.get("input_padding")
-    if mode is not None and not folds_padding(desc, mode):
+    if mode is not None and desc.direction != ConvolutionDirection.FORWARD:
         raise ValidationError(
             f"compile_operator.input_padding: {mode!r} is invalid; expected None for this "
             "descriptor on CUDA (a folded padding needs a FORWARD convolution)")

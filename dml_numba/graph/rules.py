@@ -1,0 +1,323 @@
+"""The rewrites of a compiled graph, each a rule object whose preconditions are written as code
+(named, so a plan can say why a rule did not apply and a test can remove one and watch the
+results go wrong). Rules read operators through their traits only: a data-movement operator's
+``gather_plan()`` and a windowed operator's ``window()``/``rewindow()``
+(:class:`~dml_numba.ops._base.Window`); what a device's kernel can read its input through comes
+from the registry. No operator class and no backend is named here.
+
+One word per rewrite, here and in ``docs/GRAPHS.md``:
+
+* **absorb**: a CONSTANT padding by +0 of the spatial axes, in front of a window whose padding
+  reads zeros, becomes part of the window's own padding;
+* **fold**: an EDGE, REFLECTION, SYMMETRIC or WRAP padding of the spatial axes, in front of a
+  window without padding of its own, becomes the window's padding read through the mode's index
+  map by its kernel (the lowering's ``input_padding`` option, where the registry says the
+  device's kernel reads through that mode);
+* **crop**: a slice with positive strides after a window becomes the window's strides and start
+  padding: only the windows the slice keeps are computed;
+* **chain**: data-movement nodes, each read by the next alone, become one gather
+  (:class:`~dml_numba.ops.gather_chain.GatherChainDesc`).
+
+Absorb and fold change what the window reads, not what it writes: the padding node stays
+wherever anything else reads it (or it is a graph output). Crop and chain remove a node's
+output: they need that node to be no graph output and read by the rewritten node alone.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .._registry import reads_through
+from ..ops._base import FOLDS, PAD_KINDS
+
+#: the padding mode a fold reads through, by the AxisMap kind of its gather plan
+_MODES = {kind: mode for mode, kind in FOLDS.items()}
+
+
+@dataclass
+class Node:
+    """A node while the rules run: its operator (canonical), where each input slot reads from
+    (``("input", g)``, ``("node", k)``, or None for an absent input), the graph nodes it stands
+    for, the data-movement operators it fuses (once the chain rule has run), and the compile
+    options rules added (``(("input_padding", mode),)`` once a fold has)."""
+
+    op: object
+    sources: list
+    covers: tuple
+    chain: tuple = ()
+    options: tuple = ()
+
+
+class Work:
+    """The graph while the rules run: the nodes left, who reads each node's output (reader,
+    slot), and which nodes are graph outputs. Every update is local (linear planning)."""
+
+    def __init__(self, graph, device: str):
+        self.device = device
+        self.nodes: dict[int, Node] = {}
+        for k in range(len(graph.nodes)):
+            self.nodes[k] = Node(graph.nodes[k].operator.canonical(),
+                                 [None] * len(graph.node_inputs(k)), (k,))
+        self.uses: dict[int, list] = {k: [] for k in self.nodes}
+        for e in graph.input_edges:
+            self.nodes[e.to_node_index].sources[e.to_node_input_index] = \
+                ("input", e.graph_input_index)
+        for e in graph.intermediate_edges:
+            self.nodes[e.to_node_index].sources[e.to_node_input_index] = \
+                ("node", e.from_node_index)
+            self.uses[e.from_node_index].append((e.to_node_index, e.to_node_input_index))
+        self.outputs: dict[int, list[int]] = {}
+        for e in sorted(graph.output_edges, key=lambda e: e.graph_output_index):
+            self.outputs.setdefault(e.from_node_index, []).append(e.graph_output_index)
+
+    def producer(self, k: int) -> int | None:
+        """The node whose output node ``k`` reads as its input 0 (its tensor), if a node's."""
+        src = self.nodes[k].sources[0] if self.nodes[k].sources else None
+        return src[1] if src is not None and src[0] == "node" else None
+
+    def read_by_alone(self, p: int, k: int) -> bool:
+        """Node ``p``'s output is read by node ``k``'s input 0 and by nothing else."""
+        return self.uses[p] == [(k, 0)]
+
+    def is_output(self, p: int) -> bool:
+        return p in self.outputs
+
+    def take_over(self, k: int, p: int, op, whole: bool = False, **fields) -> None:
+        """Node ``k`` becomes ``op`` (covering ``p``'s nodes too), reading what ``p`` reads as
+        its input 0 instead of ``p``'s output; ``whole``: reading every input of ``p`` (``k``
+        becomes ``p``'s operator, rewritten). ``p`` is dropped once nothing reads it and it is
+        no graph output."""
+        n, q = self.nodes[k], self.nodes[p]
+        self.uses[p].remove((k, 0))
+        if whole:
+            n.sources = [None] * len(q.sources)
+        for slot in range(len(q.sources)) if whole else (0,):
+            src = n.sources[slot] = q.sources[slot]
+            if src is not None and src[0] == "node":
+                self.uses[src[1]].append((k, slot))
+        n.op, n.covers = op, q.covers + n.covers
+        for name, value in fields.items():
+            setattr(n, name, value)
+        if not self.uses[p] and not self.is_output(p):
+            self.drop(p)
+
+    def drop(self, p: int) -> None:
+        for slot, src in enumerate(self.nodes.pop(p).sources):
+            if src is not None and src[0] == "node":
+                self.uses[src[1]].remove((p, slot))
+        del self.uses[p]
+
+
+# -- what the rules read of an operator: its traits ---------------------------------------------
+
+def gather_plan(op):
+    """The operator's gather plan where it is data movement, else None."""
+    return op.gather_plan() if hasattr(op, "gather_plan") else None
+
+
+def spatial_padding(op):
+    """``(kind, start, end, constant)`` where ``op`` pads the spatial axes (2 on) only: the
+    AxisMap kind all its axes read through ('shift' for a CONSTANT padding, whose constant is
+    ``constant``), and its start and end padding per spatial axis; None for anything else."""
+    plan = gather_plan(op)
+    if plan is None or len(plan.maps) < 3 or len({m.kind for m in plan.maps}) != 1 or \
+            plan.maps[0].kind not in PAD_KINDS:
+        return None
+    if any(m.a or m.size != m.n for m in plan.maps[:2]):
+        return None
+    spatial = plan.maps[2:]
+    return (plan.maps[0].kind, tuple(m.a for m in spatial),
+            tuple(m.size - m.n - m.a for m in spatial), plan.constant)
+
+
+def is_positive_zero(value) -> bool:
+    """+0 (what a window's padding reads), not -0.0 and not any other value."""
+    return value == 0 and math.copysign(1.0, float(value)) > 0
+
+
+# -- the rules -------------------------------------------------------------------------------
+
+class Rule:
+    """A rewrite of node ``k`` with its producer ``p`` (the node its input 0 reads):
+    ``preconditions`` are ``(name, check(work, k, p))`` pairs, every one required; ``rewrite``
+    gives the rewritten operator (None: not expressible); ``apply`` changes the work."""
+
+    name = ""
+    preconditions: tuple = ()
+
+    def refusal(self, work: Work, k: int) -> str | None:
+        """The first precondition node ``k`` fails (None: the rule applies)."""
+        p = work.producer(k)
+        if p is None:
+            return "reads a node's output"
+        for name, check in self.preconditions:
+            if not check(work, k, p):
+                return name
+        if self.rewrite(work, k, p) is None:
+            return "the rewritten operator is valid"
+        return None
+
+    def rewrite(self, work: Work, k: int, p: int):  # pragma: no cover - every rule overrides
+        raise NotImplementedError
+
+    def apply(self, work: Work, k: int) -> None:
+        p = work.producer(k)
+        work.take_over(k, p, self.rewrite(work, k, p), **self.changes(work, k, p))
+
+    def changes(self, work: Work, k: int, p: int) -> dict:
+        return {}
+
+
+def _window(work, k):
+    return work.nodes[k].op.window()
+
+
+def _pad(work, p):
+    return spatial_padding(work.nodes[p].op)
+
+
+_HAS_WINDOW = ("the node has a window", lambda w, k, p: _window(w, k) is not None)
+_PRODUCER_NOT_CHAIN = ("the producer is no fused chain", lambda w, k, p: not w.nodes[p].chain)
+_NO_FOLD_YET = ("the window reads through no folded padding",
+                lambda w, k, p: not w.nodes[k].options)
+_PRODUCER_NOT_OUTPUT = ("the producer is no graph output", lambda w, k, p: not w.is_output(p))
+_READ_ALONE = ("the producer is read by this node alone", lambda w, k, p: w.read_by_alone(p, k))
+
+
+class Absorb(Rule):
+    """A CONSTANT padding by +0 of the spatial axes becomes part of the window's padding."""
+
+    name = "absorb"
+    preconditions = (
+        _HAS_WINDOW,
+        ("the window's padding reads zeros", lambda w, k, p: _window(w, k).padding_reads_zero),
+        ("the producer pads the spatial axes only",
+         lambda w, k, p: _pad(w, p) is not None),
+        ("the producer pads with +0",
+         lambda w, k, p: _pad(w, p)[0] == "shift" and is_positive_zero(_pad(w, p)[3])),
+        _PRODUCER_NOT_CHAIN,
+        _NO_FOLD_YET,
+    )
+
+    def rewrite(self, work, k, p):
+        win, (_, start, end, _) = _window(work, k), _pad(work, p)
+        op = work.nodes[k].op
+        return op.rewindow(work.nodes[p].op.input_tensor, op.output_tensor, win.strides,
+                           [a + b for a, b in zip(win.start_padding, start)],
+                           [a + b for a, b in zip(win.end_padding, end)])
+
+
+class Fold(Rule):
+    """A mode padding of the spatial axes becomes the window's padding, read through the
+    mode's map by the device's kernel."""
+
+    name = "fold"
+    preconditions = (
+        _HAS_WINDOW,
+        ("the producer pads the spatial axes only",
+         lambda w, k, p: _pad(w, p) is not None),
+        ("the producer pads through a mode (not a constant)",
+         lambda w, k, p: _pad(w, p)[0] in _MODES),
+        _PRODUCER_NOT_CHAIN,
+        ("the window has no padding of its own", lambda w, k, p: not _window(w, k).padded),
+        _NO_FOLD_YET,
+        ("the device's kernel reads through the mode",
+         lambda w, k, p: _MODES[_pad(w, p)[0]] in reads_through(type(w.nodes[k].op),
+                                                                 w.device)),
+    )
+
+    def rewrite(self, work, k, p):
+        win, (_, start, end, _) = _window(work, k), _pad(work, p)
+        op = work.nodes[k].op
+        return op.rewindow(work.nodes[p].op.input_tensor, op.output_tensor, win.strides, start,
+                           end)
+
+    def changes(self, work, k, p):
+        return {"options": (("input_padding", _MODES[_pad(work, p)[0]]),)}
+
+
+def _slice_maps(op):
+    """The maps of an affine gather (a slice), or None."""
+    plan = gather_plan(op)
+    if plan is None or plan.constant is not None or any(m.kind != "affine" for m in plan.maps):
+        return None
+    return plan.maps
+
+
+class Crop(Rule):
+    """A slice with positive strides after a window: the window computes only the windows the
+    slice keeps (its strides times the slice's, its start padding moved to the first kept
+    window)."""
+
+    name = "crop"
+    preconditions = (
+        ("the node is a slice (an affine gather)", lambda w, k, p: _slice_maps(w.nodes[k].op)
+         is not None),
+        ("the slice keeps the batch and channel axes whole",
+         lambda w, k, p: all(m.a == 0 and m.s == 1 and m.size == m.n
+                             for m in _slice_maps(w.nodes[k].op)[:2])),
+        ("the slice's strides are positive",
+         lambda w, k, p: all(m.s > 0 for m in _slice_maps(w.nodes[k].op)[2:])),
+        ("the producer has a window", lambda w, k, p: _window(w, p) is not None),
+        _PRODUCER_NOT_OUTPUT,
+        _READ_ALONE,
+        ("the first kept window starts inside the padded input",
+         lambda w, k, p: all(a >= m.a * s for a, s, m in zip(
+             _window(w, p).start_padding, _window(w, p).strides,
+             _slice_maps(w.nodes[k].op)[2:]))),
+    )
+
+    def rewrite(self, work, k, p):
+        maps, win, op = _slice_maps(work.nodes[k].op), _window(work, p), work.nodes[p].op
+        strides, start, end = [], [], []
+        for m, s, a, e, n in zip(maps[2:], win.strides, win.start_padding, win.extents,
+                                 op.input_tensor.sizes[2:]):
+            front = a - m.a * s
+            reach = (m.size - 1) * s * m.s + e
+            strides.append(s * m.s)
+            start.append(front)
+            end.append(max(0, reach - n - front))
+        return op.rewindow(op.input_tensor, work.nodes[k].op.output_tensor, strides, start, end)
+
+    def apply(self, work, k):
+        p = work.producer(k)
+        work.take_over(k, p, self.rewrite(work, k, p), whole=True, options=work.nodes[p].options)
+
+
+class Chain(Rule):
+    """Two data-movement nodes, the first read by the second alone, become one gather."""
+
+    name = "chain"
+    preconditions = (
+        ("the node moves data", lambda w, k, p: gather_plan(w.nodes[k].op) is not None),
+        ("the producer moves data", lambda w, k, p: gather_plan(w.nodes[p].op) is not None),
+        _PRODUCER_NOT_OUTPUT,
+        _READ_ALONE,
+    )
+
+    def rewrite(self, work, k, p):
+        return work.nodes[k].op
+
+    def changes(self, work, k, p):
+        return {"chain": (work.nodes[p].chain or (work.nodes[p].op,)) +
+                         (work.nodes[k].chain or (work.nodes[k].op,))}
+
+
+#: the rules in phases, each applied to a fixed point before the next: the window rules first
+#: (a padding or slice next to a window is worth more there than in a chain), then chains
+PHASES = ((Absorb(), Fold(), Crop()), (Chain(),))
+
+
+def apply_rules(work: Work, order, phases=PHASES) -> None:
+    """Each phase's rules to a fixed point: the nodes in topological order, each rewritten by
+    the first rule that applies until none does. A rule rewrites a node with its producer,
+    which the order has already visited, and no rewrite makes a rule apply again at a node
+    visited before (it only ever removes a producer's last reader), so one pass is the fixed
+    point."""
+    for rules in phases:
+        for k in order:
+            while k in work.nodes:
+                rule = next((r for r in rules if r.refusal(work, k) is None), None)
+                if rule is None:
+                    break
+                rule.apply(work, k)
