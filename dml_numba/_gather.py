@@ -75,11 +75,47 @@ def identity(m: AxisMap) -> bool:
                               or m.kind == "affine" and m.a == 0 and m.s == 1)
 
 
-def emit_chain_axis(w: SourceWriter, plans, axis: int, o: str, i: str) -> dict[int, str]:
+#: a chain of more operators than this reads each axis's composed map from tables made at
+#: generation time (module constants, :func:`chain_tables`): its generated code, and so its
+#: compile time, no longer grows with the chain (a map a line grows Numba's compile faster than
+#: the chain: seconds at a few hundred operators, minutes at thousands)
+TABLE_CHAIN = 16
+
+
+def table_levels(tables: dict) -> set | None:
+    """The levels whose constants a tabled chain's elements can take (None: not tabled)."""
+    return set().union(*tables.values()) if tables else None
+
+
+def chain_tables(desc, axes) -> tuple[list[str], dict[int, list[int]]]:
+    """For a chain ``desc`` of more than :data:`TABLE_CHAIN` operators: the module-level lines
+    that define, per axis in ``axes``, the input coordinate each output coordinate reads
+    (``A{axis}``) and, where a CONSTANT padding can fall outside along it, the level whose
+    constant the coordinate takes (``V{axis}``, -1: none; the level nearest the output, as
+    :meth:`~dml_numba.ops.gather_chain.GatherChainDesc.axis_sources` says); and per tabled axis
+    the levels that occur. A shorter chain: no lines, no axes (its maps are emitted as code)."""
+    if len(desc.operators) <= TABLE_CHAIN:
+        return [], {}
+    lines, tables = [], {}
+    for axis in axes:
+        src, level = desc.axis_sources(axis, np.arange(desc.output_tensor.sizes[axis]))
+        lines.append(f"A{axis} = np.array({src.tolist()}, np.int32)")
+        tables[axis] = sorted(set(level.tolist()) - {-1})
+        if tables[axis]:
+            lines.append(f"V{axis} = np.array({level.tolist()}, np.int32)")
+    return lines, tables
+
+
+def emit_chain_axis(w: SourceWriter, plans, axis: int, o: str, i: str,
+                    tables: dict | None = None) -> dict[int, str]:
     """``i = <input coordinate of the chain read by output coordinate o>`` along ``axis``, the
     maps applied from the last operator to the first (each level's coordinate in its own name,
-    ``{i}_{level}``). Returns, per level whose CONSTANT padding can fall outside along this
-    axis, the condition that it does not (over the names emitted here)."""
+    ``{i}_{level}``), or read from the axis's table where ``tables`` (:func:`chain_tables`)
+    has one. Returns, per level whose CONSTANT padding can fall outside along this axis, the
+    condition that it does not (over the names emitted here)."""
+    if tables and axis in tables:
+        w(f"{i} = A{axis}[{o}]")
+        return {k: f"V{axis}[{o}] != {k}" for k in tables[axis]}
     cur, conds = o, {}
     for k in range(len(plans) - 1, -1, -1):
         m = plans[k].maps[axis]
@@ -122,8 +158,9 @@ def emit_select(w: SourceWriter, conds: dict[int, str], store_constant, store_in
         store_input()
 
 
-def chain_constants(w: SourceWriter, plans, data_type: DataType) -> None:
-    """``C{level} = <constant>`` for each level that pads with a constant (module level)."""
+def chain_constants(w: SourceWriter, plans, data_type: DataType, levels=None) -> None:
+    """``C{level} = <constant>`` for each level that pads with a constant (``levels``: only
+    those, where tables say which occur)."""
     for k, p in enumerate(plans):
-        if p.constant is not None:
+        if p.constant is not None and (levels is None or k in levels):
             w(f"C{k} = {constant_literal(p.constant, data_type)}")

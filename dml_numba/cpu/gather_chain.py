@@ -11,7 +11,15 @@ import itertools
 
 from .._codegen import SourceWriter, affine, decompose, index
 from .._dims import prod
-from .._gather import chain_constants, emit_chain_axis, emit_select, merge_conds, storage_dtype
+from .._gather import (
+    chain_constants,
+    chain_tables,
+    emit_chain_axis,
+    emit_select,
+    merge_conds,
+    storage_dtype,
+    table_levels,
+)
 from .._registry import register
 from ..ops.gather_chain import GatherChainDesc
 from ._emit import Host, MoveKernel, RowReads, header, make_key
@@ -58,27 +66,28 @@ def emit(key) -> str:
     rank = len(sizes)
     lanes = key.plan.lanes
     w = SourceWriter()
-    loop = header(w, key, imports=("from dml_numba.cpu._simd import vload_stride, vstore_raw",)
-                  if lanes else ())
+    tables_src, tables = chain_tables(body, range(rank))
+    loop = header(w, key, imports=(("from dml_numba.cpu._simd import vload_stride, vstore_raw",)
+                                   if lanes else ()) + tuple(tables_src))
     runs = body.runs()
     with w.block("def kernel(x, y):"):
         w("# one pass for the chain " + " -> ".join(type(op).op_name() for op in desc.operators)
           + "; each axis maps the output coordinate through them, last first"
           + ("; the tile's input rows computed once, copied to their repeats" if tiled else ""))
-        chain_constants(w, plans, desc.output_tensor.data_type)
+        chain_constants(w, plans, desc.output_tensor.data_type, table_levels(tables))
         if rank == 1 and (loop != "range" or len(runs) > MAX_RUNS):
             with w.block(f"for j in {loop}({sizes[0]}):"):
-                _element(w, plans, [], [], {}, "j")
+                _element(w, plans, [], [], {}, "j", tables)
             return w.text()
         outer = [f"o{d}" for d in range(rank - 1)]
         inner = [f"i{d}" for d in range(rank - 1)]
         with w.block(f"for f in {loop}({prod(sizes[:-1])}):"):
             decompose(w, "f", outer, sizes[:-1])
-            conds = merge_conds([emit_chain_axis(w, plans, d, outer[d], inner[d])
+            conds = merge_conds([emit_chain_axis(w, plans, d, outer[d], inner[d], tables)
                                  for d in range(rank - 1)])
             if len(runs) > MAX_RUNS:
                 with w.block(f"for j in range({sizes[-1]}):"):
-                    _element(w, plans, outer, inner, conds, "j")
+                    _element(w, plans, outer, inner, conds, "j", tables)
             else:
                 emit_select(w, conds, lambda k: _row(w, runs, outer, inner, k),
                             lambda: _row(w, runs, outer, inner, -1, lanes))
@@ -158,9 +167,9 @@ def _row(w, runs, outer, inner, base: int, lanes: int = 0) -> None:
                 w(f"{y('t')} = C{item[3]}")
 
 
-def _element(w, plans, outer, inner, outer_conds, j: str) -> None:
-    """Output element ``j`` of the row: its last-axis map, then the value."""
-    conds = merge_conds([outer_conds, emit_chain_axis(w, plans, len(outer), j, "k")])
+def _element(w, plans, outer, inner, outer_conds, j: str, tables) -> None:
+    """Output element ``j`` of the row: its last-axis map (or table), then the value."""
+    conds = merge_conds([outer_conds, emit_chain_axis(w, plans, len(outer), j, "k", tables)])
     emit_select(w, conds, lambda k: w(f"y[{index(*outer, j)}] = C{k}"),
                 lambda: w(f"y[{index(*outer, j)}] = x[{index(*inner, 'k')}]"))
 

@@ -32,9 +32,12 @@ def make_key(desc, options, kernel: str = "main") -> KernelKey:
     return KernelKey("cuda", desc, kernel)
 
 
-def header(w: SourceWriter, key: KernelKey) -> None:
+def header(w: SourceWriter, key: KernelKey, module_lines=()) -> None:
+    """The module's preamble; ``module_lines``: module-level lines after its imports (a
+    chain's tables)."""
     preamble(w, key, f"{key.op} (CUDA)", "grid-stride",
-             "@cuda.jit(device=True, inline=True)", imports=("from numba import cuda",))
+             "@cuda.jit(device=True, inline=True)",
+             imports=("from numba import cuda",) + tuple(module_lines))
 
 
 def shared_memory_decorator(w: SourceWriter, launch_bounds: tuple) -> None:

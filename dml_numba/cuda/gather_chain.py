@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from .._codegen import SourceWriter, decompose, index
 from .._dtypes import DataType
-from .._gather import chain_constants, emit_chain_axis, emit_select, merge_conds, storage_dtype
+from .._gather import (
+    chain_constants,
+    chain_tables,
+    emit_chain_axis,
+    emit_select,
+    merge_conds,
+    storage_dtype,
+    table_levels,
+)
 from .._registry import register
 from ..ops.gather_chain import GatherChainDesc
 from ._emit import CudaKernel, element_loop, header, make_key
@@ -17,16 +25,18 @@ def emit(key) -> str:
     o = [f"o{d}" for d in range(len(sizes))]
     i = [f"i{d}" for d in range(len(sizes))]
     w = SourceWriter()
-    header(w, key)
+    tables_src, tables = chain_tables(desc, range(len(sizes)))
+    header(w, key, tuple(tables_src))
     w("# one thread per output element of the chain " + " -> ".join(
         type(op).op_name() for op in desc.operators) + "; each axis maps the output coordinate "
       "through them, last first")
-    chain_constants(w, plans, desc.output_tensor.data_type)
+    chain_constants(w, plans, desc.output_tensor.data_type, table_levels(tables))
     w()
     w()
     with element_loop(w, key, "x, y", desc.output_tensor.element_count):
         decompose(w, "f", o, sizes)
-        conds = merge_conds([emit_chain_axis(w, plans, d, o[d], i[d]) for d in range(len(o))])
+        conds = merge_conds([emit_chain_axis(w, plans, d, o[d], i[d], tables)
+                             for d in range(len(o))])
         emit_select(w, conds, lambda k: w(f"y[{index(*o)}] = C{k}"),
                     lambda: w(f"y[{index(*o)}] = x[{index(*i)}]"))
     return w.text()

@@ -336,3 +336,16 @@ def test_mode_padding_folds_into_cuda_lp_pooling(cuda, mode, window, strides, ke
     ref = dml.compile_operator(lp, "numpy")(np.pad(x, [(0, 0), (0, 0), (1, 2), (2, 1)],
                                                   mode=NP_MODE[mode]))
     np.testing.assert_allclose(cg(x), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_a_long_chain_reads_its_tables_on_the_device(cuda):
+    """A chain past TABLE_CHAIN operators reads its composed maps from module tables (constant
+    memory on a GPU): bit for bit the operators one by one with NumPy's functions."""
+    from tests.ops.test_gather_chain import _input, chain, long_chain, run_oracles
+
+    links = long_chain(np.float32, (2, 3), 20)
+    d = chain(links, np.float32, (2, 3))
+    op = dml.compile_operator(d, "cuda")
+    assert "A0 = np.array(" in op.source
+    x = _input(np.float32, (2, 3), 4)
+    np.testing.assert_array_equal(op(x), run_oracles(links, x))

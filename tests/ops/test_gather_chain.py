@@ -1,6 +1,9 @@
 """The fused data-movement chain (padding, slice, tile in any order and number): every device
 against the chain run with NumPy's own functions (numpy.pad, slicing, numpy.tile), bit for bit;
 validation; the generated source is one pass with no intermediate."""
+import dataclasses
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -209,3 +212,89 @@ def test_a_trailing_tile_computes_each_row_once_and_copies_it(dtype, parallel):
     np.testing.assert_array_equal(
         dml.compile_operator(chain(short, dtype, (2, 3)), "cpu", parallel=parallel)(x),
         run_oracles(short, x))
+
+
+def long_chain(dtype, shape, length):
+    """``length`` operators cycling through every kind and mode (reversed and strided slices,
+    tiles, paddings of every mode, CONSTANT ones of several values), ending in two CONSTANT
+    paddings whose constants meet in the corners and a tile: a chain long enough to be read
+    through tables, sizes kept small."""
+    links, cur = [], shape
+    modes = list(dml.PaddingMode)
+    for k in range(length - 3):
+        rank = len(cur)
+        if k % 3 == 0:
+            mode = modes[(k // 3) % len(modes)]
+            link = pad(dtype, cur, (1,) * rank, (0,) + (1,) * (rank - 1), mode, k % 7)
+        elif k % 3 == 1:
+            step = (-1, 2, 1, -2)[(k // 3) % 4]
+            sizes = tuple(n - 1 for n in cur)
+            link = slice1(dtype, cur, (1,) * rank, sizes, (1,) * (rank - 1) + (step,))
+        else:
+            reps = (1,) * (rank - 1) + (2,) if cur[-1] < 6 else (1,) * rank
+            link = tile(dtype, cur, reps)
+        links.append(link)
+        cur = link[0].output_tensor.sizes
+    for start, end, value in (((1,) * len(cur), (0,) * len(cur), 7),
+                              ((0,) * len(cur), (1,) * len(cur), 9)):
+        links.append(pad(dtype, cur, start, end, dml.PaddingMode.CONSTANT, value))
+        cur = links[-1][0].output_tensor.sizes
+    links.append(tile(dtype, cur, (1,) * (len(cur) - 1) + (2,)))
+    return links
+
+
+def steady_chain(dtype, shape, blocks):
+    """``blocks`` times a padding (each mode in turn) and the slice that takes it off again,
+    then a CONSTANT padding: the same output whatever the length."""
+    links, modes = [], list(dml.PaddingMode)
+    rank = len(shape)
+    padded = tuple(n + 2 for n in shape)
+    for k in range(blocks):
+        links.append(pad(dtype, shape, (1,) * rank, (1,) * rank, modes[k % len(modes)], k % 5))
+        links.append(slice1(dtype, padded, (1,) * rank, shape, (1,) * rank))
+    links.append(pad(dtype, shape, (1,) * rank, (0,) * rank, dml.PaddingMode.CONSTANT, 3))
+    return links
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 5), (7,)])
+@pytest.mark.parametrize("length", [20, 60])
+def test_a_long_chain_reads_tables_and_equals_numpy_functions(shape, length):
+    """Past TABLE_CHAIN operators, every axis's composed map (and the level whose constant an
+    element takes) is a table made at generation time: equal to the operators run one by one
+    with NumPy's functions, bit for bit, serial and parallel."""
+    from dml_numba._gather import TABLE_CHAIN
+
+    assert length > TABLE_CHAIN
+    f = np.float32
+    links = long_chain(f, shape, length)
+    d = chain(links, f, shape)
+    x = _input(f, shape, 3)
+    for parallel in (False, True):
+        op = dml.compile_operator(d, "cpu", parallel=parallel)
+        assert "A0 = np.array(" in op.source
+        np.testing.assert_array_equal(op(x), run_oracles(links, x))
+
+
+def test_a_long_chain_s_code_does_not_grow_with_it():
+    """The kernel's code (its source less the tables and the descriptor's comment) is the same
+    for 20 and 400 operators, on the CPU and on CUDA: a deep graph's compile time does not grow
+    with its depth. (Generated without compiling.)"""
+    from dml_numba.cpu._emit import RowReads, make_key
+    from dml_numba.cpu.gather_chain import emit
+    from dml_numba.cuda.gather_chain import emit as emit_cuda
+
+    f = np.float32
+
+    def code(n, make):
+        """The kernel's lines less comments and tables, level numbers as N."""
+        d = chain(steady_chain(f, (3, 4), n), f, (3, 4))
+        return [re.sub(r"(C|!= )\d+", r"\1N", ln) for ln in make(d).splitlines()
+                if not ln.lstrip().startswith(("#", "A", "V"))]
+
+    def key(d):
+        return dataclasses.replace(make_key(d, {"parallel": False}, 1), plan=RowReads(0))
+
+    cpu = lambda d: emit(key(d))  # noqa: E731
+    cuda = lambda d: emit_cuda(dataclasses.replace(key(d), backend="cuda"))  # noqa: E731
+    assert code(10, cpu) == code(200, cpu)
+    assert code(10, cuda) == code(200, cuda)
