@@ -82,11 +82,13 @@ class Work:
     def is_output(self, p: int) -> bool:
         return p in self.outputs
 
-    def take_over(self, k: int, p: int, op, whole: bool = False, **fields) -> None:
+    def take_over(self, k: int, p: int, op, whole: bool = False, remove: bool = False,
+                  **fields) -> None:
         """Node ``k`` becomes ``op`` (covering ``p``'s nodes too), reading what ``p`` reads as
         its input 0 instead of ``p``'s output; ``whole``: reading every input of ``p`` (``k``
         becomes ``p``'s operator, rewritten). ``p`` is dropped once nothing reads it and it is
-        no graph output."""
+        no graph output; ``remove``: dropped, its output gone (the rule's preconditions made
+        sure nothing else needs it)."""
         n, q = self.nodes[k], self.nodes[p]
         self.uses[p].remove((k, 0))
         if whole:
@@ -98,7 +100,7 @@ class Work:
         n.op, n.covers = op, q.covers + n.covers
         for name, value in fields.items():
             setattr(n, name, value)
-        if not self.uses[p] and not self.is_output(p):
+        if remove or (not self.uses[p] and not self.is_output(p)):
             self.drop(p)
 
     def drop(self, p: int) -> None:
@@ -144,17 +146,19 @@ class Rule:
 
     name = ""
     preconditions: tuple = ()
+    #: the rewrite takes the producer's output away (crop, chain), or only reads around it
+    #: (absorb, fold: the producer stays wherever anything else reads it)
+    removes = False
 
     def refusal(self, work: Work, k: int) -> str | None:
         """The first precondition node ``k`` fails (None: the rule applies)."""
         p = work.producer(k)
         if p is None:
-            return "reads a node's output"
+            return "the node reads a node's output"
         for name, check in self.preconditions:
-            if not check(work, k, p):
+            if not (check(work, k, p) if check is not None else
+                    self.rewrite(work, k, p) is not None):
                 return name
-        if self.rewrite(work, k, p) is None:
-            return "the rewritten operator is valid"
         return None
 
     def rewrite(self, work: Work, k: int, p: int):  # pragma: no cover - every rule overrides
@@ -162,7 +166,10 @@ class Rule:
 
     def apply(self, work: Work, k: int) -> None:
         p = work.producer(k)
-        work.take_over(k, p, self.rewrite(work, k, p), **self.changes(work, k, p))
+        op = self.rewrite(work, k, p)
+        if op is None:  # pragma: no cover - the preconditions exclude it
+            raise AssertionError(f"the {self.name} rule's rewrite of node {k} is invalid")
+        work.take_over(k, p, op, remove=self.removes, **self.changes(work, k, p))
 
     def changes(self, work: Work, k: int, p: int) -> dict:
         return {}
@@ -173,11 +180,17 @@ def _window(work, k):
 
 
 def _pad(work, p):
-    return spatial_padding(work.nodes[p].op)
+    """The producer's spatial padding (:func:`spatial_padding`); None where it is anything
+    else, a fused chain (ending in a padding or not) included."""
+    return None if work.nodes[p].chain else spatial_padding(work.nodes[p].op)
 
 
 _HAS_WINDOW = ("the node has a window", lambda w, k, p: _window(w, k) is not None)
-_PRODUCER_NOT_CHAIN = ("the producer is no fused chain", lambda w, k, p: not w.nodes[p].chain)
+#: the rewrite itself gives a valid descriptor (checked last; ``None``: :meth:`Rule.refusal`
+#: calls the rule's ``rewrite``): a crop whose first kept window starts inside the input, or
+#: with negative strides, is a slice the window cannot express (absorb and fold keep the
+#: window's padded extent, so theirs is always valid)
+_VALID = ("the rewritten operator is valid", None)
 _NO_FOLD_YET = ("the window reads through no folded padding",
                 lambda w, k, p: not w.nodes[k].options)
 _PRODUCER_NOT_OUTPUT = ("the producer is no graph output", lambda w, k, p: not w.is_output(p))
@@ -195,7 +208,6 @@ class Absorb(Rule):
          lambda w, k, p: _pad(w, p) is not None),
         ("the producer pads with +0",
          lambda w, k, p: _pad(w, p)[0] == "shift" and is_positive_zero(_pad(w, p)[3])),
-        _PRODUCER_NOT_CHAIN,
         _NO_FOLD_YET,
     )
 
@@ -218,9 +230,9 @@ class Fold(Rule):
          lambda w, k, p: _pad(w, p) is not None),
         ("the producer pads through a mode (not a constant)",
          lambda w, k, p: _pad(w, p)[0] in _MODES),
-        _PRODUCER_NOT_CHAIN,
+        # (the map would be read over the window's zeros too; a window folded already has
+        # padding of its own, or its fold pads nothing and a second one replaces it)
         ("the window has no padding of its own", lambda w, k, p: not _window(w, k).padded),
-        _NO_FOLD_YET,
         ("the device's kernel reads through the mode",
          lambda w, k, p: _MODES[_pad(w, p)[0]] in reads_through(type(w.nodes[k].op),
                                                                  w.device)),
@@ -229,8 +241,9 @@ class Fold(Rule):
     def rewrite(self, work, k, p):
         win, (_, start, end, _) = _window(work, k), _pad(work, p)
         op = work.nodes[k].op
-        return op.rewindow(work.nodes[p].op.input_tensor, op.output_tensor, win.strides, start,
-                           end)
+        return op.rewindow(work.nodes[p].op.input_tensor, op.output_tensor, win.strides,
+                           [a + b for a, b in zip(win.start_padding, start)],
+                           [a + b for a, b in zip(win.end_padding, end)])
 
     def changes(self, work, k, p):
         return {"options": (("input_padding", _MODES[_pad(work, p)[0]]),)}
@@ -245,26 +258,22 @@ def _slice_maps(op):
 
 
 class Crop(Rule):
-    """A slice with positive strides after a window: the window computes only the windows the
-    slice keeps (its strides times the slice's, its start padding moved to the first kept
-    window)."""
+    """A slice after a window: the window computes only the windows the slice keeps (its
+    strides times the slice's, its start padding moved to the first kept window). Valid where
+    the slice keeps the batch and channel axes whole (a window's output has its input's batch
+    and its own channels), its strides are positive and its first kept window starts at or
+    before the input's first element (the window's start padding, less the slice's offset
+    times the stride, is not negative): a window cannot start reading inside its input."""
 
     name = "crop"
+    removes = True
     preconditions = (
         ("the node is a slice (an affine gather)", lambda w, k, p: _slice_maps(w.nodes[k].op)
          is not None),
-        ("the slice keeps the batch and channel axes whole",
-         lambda w, k, p: all(m.a == 0 and m.s == 1 and m.size == m.n
-                             for m in _slice_maps(w.nodes[k].op)[:2])),
-        ("the slice's strides are positive",
-         lambda w, k, p: all(m.s > 0 for m in _slice_maps(w.nodes[k].op)[2:])),
         ("the producer has a window", lambda w, k, p: _window(w, p) is not None),
         _PRODUCER_NOT_OUTPUT,
         _READ_ALONE,
-        ("the first kept window starts inside the padded input",
-         lambda w, k, p: all(a >= m.a * s for a, s, m in zip(
-             _window(w, p).start_padding, _window(w, p).strides,
-             _slice_maps(w.nodes[k].op)[2:]))),
+        _VALID,
     )
 
     def rewrite(self, work, k, p):
@@ -281,13 +290,15 @@ class Crop(Rule):
 
     def apply(self, work, k):
         p = work.producer(k)
-        work.take_over(k, p, self.rewrite(work, k, p), whole=True, options=work.nodes[p].options)
+        work.take_over(k, p, self.rewrite(work, k, p), whole=True, remove=True,
+                       options=work.nodes[p].options)
 
 
 class Chain(Rule):
     """Two data-movement nodes, the first read by the second alone, become one gather."""
 
     name = "chain"
+    removes = True
     preconditions = (
         ("the node moves data", lambda w, k, p: gather_plan(w.nodes[k].op) is not None),
         ("the producer moves data", lambda w, k, p: gather_plan(w.nodes[p].op) is not None),

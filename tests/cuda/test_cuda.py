@@ -255,17 +255,18 @@ def test_onnx_model_on_cuda(cuda):
 
 
 def test_random_graphs_agree_with_node_by_node(cuda):
-    """A few random graphs of the host suite's strategy (tiny shapes) on the CUDA device."""
+    """A few random graphs of the host suite's strategy (every rule's trigger and blocker) on
+    the CUDA device, fused, against the nodes one by one on "numpy"."""
     from hypothesis import HealthCheck, given, settings
 
-    from tests.test_graph import agrees_with_node_by_node, graphs, rand
+    from tests.test_graph_rules import check_against_nodes, graphs
 
-    @settings(max_examples=2, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow])
-    @given(case=graphs())
+    @settings(max_examples=4, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(case=graphs(most=3))
     def check(case):
-        g, shape = case
-        agrees_with_node_by_node(g, rand(shape, seed=4), "cuda")
+        g, inputs, moving = case
+        check_against_nodes(dml.compile_graph(g, "cuda")(*inputs), g, inputs, moving)
 
     check()
 
@@ -349,3 +350,28 @@ def test_a_long_chain_reads_its_tables_on_the_device(cuda):
     assert "A0 = np.array(" in op.source
     x = _input(np.float32, (2, 3), 4)
     np.testing.assert_array_equal(op(x), run_oracles(links, x))
+
+
+def test_graph_out_aliasing_is_refused_for_device_arrays_too(cuda):
+    """On the CUDA device: a device out that is a device input, one device array for two
+    outputs, a host out that is a host input: refused, nothing written; separate device
+    arrays are right."""
+    from tests.test_graph import rand, two_outputs_graph
+
+    x0, y0 = rand((2, 3)), rand((1, 3), seed=1)
+    run = dml.compile_graph(two_outputs_graph(), "cuda")
+    dx, dy = cuda.to_device(x0), cuda.to_device(y0)
+    d_out = cuda.device_array((2, 3), np.float32)
+    for inputs, out, message in (
+            ((dx, dy), (dx, d_out), "out\\[0\\]: an array overlapping input 0"),
+            ((dx, dy), (d_out, d_out), "out\\[1\\]: an array overlapping out\\[0\\]"),
+            ((x0, y0), (np.zeros((2, 3), np.float32), x0), "out\\[1\\]: an array overlapping "
+                                                           "input 0")):
+        with pytest.raises(dml.ValidationError, match=message):
+            run(*inputs, out=out)
+        np.testing.assert_array_equal(dx.copy_to_host(), x0)
+        np.testing.assert_array_equal(x0, rand((2, 3)))
+    o0, o1 = cuda.device_array((2, 3), np.float32), cuda.device_array((2, 3), np.float32)
+    run(dx, dy, out=(o0, o1))
+    np.testing.assert_array_equal(o0.copy_to_host(), np.tile(y0, (2, 1)))
+    np.testing.assert_array_equal(o1.copy_to_host(), x0)
