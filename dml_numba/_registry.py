@@ -77,12 +77,13 @@ def lowering_options(desc_type, device: str) -> dict:
     return dict(_options.get((desc_type, device), {}))
 
 
-def reads_through(desc_type, device: str) -> tuple[str, ...]:
-    """The padding modes (PaddingMode names) a lowering reads its input through: what it
-    declares for its ``input_padding`` option (a padding in front folded into its input
-    reads). Empty where it declares none, or where the device has no such lowering."""
+def option_values(desc_type, device: str, name: str) -> tuple:
+    """The values but None that a device's lowering of ``desc_type`` declares for its option
+    ``name`` (what a graph rule asks of a backend: for ``input_padding``, the padding modes
+    its kernels read their input through); empty where it declares none, or where the device
+    has no such lowering."""
     try:
-        allowed = lowering_options(desc_type, device).get("input_padding", ())
+        allowed = lowering_options(desc_type, device).get(name, ())
     except ValidationError:
         return ()
     return tuple(v for v in allowed if v is not None)

@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import dml_numba as dml
-from dml_numba._registry import reads_through
 from dml_numba.graph import rules
 from dml_numba.graph.plan import plan
 from tests.helpers import assert_close
@@ -211,7 +210,7 @@ def run_plan(steps, graph, inputs, device="cpu"):
         op, args = s.op, [at(r) for r in s.inputs]
         mode = dict(s.options).get("input_padding")
         if mode is not None:
-            if mode not in reads_through(type(op.canonical()), device):
+            if mode not in rules.reads_through(type(op.canonical()), device):
                 raise dml.ValidationError(f"input_padding: {mode!r} is not read by {device!r}")
             win = op.canonical().window()
             args[0] = np.pad(args[0], [(0, 0), (0, 0)] + list(zip(win.start_padding,
@@ -513,3 +512,26 @@ def test_a_deep_chain_plans_and_compiles_in_one_step():
     assert len(cg.steps) == 1 and "A0 = np.array(" in cg.source
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     np.testing.assert_array_equal(cg(x), dml.compile_graph(g, "numpy")(x))
+
+
+def test_the_graph_names_no_operator_class_and_imports_no_backend():
+    """``dml_numba/graph`` reads operators through their traits and the registry: no backend
+    module imported, no operator module but the traits' (``ops._base``) and the gather chain
+    (the chain rule's own product), no descriptor class named but ``GatherChainDesc``."""
+    import ast
+    from pathlib import Path
+
+    from dml_numba.ops._base import DESCRIPTOR_TYPES
+
+    classes = {t.__name__ for t in DESCRIPTOR_TYPES} - {"GatherChainDesc"}
+    for path in sorted((Path(dml.__file__).parent / "graph").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                parts = (node.module or "").split(".")
+                assert parts[0] not in ("cpu", "cuda", "vectorized"), (path.name, node.module)
+                if parts[0] == "ops":
+                    assert parts[1:] in (["_base"], ["gather_chain"]), (path.name, node.module)
+            names = {node.id} if isinstance(node, ast.Name) else {node.attr} if isinstance(
+                node, ast.Attribute) else {a.name for a in node.names} if isinstance(
+                node, ast.ImportFrom) else set()
+            assert not names & classes, (path.name, names & classes)

@@ -111,8 +111,9 @@ def test_operator_names_appear_outside_their_slices_only_in_the_api_modules():
     slice, its functional name, its descriptor class) appears only in modules (or packages) of
     its own name and in the modules that give it a public function (``functional.py``,
     ``dask.py``, ``torch.py``, whose custom operators' schemas name their parameters, and
-    ``onnx.py``, which maps ONNX's operators onto ours) or rewrite pairs of operators (the
-    graph's fusion rules, ``graph/plan.py``, and its per-block windows, ``graph/blocks.py``)."""
+    ``onnx.py``, which maps ONNX's operators onto ours), and, as parts of other words only
+    (``start_padding``), in the window trait (``ops/_base.py``) and the graph's rules and
+    blocks (which name no operator class: tests/test_graph_rules.py)."""
     root = Path(dml.__file__).parent
     slices = {t.__module__.rsplit(".", 1)[1] for t in DESCRIPTOR_TYPES}
     names = slices | set(dml.functional.__all__) | {t.__name__ for t in DESCRIPTOR_TYPES}
@@ -126,7 +127,7 @@ def test_operator_names_appear_outside_their_slices_only_in_the_api_modules():
         if hits:
             found[str(path.relative_to(root))] = sorted(hits)
     assert set(found) <= {"functional.py", "dask.py", "torch.py", "onnx.py", "graph/plan.py",
-                          "graph/blocks.py"}, found
+                          "graph/blocks.py", "graph/rules.py", "ops/_base.py"}, found
     assert found.get("functional.py")  # the test sees names where they are
 
 

@@ -46,6 +46,16 @@ class CudaDevice:
     def __init__(self, cuda):
         self.cuda = cuda
 
+    # -- what callers above the backend (compiled graphs) use, without importing it ---------
+    def is_device_array(self, a) -> bool:
+        return is_device_array(self.cuda, a)
+
+    def to_device(self, a):
+        return self.cuda.to_device(a)
+
+    def device_array(self, shape, dtype):
+        return self.cuda.device_array(shape, dtype)
+
     def on(self, index: int) -> CudaDevice:
         """This device for the ``index``-th GPU ("cuda:N"): every call runs in its context."""
         count = len(self.cuda.gpus)

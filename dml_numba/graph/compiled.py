@@ -91,21 +91,18 @@ class CompiledGraph:
                 results[extra[1]][...] = target
 
     def _run_cuda(self, host, outs, out, kind):
-        from numba import cuda
-
-        from ..cuda._device import is_device_array
-
-        dev_in = [a if not isinstance(a, np.ndarray) else cuda.to_device(a) for a in host]
+        dev = get_device(self.device)  # its arrays, through the device (no backend import)
+        dev_in = [a if not isinstance(a, np.ndarray) else dev.to_device(a) for a in host]
         results = []
         for k, o in enumerate(outs):
             o = _interop.to_host(o) if o is not None else None
-            if o is not None and is_device_array(cuda, o):
+            if o is not None and dev.is_device_array(o):
                 results.append(o)
             else:
-                results.append(cuda.device_array(self._out[k].sizes, self._out[k].dtype))
+                results.append(dev.device_array(self._out[k].sizes, self._out[k].dtype))
 
-        self._run(dev_in, results, cuda.device_array)
-        on_device = any(is_device_array(cuda, a) for a in host)
+        self._run(dev_in, results, dev.device_array)
+        on_device = any(dev.is_device_array(a) for a in host)
         final = []
         for k, r in enumerate(results):
             o = outs[k]

@@ -13,6 +13,7 @@ used; every graph output produced by exactly one edge; no cycle.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from .._errors import Checker
@@ -153,12 +154,12 @@ class GraphDesc:
 
     def input_tensor(self, k: int) -> TensorDesc:
         """Graph input ``k``'s desc (packed): that of the node inputs it feeds."""
-        e = next(e for e in self.input_edges if e.graph_input_index == k)
+        e = self._first_edges[0][k]
         t = self.node_inputs(e.to_node_index)[e.to_node_input_index][1]
         return TensorDesc(t.data_type, t.sizes)
 
     def output_tensor(self, k: int) -> TensorDesc:
-        e = next(e for e in self.output_edges if e.graph_output_index == k)
+        e = self._first_edges[1][k]
         t = self.nodes[e.from_node_index].operator.output
         return TensorDesc(t.data_type, t.sizes)
 
@@ -267,22 +268,28 @@ class GraphDesc:
                 c.fail(f"{self.node_label(k)}.output", "unconnected",
                        "expected an intermediate or output edge from every node output")
         object.__setattr__(self, "_order", self._toposort(c, consumers))
+        firsts: tuple = ({}, {})  # graph input / output index -> its first edge
+        for e in self.input_edges:
+            firsts[0].setdefault(e.graph_input_index, e)
+        for e in self.output_edges:
+            firsts[1].setdefault(e.graph_output_index, e)
+        object.__setattr__(self, "_first_edges", firsts)
 
     def _toposort(self, c: Checker, consumers) -> tuple[int, ...]:
         indegree = {k: 0 for k in consumers}
         for dsts in consumers.values():
             for d in dsts:
                 indegree[d] += 1
-        ready = sorted(k for k, v in indegree.items() if v == 0)
+        ready = [k for k, v in indegree.items() if v == 0]
+        heapq.heapify(ready)
         order = []
-        while ready:
-            k = ready.pop(0)
+        while ready:  # (a heap: linear-logarithmic in the nodes, however wide the graph)
+            k = heapq.heappop(ready)
             order.append(k)
             for d in consumers[k]:
                 indegree[d] -= 1
                 if indegree[d] == 0:
-                    ready.append(d)
-            ready.sort()
+                    heapq.heappush(ready, d)
         if len(order) < len(consumers):
             cycle = sorted(k for k, v in indegree.items() if v > 0)
             c.fail("intermediate_edges", ", ".join(self.node_label(k) for k in cycle),

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .._registry import reads_through
+from .._registry import option_values
 from ..ops._base import FOLDS, PAD_KINDS
 
 #: the padding mode a fold reads through, by the AxisMap kind of its gather plan
@@ -173,6 +173,12 @@ class Rule:
 
     def changes(self, work: Work, k: int, p: int) -> dict:
         return {}
+
+
+def reads_through(desc_type, device: str) -> tuple:
+    """The padding modes the device's kernel for ``desc_type`` reads its input through: what
+    its lowering declares for the ``input_padding`` option (the registry's word)."""
+    return option_values(desc_type, device, "input_padding")
 
 
 def _window(work, k):
