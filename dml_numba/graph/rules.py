@@ -149,6 +149,9 @@ class Rule:
     #: the rewrite takes the producer's output away (crop, chain), or only reads around it
     #: (absorb, fold: the producer stays wherever anything else reads it)
     removes = False
+    #: the rewritten node reads every input of the producer (crop: it becomes the producer's
+    #: window), not only its input 0
+    whole = False
 
     def refusal(self, work: Work, k: int) -> str | None:
         """The first precondition node ``k`` fails (None: the rule applies)."""
@@ -169,7 +172,8 @@ class Rule:
         op = self.rewrite(work, k, p)
         if op is None:  # pragma: no cover - the preconditions exclude it
             raise AssertionError(f"the {self.name} rule's rewrite of node {k} is invalid")
-        work.take_over(k, p, op, remove=self.removes, **self.changes(work, k, p))
+        work.take_over(k, p, op, whole=self.whole, remove=self.removes,
+                       **self.changes(work, k, p))
 
     def changes(self, work: Work, k: int, p: int) -> dict:
         return {}
@@ -197,6 +201,19 @@ _HAS_WINDOW = ("the node has a window", lambda w, k, p: _window(w, k) is not Non
 #: with negative strides, is a slice the window cannot express (absorb and fold keep the
 #: window's padded extent, so theirs is always valid)
 _VALID = ("the rewritten operator is valid", None)
+_PADS_SPATIAL = ("the producer pads the spatial axes only", lambda w, k, p: _pad(w, p) is not None)
+
+
+def _padded_window(work, k, p):
+    """The window of node ``k`` reading the input of the padding ``p`` in front of it, that
+    padding added to its own (absorb, fold)."""
+    win, (_, start, end, _) = _window(work, k), _pad(work, p)
+    op = work.nodes[k].op
+    return op.rewindow(work.nodes[p].op.input_tensor, op.output_tensor, win.strides,
+                       [a + b for a, b in zip(win.start_padding, start)],
+                       [a + b for a, b in zip(win.end_padding, end)])
+
+
 _NO_FOLD_YET = ("the window reads through no folded padding",
                 lambda w, k, p: not w.nodes[k].options)
 _PRODUCER_NOT_OUTPUT = ("the producer is no graph output", lambda w, k, p: not w.is_output(p))
@@ -210,19 +227,14 @@ class Absorb(Rule):
     preconditions = (
         _HAS_WINDOW,
         ("the window's padding reads zeros", lambda w, k, p: _window(w, k).padding_reads_zero),
-        ("the producer pads the spatial axes only",
-         lambda w, k, p: _pad(w, p) is not None),
+        _PADS_SPATIAL,
         ("the producer pads with +0",
          lambda w, k, p: _pad(w, p)[0] == "shift" and is_positive_zero(_pad(w, p)[3])),
         _NO_FOLD_YET,
     )
 
     def rewrite(self, work, k, p):
-        win, (_, start, end, _) = _window(work, k), _pad(work, p)
-        op = work.nodes[k].op
-        return op.rewindow(work.nodes[p].op.input_tensor, op.output_tensor, win.strides,
-                           [a + b for a, b in zip(win.start_padding, start)],
-                           [a + b for a, b in zip(win.end_padding, end)])
+        return _padded_window(work, k, p)
 
 
 class Fold(Rule):
@@ -232,8 +244,7 @@ class Fold(Rule):
     name = "fold"
     preconditions = (
         _HAS_WINDOW,
-        ("the producer pads the spatial axes only",
-         lambda w, k, p: _pad(w, p) is not None),
+        _PADS_SPATIAL,
         ("the producer pads through a mode (not a constant)",
          lambda w, k, p: _pad(w, p)[0] in _MODES),
         # (the map would be read over the window's zeros too; a window folded already has
@@ -245,11 +256,7 @@ class Fold(Rule):
     )
 
     def rewrite(self, work, k, p):
-        win, (_, start, end, _) = _window(work, k), _pad(work, p)
-        op = work.nodes[k].op
-        return op.rewindow(work.nodes[p].op.input_tensor, op.output_tensor, win.strides,
-                           [a + b for a, b in zip(win.start_padding, start)],
-                           [a + b for a, b in zip(win.end_padding, end)])
+        return _padded_window(work, k, p)
 
     def changes(self, work, k, p):
         return {"options": (("input_padding", _MODES[_pad(work, p)[0]]),)}
@@ -272,7 +279,7 @@ class Crop(Rule):
     times the stride, is not negative): a window cannot start reading inside its input."""
 
     name = "crop"
-    removes = True
+    removes = whole = True
     preconditions = (
         ("the node is a slice (an affine gather)", lambda w, k, p: _slice_maps(w.nodes[k].op)
          is not None),
@@ -294,10 +301,8 @@ class Crop(Rule):
             end.append(max(0, reach - n - front))
         return op.rewindow(op.input_tensor, work.nodes[k].op.output_tensor, strides, start, end)
 
-    def apply(self, work, k):
-        p = work.producer(k)
-        work.take_over(k, p, self.rewrite(work, k, p), whole=True, remove=True,
-                       options=work.nodes[p].options)
+    def changes(self, work, k, p):
+        return {"options": work.nodes[p].options}
 
 
 class Chain(Rule):
@@ -328,9 +333,10 @@ PHASES = ((Absorb(), Fold(), Crop()), (Chain(),))
 def apply_rules(work: Work, order, phases=PHASES) -> None:
     """Each phase's rules to a fixed point: the nodes in topological order, each rewritten by
     the first rule that applies until none does. A rule rewrites a node with its producer,
-    which the order has already visited, and no rewrite makes a rule apply again at a node
-    visited before (it only ever removes a producer's last reader), so one pass is the fixed
-    point."""
+    which the order has already visited; the rewrite changes that node, drops the producer or
+    leaves it, and moves the node's read from the producer to what the producer read. So the
+    readers of a node visited before only ever grow (or it is dropped), and a precondition on
+    readers refused there stays refused: one pass is the fixed point."""
     for rules in phases:
         for k in order:
             while k in work.nodes:
