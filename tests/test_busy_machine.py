@@ -63,7 +63,10 @@ def test_the_automatic_variant_measures_and_switches():
         calls.append("s")
         _t.sleep(delays["s"].pop(0) if delays["s"] else 0.002)
 
-    k = AdaptiveKernel(parallel, lambda: serial, start_build=lambda run: run())
+    from dml_numba.cpu._adaptive import LoadWatch
+
+    quiet = LoadWatch(meter=lambda: type("Quiet", (), {"others": lambda self: 0.0})())
+    k = AdaptiveKernel(parallel, lambda: serial, start_build=lambda run: run(), load=quiet)
     for _ in range(7):
         k()
     assert calls[:4] == ["p"] * 4 and "s" in calls and k.variant() == "serial"

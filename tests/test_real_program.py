@@ -128,6 +128,22 @@ def _no_recent_overlap(monkeypatch):
     below start at 0: no earlier test's overlap may count."""
     monkeypatch.setattr(_adaptive, "_overlap_at", float("-inf"))
     monkeypatch.setattr(_adaptive, "_running", 0)
+    # ... and the machine's load is what each test says (quiet unless it says otherwise: the
+    # suite's other workers are real load)
+    monkeypatch.setattr(_adaptive, "LOAD", _adaptive.LoadWatch(meter=lambda: Meter(0.0)))
+
+
+class Meter:
+    """A fake CpuShare: other programs' share of the CPU, as the test sets it."""
+
+    reads = 0
+
+    def __init__(self, share):
+        self.share = share
+        Meter.reads += 1
+
+    def others(self):
+        return self.share
 
 
 class Clock:
@@ -191,6 +207,103 @@ def test_three_consecutive_slow_calls_build_and_switch_to_serial(fast_first):
     for _ in range(5):
         k()
     assert k.variant() == "serial" and calls[-1] == "s"  # ...and kept: it is faster
+
+
+@pytest.mark.parametrize("share, cores, switches", [
+    (1.0, 2, True),  # two other programs' parallel kernels on two cores
+    (0.5, 2, True),  # one core's worth: our region shares a core
+    (0.3, 2, False),  # a little background work: no serial variant
+    (0.1, 16, True),  # 1.6 cores' worth of sixteen
+])
+def test_a_busy_machine_from_the_start_times_the_serial_variant(share, cores, switches):
+    """Every parallel call slow from the first (a scheduler quantum each: never 1.5x a best
+    that was never fast): other programs keeping BUSY_CORES of the cores busy, seen over the
+    first LOAD_S seconds, make the serial variant built and timed, and it runs once faster;
+    below that, nothing is built."""
+    clock = Clock()
+    calls, parallel, serial = _kernels(clock, [0.012] * 100, serial_cost=0.0005)
+    builds = []
+    load = _adaptive.LoadWatch(meter=lambda: Meter(share), cores=cores)
+    k = AdaptiveKernel(parallel, lambda: builds.append(1) or serial, clock=clock,
+                       start_build=lambda run: run(), load=load)
+    for _ in range(40):
+        k()
+    if not switches:
+        assert builds == [] and set(calls) == {"p"}
+        return
+    first = calls.index("s")
+    assert builds == [1] and first <= 1 + round(_adaptive.LOAD_S / 0.012) + 1
+    assert k.variant() == "serial" and calls[first:].count("p") <= 1
+
+
+def test_the_load_is_read_at_most_once_an_interval():
+    clock = Clock()
+    Meter.reads = 0
+    load = _adaptive.LoadWatch(meter=lambda: Meter(0.0), cores=2)
+    for _ in range(1000):
+        load.busy(clock())
+        clock.t += 0.001  # a thousand calls of a millisecond: 1 s
+    assert Meter.reads <= 1 + 1.0 / _adaptive.LOAD_S + 1
+
+
+def test_a_machine_that_turns_quiet_returns_to_the_parallel_variant():
+    """Busy for the first second (parallel calls 12 ms, serial 0.5 ms), quiet after (parallel
+    0.2 ms): serial runs while busy, and the first probe of the parallel variant once quiet
+    (PROBE_CALLS calls and at most PROBE_S_MAX seconds after the last) brings it back."""
+    clock, calls = Clock(), []
+
+    def parallel():
+        calls.append("p")
+        clock.t += 0.012 if clock.t < 1.0 else 0.0002
+
+    def serial():
+        calls.append("s")
+        clock.t += 0.0005
+
+    shares = iter([1.0] * 10 + [0.0] * 100_000)
+    k = AdaptiveKernel(parallel, lambda: serial, clock=clock, start_build=lambda run: run(),
+                       load=_adaptive.LoadWatch(meter=lambda: Meter(next(shares)), cores=2))
+    for _ in range(30):
+        k()
+    assert k.variant() == "serial"
+    while clock.t < 1.0:
+        k()
+    quiet = len(calls)
+    while clock.t < 1.0 + _adaptive.PROBE_S_MAX + 0.1:
+        k()
+    assert k.variant() == "parallel" and calls[-1] == "p"
+    assert calls[quiet:].index("p") < _adaptive.PROBE_S_MAX / 0.0005 + 1
+
+
+def test_probes_back_off_while_they_confirm_and_return_after_a_switch():
+    """Lasting contention: each parallel probe confirms serial, and the interval doubles to
+    PROBE_S_MAX (a contended probe costs a quantum); a burst of slow parallel calls on a quiet
+    machine: the first probe brings parallel back, within PROBE_S."""
+    clock, calls = Clock(), []
+    state = {"busy": True}
+
+    def parallel():
+        calls.append(("p", clock.t))
+        clock.t += 0.012 if state["busy"] else 0.0002
+
+    def serial():
+        calls.append(("s", clock.t))
+        clock.t += 0.0005
+
+    k = AdaptiveKernel(parallel, lambda: serial, clock=clock, start_build=lambda run: run(),
+                       load=_adaptive.LoadWatch(meter=lambda: Meter(1.0), cores=2))
+    while clock.t < 10.0:
+        k()
+    probes = [t for v, t in calls if v == "p" and t > 1.0]
+    gaps = [b - a for a, b in zip(probes, probes[1:])]
+    assert gaps and min(gaps) >= _adaptive.PROBE_S_MAX  # backed off fully
+    assert len(probes) <= 10
+    # quiet again: the next probe wins, and parallel stays
+    state["busy"] = False
+    start = clock.t
+    while clock.t < start + _adaptive.PROBE_S_MAX + 0.1:
+        k()
+    assert k.variant() == "parallel"
 
 
 def test_two_slow_then_fast_resets_the_streak():
@@ -425,3 +538,21 @@ def test_a_device_that_is_not_a_name_is_a_validation_error(device, entry):
             dml.tile(x, (1, 2), device=device)
     assert str(info.value) == (f"compile_operator.device: {device!r} is invalid; expected one of "
                                "'numpy', 'cpu', 'cuda' (or 'cuda:N', the N-th GPU)")
+
+
+def test_a_burst_of_slow_calls_on_a_quiet_machine_is_undone_at_the_first_probe():
+    """Three slow parallel calls in a row (a scheduler blip) switch to serial; the machine is
+    quiet, so the first probe, PROBE_CALLS calls and PROBE_S seconds later, brings parallel
+    back: a wrong switch costs at most that."""
+    clock = Clock()
+    calls, parallel, serial = _kernels(clock, [0.0002] * 5 + [0.01] * 3 + [0.0002] * 10_000,
+                                       serial_cost=0.0005)
+    k = AdaptiveKernel(parallel, lambda: serial, clock=clock, start_build=lambda run: run(),
+                       load=_adaptive.LoadWatch(meter=lambda: Meter(0.0), cores=2))
+    for _ in range(10):
+        k()
+    assert k.variant() == "serial"
+    switched = clock.t
+    while k.variant() == "serial":
+        k()
+    assert clock.t - switched <= _adaptive.PROBE_S + _adaptive.PROBE_CALLS * 0.0005 + 0.01

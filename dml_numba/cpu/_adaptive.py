@@ -6,15 +6,22 @@ several Python threads call kernels at once (each serial kernel then already kee
 No cheap signal from the operating system tells these apart from our own threads' load, so the
 choice is made the way an autotuner makes it. While another Python thread is inside one of our
 kernels (or was, within the last 50 ms), the serial variant runs (the cores are already taken).
-Otherwise the parallel variant runs while it behaves; when three calls in a row take more than
-1.5x the best time seen, the serial variant is wanted. On an idle machine it is never built.
+Otherwise the parallel variant runs while it behaves; the serial variant is wanted when three
+calls in a row take more than 1.5x the best time seen, or when other programs keep at least
+BUSY_CORES of the machine's cores busy (the machine's CPU time from ``/proc/stat`` less this
+process's, sampled at most every LOAD_S seconds by whichever call comes: a process that starts
+on a busy machine has no fast time to compare with, every parallel call a scheduler quantum or
+more). Then the serial variant is timed too, and the faster runs. On an idle machine it is
+never built.
 
 No call waits for a compile it did not ask for: the serial variant is built (compiled, or loaded
 from the disk cache) in a background thread the first time it is wanted, and the parallel
 variant keeps running until it is ready. From then on both are timed, the faster recent one
-runs and the other is tried again every PROBE_CALLS calls (at most every PROBE_S seconds), so a
-machine that becomes idle or busy is followed within a few calls. The bookkeeping costs two
-clock reads a call.
+runs and the other is tried again after PROBE_CALLS calls and an interval that starts at
+PROBE_S and doubles each time the other variant is confirmed slower (up to PROBE_S_MAX: under
+lasting contention a parallel probe, a scheduler quantum, costs little), back to PROBE_S when
+it wins (a switch made on a burst of slow calls is undone quickly). A probe faster than its
+variant's running average counts as it is. The bookkeeping costs two clock reads a call.
 
 In a child forked after GNU OpenMP started (:data:`dml_numba._threads.FORKED_AFTER_GOMP`) only
 the serial variant can run: it is built on the spot if it is not there yet.
@@ -29,19 +36,58 @@ import threading
 import time
 
 from .. import _threads
+from .._machine import CpuShare
 
 #: weight of the newest time in the running averages
 ALPHA = 0.25
-#: re-measure the variant not in use after this many calls (and after PROBE_S seconds)
-PROBE_CALLS, PROBE_S = 32, 0.5
+#: re-measure the variant not in use after this many calls and PROBE_S seconds, the interval
+#: doubling (up to PROBE_S_MAX) while probes confirm the variant in use
+PROBE_CALLS, PROBE_S, PROBE_S_MAX = 32, 0.05, 1.0
 #: a parallel call this much slower than its best, STREAK times in a row, is a sign of
 #: contention (one slow call is just a noisy machine)
 SLOWER, STREAK = 1.5, 3
+
+#: other programs using this many cores' worth of CPU (over the last LOAD_S seconds) make the
+#: serial variant worth timing: our parallel region then shares a core with them
+BUSY_CORES, LOAD_S = 0.75, 0.1
 
 _running = 0  # our kernels running right now, in any thread
 _overlap_at = -1.0  # when a call last started while another was running
 #: after an overlap, calls run serially for this long (threads calling kernels come in bursts)
 OVERLAP_S = 0.05
+
+
+class LoadWatch:
+    """Whether other programs keep at least BUSY_CORES of the cores busy: their share of the
+    machine's CPU time over the last completed interval of at least LOAD_S seconds
+    (:class:`~dml_numba._machine.CpuShare`, read at most once an interval, by whichever call
+    comes: a clock comparison otherwise). One per process; ``meter`` and ``cores`` are
+    injectable for tests."""
+
+    def __init__(self, meter=CpuShare, cores: int | None = None):
+        import os
+
+        self._meter = meter
+        self._cores = cores or os.cpu_count() or 1
+        self._since = None
+        self._share = None
+        self.busy_now = False
+        self.seen = None  # the others' share last measured (None: not yet)
+
+    def busy(self, now: float) -> bool:
+        if self._since is None:
+            self._since, self._share = now, self._meter()
+        elif now - self._since >= LOAD_S:
+            others = self._share.others()
+            self._since, self._share = now, self._meter()
+            if others is not None:
+                self.seen = others
+                self.busy_now = others * self._cores >= BUSY_CORES
+        return self.busy_now
+
+
+#: the process's load watch (every automatic kernel's)
+LOAD = LoadWatch()
 
 
 def _in_background(build) -> None:
@@ -91,11 +137,14 @@ class _SerialBuilder:
 
 class AdaptiveKernel:
     """Calls whichever of ``parallel`` and the serial variant (``build_serial()``, built in the
-    background on first need) has been faster. ``clock`` and ``start_build`` (how a build is
-    started: a background thread) are injectable for tests."""
+    background on first need) has been faster. ``clock``, ``start_build`` (how a build is
+    started: a background thread) and ``load`` (a :class:`LoadWatch`; the process's) are
+    injectable for tests."""
 
     def __init__(self, parallel, build_serial, *, clock=time.perf_counter,
-                 start_build=_in_background):
+                 start_build=_in_background, load=None):
+        self._load = load or LOAD
+        self._load.busy(clock())  # the watch's first interval starts no later than here
         self._parallel = parallel
         self._serial = _SerialBuilder(build_serial, start_build)
         self._clock = clock
@@ -106,6 +155,7 @@ class AdaptiveKernel:
         self._slow = 0
         self._since = 0
         self._last_probe = clock()
+        self._probe_s = PROBE_S
 
     def variant(self) -> str:
         """The variant the next call will use (``"parallel"`` or ``"serial"``)."""
@@ -128,9 +178,9 @@ class AdaptiveKernel:
                 return self._run_untimed(serial, args)
         use = self._use
         if self._avg[False] is None:  # serial never timed: only on a sign of contention
-            probe = self._contended or _running > 0
+            probe = self._contended or _running > 0 or self._load.busy(now)
         else:
-            probe = self._since >= PROBE_CALLS and now - self._last_probe >= PROBE_S
+            probe = self._since >= PROBE_CALLS and now - self._last_probe >= self._probe_s
         if probe and self._avg[use] is not None:
             other = self._parallel if not use else self._serial.request()
             if other is not None:  # a serial variant still building: parallel meanwhile
@@ -152,9 +202,16 @@ class AdaptiveKernel:
             if self._contended:
                 self._serial.request()  # start building it now: ready the sooner
         avg = self._avg[use]
-        self._avg[use] = dt if avg is None else (1 - ALPHA) * avg + ALPHA * dt
+        # a probe faster than its variant's average is taken as it is (noise only ever makes
+        # a call slower): a machine that turned quiet or busy is followed at the first probe
+        probed = use != self._use
+        self._avg[use] = dt if avg is None or probed and dt < avg else \
+            (1 - ALPHA) * avg + ALPHA * dt
         other = self._avg[not use]
         self._use = use if other is None or self._avg[use] <= other else not use
+        if probed and other is not None:  # the probe won, or confirmed the variant in use
+            self._probe_s = PROBE_S if self._use == use else min(2 * self._probe_s,
+                                                                 PROBE_S_MAX)
         self._since += 1
         return result
 
