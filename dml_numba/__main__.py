@@ -58,13 +58,20 @@ def _info(args) -> int:
 
 
 def _print_wisdom() -> None:
-    """This machine's tuned keys: the choice, the mode and the seconds tuning took."""
+    """This machine's tuned keys (the choice, the mode and the seconds tuning took), and the
+    keys whose tunings were not kept, with why."""
     from . import _wisdom
 
     found = _wisdom.entries()
-    total = sum(e.get("tuning_s", 0) for e in found.values())
-    print(f"tuned kernels (wisdom of this machine): {len(found)} keys, {total:.2f} s of tuning")
-    for entry in sorted(found.values(), key=lambda e: e.get("label", "")):
+    chosen = {k: e for k, e in found.items() if _wisdom.is_choice(e)}
+    busy = {k: e for k, e in found.items() if _wisdom.is_busy_record(e)}
+    total = sum(e.get("tuning_s", 0) for e in chosen.values())
+    print(f"tuned kernels (wisdom of this machine): {len(chosen)} keys, {total:.2f} s of tuning"
+          + (f"; {len(busy)} not kept (the machine was busy)" if busy else ""))
+    if not found:
+        print("  (builds use the static rule; DML_NUMBA_TUNE=quick measures each new "
+              "convolution once and keeps the fastest kernel here)")
+    for entry in sorted(chosen.values(), key=lambda e: e.get("label", "")):
         left = entry.get("left") or []
         state = (f"; provisional, {len(left)} candidates left for a later process" if left
                  else "; provisional, re-timed by the next process"
@@ -72,6 +79,18 @@ def _print_wisdom() -> None:
         print(f"  {entry.get('label', '?')}: {entry.get('chosen', entry['choice'])} "
               f"({entry.get('mode', '?')}, {entry.get('tuning_s', 0):.2f} s; static rule: "
               f"{entry.get('static', '?')}{state})")
+    for entry in sorted(busy.values(), key=lambda e: e.get("label", "")):
+        b = entry["busy"]
+        print(f"  {entry.get('label', '?')}: not kept: other programs used "
+              f"{b['others']:.0%} of the CPU while it was timed ({b['attempts']} attempt"
+              f"{'s' if b['attempts'] != 1 else ''}; a tuning is kept below "
+              f"{_busy_share():.0%}); the static rule's {entry.get('static', '?')} runs")
+
+
+def _busy_share() -> float:
+    from .cpu.convolution.tune import BUSY_SHARE
+
+    return BUSY_SHARE
 
 
 def _tune(args) -> int:
@@ -188,6 +207,9 @@ def main(argv=None) -> int:
                         "beyond the spread of both runs by more than --threshold")
     p.add_argument("--threshold", type=float, default=0.05, metavar="F",
                    help="the slow-down --compare fails on (default 0.05: 5%%)")
+    p.add_argument("--fail-when-busy", action="store_true",
+                   help="--compare: exit 1 on a slow-down even when either run was busy (by "
+                        "default such a verdict is reported as untrustworthy and exit is 0)")
     p.set_defaults(fn=_profile)
     sub.add_parser("demo", help="run every operator on every available device").set_defaults(
         fn=_demo)

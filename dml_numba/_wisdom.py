@@ -113,9 +113,23 @@ def _load(path: Path, mach: dict) -> dict:
     return entries
 
 
-def _valid(entry) -> bool:
+def is_choice(entry) -> bool:
+    """A tuned choice (what builds use), as opposed to a record of attempts not kept."""
     return (isinstance(entry, dict) and isinstance(entry.get("choice"), dict)
             and isinstance(entry["choice"].get("algorithm"), str))
+
+
+def is_busy_record(entry) -> bool:
+    """A record of tunings not kept because other programs used the CPU: ``{"busy":
+    {"attempts": n, "others": share last seen}, "label": ...}`` (what ``tune`` and ``info``
+    report; replaced by the choice once a tuning is kept)."""
+    busy = entry.get("busy") if isinstance(entry, dict) else None
+    return (isinstance(busy, dict) and isinstance(busy.get("attempts"), int)
+            and isinstance(busy.get("others"), (int, float)) and "choice" not in entry)
+
+
+def _valid(entry) -> bool:
+    return is_choice(entry) or is_busy_record(entry)
 
 
 def entries(mach: dict | None = None) -> dict:
@@ -190,9 +204,9 @@ def forget() -> int:
 
 
 def export(file) -> int:
-    """Write this machine's wisdom to ``file``; the number of entries."""
+    """Write this machine's tuned choices to ``file``; the number of entries."""
     mach = machine()
-    found = entries(mach)
+    found = {k: v for k, v in entries(mach).items() if is_choice(v)}
     Path(file).write_text(json.dumps({"format": FORMAT, "machine": mach, "entries": found},
                                      indent=1, sort_keys=True), encoding="utf-8")
     return len(found)
@@ -214,6 +228,6 @@ def import_(file) -> int:
         diff = ", ".join(f"{k}: {theirs.get(k)!r} there, {v!r} here" for k, v in mach.items()
                          if not isinstance(theirs, dict) or theirs.get(k) != v)
         raise WisdomError(f"{file}: measured on another machine ({diff}); tune here instead")
-    found = {k: v for k, v in (data.get("entries") or {}).items() if _valid(v)}
+    found = {k: v for k, v in (data.get("entries") or {}).items() if is_choice(v)}
     update(found, mach)
     return len(found)

@@ -196,6 +196,81 @@ def test_a_profile_without_samples_is_compared_but_never_marked(tmp_path, capsys
     assert main(["profile", "--compare", str(a), str(b)]) == 0
 
 
+def _slowed_pair(base_warnings=(), new_warnings=(), base_flags=(), new_flags=()):
+    base = saved([row("steady", samples=jitter(1e-3)), row("slowed", samples=jitter(2e-3)),
+                  row("gone", samples=jitter(1e-3))])
+    new = saved([row("steady", samples=jitter(1e-3)), row("slowed", samples=jitter(3e-3)),
+                 row("new", samples=jitter(1e-3))])
+    base["warnings"], new["warnings"] = list(base_warnings), list(new_warnings)
+    for saved_run, flags in ((base, base_flags), (new, new_flags)):
+        for r in saved_run["rows"]:
+            r["flags"] = list(flags)
+    return base, new
+
+
+BUSY_WARNING = ("the machine was busy before the run: other programs used 62% of its CPU "
+                "time; close other programs ...")
+
+
+@pytest.mark.parametrize("busy_side, how", [
+    ("base", "warning"), ("new", "warning"), ("new", "flags"), ("base", "flags")])
+def test_a_regression_between_runs_on_a_busy_machine_is_reported_untrusted_and_passes(
+        tmp_path, capsys, busy_side, how):
+    """Either run busy (its warning, or, in a file without warnings, rows flagged busy): the
+    comparison says which file was busy and that the verdict cannot be trusted, and exits 0
+    unless --fail-when-busy; rows in one file only are listed, by file."""
+    kw = {f"{busy_side}_{'warnings' if how == 'warning' else 'flags'}":
+          [BUSY_WARNING] if how == "warning" else ["busy"]}
+    base, new = _slowed_pair(**kw)
+    a, b = tmp_path / "base.json", tmp_path / "new.json"
+    a.write_text(json.dumps(base))
+    b.write_text(json.dumps(new))
+    assert main(["profile", "--compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    name = str(a if busy_side == "base" else b)
+    assert f"note: {name} was measured on a busy machine: " + (
+        "the machine was busy before the run" if how == "warning" else "3 rows flagged busy") in out
+    assert "cannot be trusted" in out and "not failing: --fail-when-busy fails on it" in out
+    assert f"1 row only in {a}: 'gone' on cpu" in out
+    assert f"1 row only in {b}: 'new' on cpu" in out
+    assert main(["profile", "--compare", str(a), str(b), "--fail-when-busy"]) == 1
+
+
+def test_a_regression_between_quiet_runs_fails_and_says_nothing_of_load(tmp_path, capsys):
+    base, new = _slowed_pair()
+    a, b = tmp_path / "base.json", tmp_path / "new.json"
+    a.write_text(json.dumps(base))
+    b.write_text(json.dumps(new))
+    assert main(["profile", "--compare", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "busy machine" not in out and "cannot be trusted" not in out
+
+
+def test_the_chart_marks_what_the_table_marks():
+    """Flagged rows hatched with their flags after the value, the warnings in the figure, the
+    title counting flagged rows; a quiet profile's chart has none of it."""
+    from dml_numba.profile import report
+
+    flagged = [row("a", cpu_share=0.35), row("b", samples=(1e-3, 1e-3, 2e-3, 3e-3, 1e-3))]
+    for r in flagged:
+        r.speedup_vs_numpy = 2.0
+    warnings = checks.warnings(QUIET, flagged)
+    fig = report.figure(flagged, {}, warnings)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert any("[busy]" in t for t in labels) and any("[unstable]" in t for t in labels)
+    assert all(p.get_hatch() for p in ax.patches)
+    texts = " ".join(t.get_text() for t in fig.texts)
+    assert "warning:" in texts and "unstable" in texts
+    assert "2 rows flagged (hatched)" in ax.get_title()
+    quiet = [row("c")]
+    quiet[0].speedup_vs_numpy = 2.0
+    fig = report.figure(quiet, {}, [])
+    assert not any(p.get_hatch() for p in fig.axes[0].patches)
+    assert "warning" not in " ".join(t.get_text() for t in fig.texts)
+    assert "flagged" not in fig.axes[0].get_title()
+
+
 @pytest.mark.parametrize("content,message", [
     ("[]", "not a dml-numba profile"),
     ("{", "Expecting"),

@@ -211,18 +211,52 @@ def test_close_finalists_are_timed_again_before_the_choice(own_cache):
     assert kernel.tuning["seconds"][a.label()] == pytest.approx(0.625)
 
 
-def test_a_tuning_beside_busy_programs_is_used_but_not_kept(own_cache):
-    """Other programs' load skews the timings: the next process measures again."""
+def test_a_tuning_beside_busy_programs_stops_after_one_candidate_and_says_why(own_cache,
+                                                                               capsys):
+    """Other programs' load skews the timings, so nothing measured would be kept: the tuning
+    stops after its first candidate (a busy process pays for one build, not all), records
+    the attempt and the load seen (what ``tune`` and ``info`` print), and counts attempts; a
+    later tuning on a quiet machine is kept and replaces the record."""
+    from dml_numba.__main__ import _print_wisdom
+
     desc, host = _desc(), Host(8, 3)  # not this machine: the host is passed on
+    key = tune.key_of(desc, {})
+    for attempt in (1, 2):
+        clock, built = FakeClock(), []
+        kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
+                           host=host, meter=Meter(tune.BUSY_SHARE + 0.05))
+        assert len(built) == 1 and kernel.tuning["kept"] is False
+        assert kernel.tuning["source"] == "static"
+        assert kernel.tuning["others_busy"] > tune.BUSY_SHARE
+        record = _wisdom.get(key)
+        assert _wisdom.is_busy_record(record) and record["busy"]["attempts"] == attempt
+    _print_wisdom()
+    out = capsys.readouterr().out
+    assert "0 keys" in out and "1 not kept (the machine was busy)" in out
+    assert f"other programs used {tune.BUSY_SHARE + 0.05:.0%} of the CPU" in out
+    assert "(2 attempts" in out
+    assert tune.wisdom_choice(desc, {}, build=fake_build(FakeClock(), {}, []), host=host) is None
     clock, built = FakeClock(), []
-    kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
-                       host=host, meter=Meter(tune.BUSY_SHARE + 0.05))
-    assert kernel.tuning["kept"] is False and kernel.tuning["others_busy"] > tune.BUSY_SHARE
-    assert _wisdom.get(tune.key_of(desc, {})) is None
     again = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
                       host=host, meter=Meter(None))  # no /proc/stat: kept
     assert again.tuning["source"] == "measured" and again.tuning["kept"] is True
-    assert _wisdom.get(tune.key_of(desc, {})) is not None
+    assert _wisdom.is_choice(_wisdom.get(key)) and len(built) > 2
+
+
+def test_the_default_mode_reads_the_wisdom_and_never_measures(own_cache):
+    """``estimate``: the choice a measuring process kept, else None (the static rule), and
+    nothing is ever timed or built beyond the one kernel."""
+    desc, host = _desc(), Host(8, 3)
+    clock, built = FakeClock(), []
+    assert tune.wisdom_choice(desc, {}, build=fake_build(clock, {}, built), host=host) is None
+    assert built == [] and clock.now == 0
+    measured = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
+                         host=host, meter=IDLE)
+    clock2, built2 = FakeClock(), []
+    known = tune.wisdom_choice(desc, {}, build=fake_build(clock2, {}, built2), host=host)
+    assert known.tuning["source"] == "wisdom" and known.tuning["choice"] == \
+        measured.tuning["choice"]
+    assert len(built2) == 1 and clock2.now == 0  # built, never timed
 
 
 def test_a_candidate_much_slower_than_the_best_is_timed_once():
@@ -283,11 +317,11 @@ def test_the_mode_comes_from_the_option_then_the_environment(monkeypatch):
     monkeypatch.setenv("DML_NUMBA_TUNE", "Exhaustive")
     assert tune.mode_of(None) == "exhaustive" and tune.mode_of("off") == "off"
     monkeypatch.delenv("DML_NUMBA_TUNE")
-    assert tune.mode_of(None) == "quick"
+    assert tune.mode_of(None) == "estimate"
     monkeypatch.setenv("DML_NUMBA_TUNE", "fast")
     _env._warned.discard(("DML_NUMBA_TUNE", "fast"))
     with pytest.warns(_env.ConfigWarning, match="DML_NUMBA_TUNE='fast' is invalid"):
-        assert tune.mode_of(None) == "quick"
+        assert tune.mode_of(None) == "estimate"
     with pytest.raises(dml.ValidationError, match="compile_operator.tune: 'fast' is invalid"):
         dml.compile_operator(_desc(), "cpu", tune="fast")
 

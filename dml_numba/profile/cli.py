@@ -58,7 +58,8 @@ def _refusal(args) -> str | None:
     return None
 
 
-def _compare(base_path, new: dict, threshold: float) -> int:
+def _compare(base_path, new: dict, threshold: float, fail_when_busy: bool = False,
+             new_name: str = "the new profile") -> int:
     try:
         base = read_json(base_path)
     except (OSError, ValueError) as exc:
@@ -71,11 +72,26 @@ def _compare(base_path, new: dict, threshold: float) -> int:
         return 2
     print(compare.table(changes))
     print(compare.summary(changes))
+    only_base, only_new = compare.unmatched(base, new)
+    for where, keys in ((base_path, only_base), (new_name, only_new)):
+        if keys:
+            print(f"{len(keys)} {'row' if len(keys) == 1 else 'rows'} only in {where}: " +
+                  ", ".join(f"'{w}' on {i}" for w, i, _ in keys[:6]) +
+                  (f" and {len(keys) - 6} more" if len(keys) > 6 else ""))
+    busy = {name: compare.busy(p) for name, p in ((base_path, base), (new_name, new))}
+    for name, why in busy.items():
+        if why:
+            print(f"note: {name} was measured on a busy machine: {why[0]}")
     worse = compare.regressions(changes, threshold)
     if worse:
+        untrusted = any(busy.values())
         print(f"{len(worse)} {'row' if len(worse) == 1 else 'rows'} slower by more than "
-              f"{threshold:.0%} beyond the spread")
-        return 1
+              f"{threshold:.0%} beyond the spread" +
+              ("; a verdict between runs on a busy machine cannot be trusted: rerun both on a "
+               "quiet machine" + ("" if fail_when_busy else " (not failing: --fail-when-busy "
+                                                             "fails on it)")
+               if untrusted else ""))
+        return 1 if fail_when_busy or not untrusted else 0
     return 0
 
 
@@ -92,7 +108,7 @@ def main(args) -> int:
         except (OSError, ValueError) as exc:
             print(f"profile: --compare: {exc}", file=sys.stderr)
             return 2
-        return _compare(pair[0], new, threshold)
+        return _compare(pair[0], new, threshold, args.fail_when_busy, pair[1])
     settings = Settings.default(args.quick, args.min_time, args.repeat)
     processes = args.processes or (1 if args.worker else DEFAULT_PROCESSES[args.quick])
     if processes > 1:
@@ -125,8 +141,8 @@ def main(args) -> int:
         write_json(rows, args.json, meta, warnings)
         print(f"wrote {args.json}")
     if args.plot:
-        plot(rows, args.plot, meta)
+        plot(rows, args.plot, meta, warnings)
         print(f"wrote {args.plot}")
     if pair:
-        return _compare(pair[0], as_dict(rows, meta, warnings), threshold)
+        return _compare(pair[0], as_dict(rows, meta, warnings), threshold, args.fail_when_busy)
     return 0

@@ -5,8 +5,10 @@ the spread of both runs: the medians differ by more than either run's interquart
 runs of the same code on a quiet machine mark nothing), as pyperf's ``compare_to`` marks only
 significant differences. Where the cpu device ran another variant (the automatic choice went
 parallel in one run and serial in the other), the change says so. Rows from a profile written
-before samples were kept (schema 1) have no spread: their ratio is shown, never marked. The exit
-status is 1 when a row is marked slower by more than the threshold, for CI.
+before samples were kept (schema 1) have no spread: their ratio is shown, never marked. Rows
+found in one file only are listed. The exit status is 1 when a row is marked slower by more
+than the threshold, for CI, unless either run was busy (:func:`busy`): such a verdict cannot be
+trusted, is said to be so, and fails only where asked (``--fail-when-busy``).
 """
 from __future__ import annotations
 
@@ -69,6 +71,25 @@ def compare(base: dict, new: dict) -> list[Change]:
                           inew / r["steady_s"] if inew is not None else None,
                           (b.get("variant"), r.get("variant"))))
     return out
+
+
+def unmatched(base: dict, new: dict) -> tuple[list, list]:
+    """Rows (workload, impl, dtype) found in the base profile only, and in the new one only."""
+    a, b = {_key(r) for r in base["rows"]}, {_key(r) for r in new["rows"]}
+    return ([k for k in dict.fromkeys(_key(r) for r in base["rows"]) if k not in b],
+            [k for k in dict.fromkeys(_key(r) for r in new["rows"]) if k not in a])
+
+
+def busy(profile: dict) -> list[str]:
+    """Why a profile's timings cannot be trusted: its warnings that say the machine was busy
+    or rows had the CPU taken away, or, for a file without warnings, how many of its rows are
+    flagged busy (empty: nothing says so)."""
+    said = [w.split(";")[0] for w in profile.get("warnings") or []
+            if isinstance(w, str) and ("busy" in w or "CPU taken away" in w)]
+    if said:
+        return said
+    flagged = [r for r in profile["rows"] if "busy" in (r.get("flags") or ())]
+    return [f"{len(flagged)} rows flagged busy"] if flagged else []
 
 
 def regressions(changes: list[Change], threshold: float) -> list[Change]:

@@ -6,6 +6,7 @@ import dataclasses
 import io
 import json
 import sys
+import textwrap
 
 from . import machine
 
@@ -152,10 +153,22 @@ def read_json(path) -> dict:
     return data
 
 
-def plot(rows, path, meta: dict | None = None) -> None:
+def plot(rows, path, meta: dict | None = None, warnings=()) -> None:
+    """:func:`figure`, written to ``path`` (PNG)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(rows, meta, warnings)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def figure(rows, meta: dict | None = None, warnings=()):
     """Horizontal bars per workload: each implementation's speed-up over the vectorised numpy
     device, its value (and the cpu variant) written on it; a peer of the workload that did not
-    run gets a slot marked "n/a" and why."""
+    run gets a slot marked "n/a" and why. What the table marks, the chart marks: a flagged row's
+    bar is hatched and its flags (busy, unstable, tick) follow its value, and the warnings
+    under the table are printed in the figure, so the picture read alone says what to
+    distrust."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -170,7 +183,14 @@ def plot(rows, path, meta: dict | None = None) -> None:
     height, y, ticks = 0.8, 0.0, []
     fig_rows = sum(len([r for r in rows if r.workload == wl and r.kind != "limit"]) +
                    len([m for m in not_run if m[0] == wl]) + 1 for wl in workloads)
-    fig, ax = plt.subplots(figsize=(12, 0.24 * fig_rows + 2))
+    # the warnings under the table, each once, then the advice they share, below the axes
+    said = list(dict.fromkeys(w.split("; ")[0] for w in warnings))
+    advice = list(dict.fromkeys(w.split("; ", 1)[1] for w in warnings if "; " in w))
+    notes = [line for w in said for line in textwrap.wrap("warning: " + w, 160)]
+    notes += [line for a in advice for line in textwrap.wrap(a, 160)]
+    line_in = 0.14  # inches a line of 7-point text takes
+    fig_h = 0.24 * fig_rows + 2 + line_in * len(notes)
+    fig, ax = plt.subplots(figsize=(12, fig_h))
     labelled = set()
     for wl in workloads:
         top = y
@@ -178,11 +198,14 @@ def plot(rows, path, meta: dict | None = None) -> None:
             if r.speedup_vs_numpy:
                 name = "vectorised (numpy device)" if r.impl == BASELINE else r.impl
                 bar = ax.barh([y], [r.speedup_vs_numpy], height=height, color=colors[r.impl],
-                              label=None if r.impl in labelled else name)
+                              label=None if r.impl in labelled else name,
+                              hatch="////" if r.flags else None,
+                              edgecolor="black" if r.flags else None)
                 labelled.add(r.impl)
                 ax.bar_label(bar, [f"{r.speedup_vs_numpy:.2f}x" +
-                                   (f" {r.variant}" if r.variant else "")],
-                             fontsize=6, padding=2)
+                                   (f" {r.variant}" if r.variant else "") +
+                                   (f" [{', '.join(r.flags)}]" if r.flags else "")],
+                             fontsize=6, padding=2, color="firebrick" if r.flags else "black")
             y += 1
         for _, peer, why in (m for m in not_run if m[0] == wl):
             ax.text(1.0, y, f" {peer}: n/a ({why})"[:80], va="center", fontsize=6,
@@ -197,10 +220,15 @@ def plot(rows, path, meta: dict | None = None) -> None:
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xlabel("speed-up over the vectorised numpy device (median of calibrated samples, "
                   "log scale); the cpu bars name the variant that ran")
-    ax.set_title(f"dml_numba profile ({rows[0].dtype if rows else ''})")
+    flagged = sum(bool(r.flags) for r in rows if r.kind != "limit")
+    ax.set_title(f"dml_numba profile ({rows[0].dtype if rows else ''})" +
+                 (f": {flagged} rows flagged (hatched), see below" if flagged else ""),
+                 color="firebrick" if flagged or warnings else "black")
+    if notes:
+        fig.text(0.01, 0.2 / fig_h, "\n".join(notes), fontsize=7, color="firebrick",
+                 va="bottom", linespacing=1.3)
     if meta:
         fig.text(0.01, 0.005, machine.caption(meta), fontsize=7, color="dimgrey")
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout(rect=(0, 0.02, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    fig.tight_layout(rect=(0, (0.25 + line_in * len(notes)) / fig_h, 1, 1))
+    return fig

@@ -4,9 +4,10 @@
 * ``direct`` (:mod:`.direct`): one generated loop nest, every dtype;
 * ``gemm`` (:mod:`.gemm`): BLAS with generated kernels around it.
 
-``algorithm=None`` (the default) times the candidates on first use of a key and keeps the
-fastest for this machine (:mod:`.tune`; ``tune="off"`` or ``DML_NUMBA_TUNE=off``: the static
-rule, :func:`~.choice.choose_algorithm`: the least time of a cost model of the host, :mod:`.cost`);
+``algorithm=None`` (the default) takes this machine's tuned choice where one was measured
+(``tune="quick"`` or ``DML_NUMBA_TUNE=quick`` times the candidates on first use of a key and
+keeps the fastest: :mod:`.tune`), else the static rule (:func:`~.choice.choose_algorithm`: the
+least time of a cost model of the host, :mod:`.cost`; ``tune="off"``: always the static rule);
 ``compile_operator(desc, "cpu", algorithm="blocked"|"direct"|"gemm")`` forces one. Where to
 look: the choice in ``choice.py`` and ``tune.py``; a kernel's host-side call in its class; its
 generated source in its module's ``emit`` (the blocked kernels' tile in ``blocked/tile.py``,
@@ -62,7 +63,11 @@ def make_kernel(desc, options):
                 "kernel or, with a unit stride along the last axis, the blocked one)")
     if algorithm is None and not planning_elsewhere():  # another host's kernels: static rule
         tuning = tune.mode_of(options.get("tune"))
-        if tuning != "off":  # with a folded padding: among the kernels that fold it
+        if tuning == "estimate":  # the wisdom's choice where it holds one, else static
+            known = tune.wisdom_choice(desc, options)
+            if known is not None:
+                return known
+        elif tuning != "off":  # with a folded padding: among the kernels that fold it
             return tune.tune(desc, options, tuning)
     if mode is not None:  # the blocked tile where forced, or where it folds and is the static
         # choice; else the direct loop nest

@@ -3,11 +3,17 @@ fastest (FFTW's planner, cuDNN's benchmark mode), remembered per machine (:mod:`
 
 Modes (``DML_NUMBA_TUNE``, or ``compile_operator(..., tune=...)`` which wins):
 
-* ``off``: the static rule (:func:`~.choice.choose_algorithm`), deterministic: the tests' mode;
-* ``quick`` (default): the static choice, its tile with the padding staged or not (and laid
-  out in rows where it is flattened), and the candidates a cost model ranks next
+* ``estimate`` (default): this machine's wisdom where it holds the key (a choice measured
+  earlier, by any process), else the static rule: nothing is measured, so no process waits
+  for tuning (FFTW's ``FFTW_ESTIMATE`` with wisdom; cuDNN's benchmark mode is opt-in too);
+* ``off``: the static rule (:func:`~.choice.choose_algorithm`) whatever the wisdom holds,
+  deterministic: the tests' mode;
+* ``quick`` (measure on request): the static choice, its tile with the padding staged or not
+  (and laid out in rows where it is flattened), and the candidates a cost model ranks next
   (:func:`cost`): three to five, each compiled once (into the disk cache) and timed a few
-  calls;
+  calls, within QUICK_BUDGET_S a process; on a busy machine (other programs above
+  BUSY_SHARE of the CPU while the static choice is timed) it stops there and records the
+  attempt, so a busy process pays for one candidate, not all;
 * ``exhaustive``: every valid candidate (:func:`candidates`).
 
 A candidate is an algorithm, for ``blocked`` a tile plan (channels a tile, lanes, staged
@@ -45,7 +51,7 @@ from .cost import estimate
 from .direct import DirectKernel
 from .gemm import GemmKernel
 
-MODES = ("off", "quick", "exhaustive")
+MODES = ("off", "estimate", "quick", "exhaustive")
 #: candidates timed in quick mode: the static choice and this many more (its tile with the
 #: staging flipped where that applies, then other tiles and algorithms by the cost model; and,
 #: under QUICK_SERIAL_WORK multiply-adds, the static choice's serial variant)
@@ -71,8 +77,8 @@ QUICK_BUDGET_S = 2.0
 
 
 def mode_of(option) -> str:
-    """The tuning mode: the option where given, else ``DML_NUMBA_TUNE`` (default quick)."""
-    return option if option is not None else _env.choice("DML_NUMBA_TUNE", MODES, "quick")
+    """The tuning mode: the option where given, else ``DML_NUMBA_TUNE`` (default estimate)."""
+    return option if option is not None else _env.choice("DML_NUMBA_TUNE", MODES, "estimate")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,14 +299,41 @@ def tune(desc, options: dict, mode: str, *, clock=time.perf_counter, build=None,
                             meter, wall)
 
 
+def wisdom_choice(desc, options: dict, *, build=None, host: Host | None = None):
+    """The kernel this machine's wisdom chose for ``desc`` (measured earlier, provisional or
+    not), or None where it holds none: ``estimate`` mode, which never measures."""
+    host = host or Host.current()
+    build = build or (lambda c, timed=False: c.build(desc, options, timed=timed))
+    known = _wisdom.get(key_of(desc, options))
+    if _wisdom.is_choice(known) and Candidate.from_json(known["choice"]) in candidates(
+            desc, host, "exhaustive", options):
+        return _from_wisdom(known, build)
+    return None
+
+
 def _known(key, mode, valid) -> dict | None:
     """The wisdom's entry for ``key`` where it serves ``mode`` and names a valid candidate."""
     known = _wisdom.get(key)
-    if known is not None and not known.get("provisional") and (
+    if _wisdom.is_choice(known) and not known.get("provisional") and (
             mode == "quick" or known.get("mode") == "exhaustive"):
         if Candidate.from_json(known["choice"]) in valid:
             return known
     return None
+
+
+def _busy(desc, options, key, mode, static, cand, kernel, others, seconds):
+    """A tuning stopped after its first candidate (the static choice) because other programs
+    used more than BUSY_SHARE of the CPU: that kernel, and the attempt recorded (what ``tune``
+    and ``info`` report) unless a choice is already kept."""
+    earlier = _wisdom.get(key)
+    if not _wisdom.is_choice(earlier):
+        attempts = earlier["busy"]["attempts"] if _wisdom.is_busy_record(earlier) else 0
+        _wisdom.put(key, {"busy": {"attempts": attempts + 1, "others": others},
+                          "label": describe(desc, options), "mode": mode,
+                          "static": static.label()})
+    kernel.tuning = {"source": "static", "kept": False, "others_busy": others,
+                     "tuning_s": round(seconds, 4), "chosen": cand.label(), "mode": mode}
+    return kernel
 
 
 def _from_wisdom(known, build):
@@ -335,6 +368,10 @@ def _measure_all(desc, options, mode, host, valid, key, clock, build, remember, 
                                 best)
         med = statistics.median(samples[cand])
         best = med if best is None else min(best, med)
+        busy = others.others() if remember else None
+        if busy is not None and busy > BUSY_SHARE:  # nothing measured now would be kept
+            return _busy(desc, options, key, mode, cands[0], cand, kernels[cand], busy,
+                         wall() - t0)
     # the finalists within CLOSE of the best are timed once more (one pass can be unlucky)
     finalists = sorted((c for c in samples if statistics.median(samples[c]) <= CLOSE * best),
                        key=lambda c: statistics.median(samples[c]))[:FINALISTS]
