@@ -294,7 +294,8 @@ def test_probes_back_off_while_they_confirm_and_return_after_a_switch():
                        load=_adaptive.LoadWatch(meter=lambda: Meter(1.0), cores=2))
     while clock.t < 10.0:
         k()
-    probes = [t for v, t in calls if v == "p" and t > 1.0]
+    probes = [t for (v, t), (before, _) in zip(calls[1:], calls) if v == "p" and before == "s"
+              and t > 1.0]  # each probe's first call (a probe is PROBE_RUN calls)
     gaps = [b - a for a, b in zip(probes, probes[1:])]
     assert gaps and min(gaps) >= _adaptive.PROBE_S_MAX  # backed off fully
     assert len(probes) <= 10
@@ -556,3 +557,35 @@ def test_a_burst_of_slow_calls_on_a_quiet_machine_is_undone_at_the_first_probe()
     while k.variant() == "serial":
         k()
     assert clock.t - switched <= _adaptive.PROBE_S + _adaptive.PROBE_CALLS * 0.0005 + 0.01
+
+
+def test_a_probe_is_not_judged_on_its_wake_up_call():
+    """The parallel variant's first call after a long run of serial calls pays for waking its
+    thread pool (0.5 ms here; its threads sleep once idle a while), later ones not (0.1 ms;
+    serial 0.2 ms): a probe of PROBE_RUN calls counts the fastest, so parallel wins it; judged
+    on the first call alone it never would."""
+    clock, calls = Clock(), []
+    state = {"serial_run": 0, "busy": True}
+
+    def parallel():
+        asleep = state["serial_run"] >= 8
+        clock.t += 0.012 if state["busy"] else 0.0005 if asleep else 0.0001
+        calls.append("p")
+        state["serial_run"] = 0
+
+    def serial():
+        clock.t += 0.0002
+        calls.append("s")
+        state["serial_run"] += 1
+
+    shares = iter([1.0] * 5 + [0.0] * 100_000)
+    k = AdaptiveKernel(parallel, lambda: serial, clock=clock, start_build=lambda run: run(),
+                       load=_adaptive.LoadWatch(meter=lambda: Meter(next(shares)), cores=2))
+    for _ in range(40):
+        k()
+    assert k.variant() == "serial"
+    state["busy"] = False
+    start = clock.t
+    while clock.t < start + 3 * _adaptive.PROBE_S_MAX:
+        k()
+    assert _adaptive.PROBE_RUN >= 2 and k.variant() == "parallel"

@@ -20,8 +20,10 @@ variant keeps running until it is ready. From then on both are timed, the faster
 runs and the other is tried again after PROBE_CALLS calls and an interval that starts at
 PROBE_S and doubles each time the other variant is confirmed slower (up to PROBE_S_MAX: under
 lasting contention a parallel probe, a scheduler quantum, costs little), back to PROBE_S when
-it wins (a switch made on a burst of slow calls is undone quickly). A probe faster than its
-variant's running average counts as it is. The bookkeeping costs two clock reads a call.
+it wins (a switch made on a burst of slow calls is undone quickly). A probe is PROBE_RUN calls,
+the fastest counting (the first call of a variant left alone a while wakes its thread pool),
+and counts as it is where faster than its variant's running average. The bookkeeping costs
+two clock reads a call.
 
 In a child forked after GNU OpenMP started (:data:`dml_numba._threads.FORKED_AFTER_GOMP`) only
 the serial variant can run: it is built on the spot if it is not there yet.
@@ -43,6 +45,9 @@ ALPHA = 0.25
 #: re-measure the variant not in use after this many calls and PROBE_S seconds, the interval
 #: doubling (up to PROBE_S_MAX) while probes confirm the variant in use
 PROBE_CALLS, PROBE_S, PROBE_S_MAX = 32, 0.05, 1.0
+#: calls a probe lasts, the fastest counting: a variant's first call after a while pays for
+#: waking its thread pool and refilling caches, which would bias every probe against it
+PROBE_RUN = 2
 #: a parallel call this much slower than its best, STREAK times in a row, is a sign of
 #: contention (one slow call is just a noisy machine)
 SLOWER, STREAK = 1.5, 3
@@ -156,10 +161,13 @@ class AdaptiveKernel:
         self._since = 0
         self._last_probe = clock()
         self._probe_s = PROBE_S
+        self._probing = 0  # calls left in the probe under way
+        self._probe_best = None
 
     def variant(self) -> str:
-        """The variant the next call will use (``"parallel"`` or ``"serial"``)."""
-        return "parallel" if self._use else "serial"
+        """The variant the next call will use (``"parallel"`` or ``"serial"``): during a probe,
+        the variant probed."""
+        return "parallel" if self._use != bool(self._probing) else "serial"
 
     def serial_built(self) -> bool:
         """Whether the serial variant exists (it is built only once contention was seen)."""
@@ -176,17 +184,18 @@ class AdaptiveKernel:
             serial = self._serial.request()
             if serial is not None:
                 return self._run_untimed(serial, args)
-        use = self._use
-        if self._avg[False] is None:  # serial never timed: only on a sign of contention
-            probe = self._contended or _running > 0 or self._load.busy(now)
-        else:
-            probe = self._since >= PROBE_CALLS and now - self._last_probe >= self._probe_s
-        if probe and self._avg[use] is not None:
-            other = self._parallel if not use else self._serial.request()
-            if other is not None:  # a serial variant still building: parallel meanwhile
-                use = not use
-                self._since = 0
-                self._last_probe = now
+        if not self._probing:
+            if self._avg[False] is None:  # serial never timed: only on a sign of contention
+                probe = self._contended or _running > 0 or self._load.busy(now)
+            else:
+                probe = self._since >= PROBE_CALLS and now - self._last_probe >= self._probe_s
+            if probe and self._avg[self._use] is not None:
+                other = self._parallel if not self._use else self._serial.request()
+                if other is not None:  # a serial variant still building: parallel meanwhile
+                    self._probing, self._probe_best = PROBE_RUN, None
+                    self._since = 0
+                    self._last_probe = now
+        use = not self._use if self._probing else self._use
         fn = self._parallel if use else self._serial.fn
         _running += 1
         try:
@@ -201,19 +210,31 @@ class AdaptiveKernel:
             self._contended = self._slow >= STREAK
             if self._contended:
                 self._serial.request()  # start building it now: ready the sooner
+        self._since += 1
+        if self._probing:
+            self._probing -= 1
+            self._probe_best = dt if self._probe_best is None else min(self._probe_best, dt)
+            if not self._probing:
+                self._settle(use, self._probe_best)
+            return result
         avg = self._avg[use]
-        # a probe faster than its variant's average is taken as it is (noise only ever makes
-        # a call slower): a machine that turned quiet or busy is followed at the first probe
-        probed = use != self._use
-        self._avg[use] = dt if avg is None or probed and dt < avg else \
-            (1 - ALPHA) * avg + ALPHA * dt
+        self._avg[use] = dt if avg is None else (1 - ALPHA) * avg + ALPHA * dt
         other = self._avg[not use]
         self._use = use if other is None or self._avg[use] <= other else not use
-        if probed and other is not None:  # the probe won, or confirmed the variant in use
-            self._probe_s = PROBE_S if self._use == use else min(2 * self._probe_s,
-                                                                 PROBE_S_MAX)
-        self._since += 1
         return result
+
+    def _settle(self, probed: bool, dt: float) -> None:
+        """A probe of variant ``probed`` is over, its fastest call ``dt``: taken as it is where
+        faster than the variant's average (noise only ever makes a call slower), then the
+        faster average runs; the probe interval resets where the probed variant won, doubles
+        where it confirmed the other."""
+        avg = self._avg[probed]
+        self._avg[probed] = dt if avg is None or dt < avg else (1 - ALPHA) * avg + ALPHA * dt
+        other = self._avg[not probed]
+        won = other is None or self._avg[probed] <= other
+        if other is not None:
+            self._probe_s = PROBE_S if won else min(2 * self._probe_s, PROBE_S_MAX)
+        self._use = probed if won else not probed
 
     @staticmethod
     def _run_untimed(fn, args):
