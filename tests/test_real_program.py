@@ -307,6 +307,15 @@ def test_probes_back_off_while_they_confirm_and_return_after_a_switch():
     assert k.variant() == "parallel"
 
 
+def test_a_short_kernels_jitter_is_not_contention():
+    """A 0.1 ms kernel whose calls wander up to 0.3 ms (a noisy idle machine: 3x its best,
+    but a fraction of a millisecond): the serial variant is never built."""
+    k, calls, builds = _adaptive_kernel([0.0001, 0.0003, 0.00028, 0.00025, 0.0003] * 20)
+    for _ in range(100):
+        k()
+    assert builds == [] and k.variant() == "parallel"
+
+
 def test_two_slow_then_fast_resets_the_streak():
     k, calls, builds = _adaptive_kernel([0.001, 0.01, 0.01, 0.001, 0.01, 0.01, 0.001])
     for _ in range(7):

@@ -7,7 +7,8 @@ No cheap signal from the operating system tells these apart from our own threads
 choice is made the way an autotuner makes it. While another Python thread is inside one of our
 kernels (or was, within the last 50 ms), the serial variant runs (the cores are already taken).
 Otherwise the parallel variant runs while it behaves; the serial variant is wanted when three
-calls in a row take more than 1.5x the best time seen, or when other programs keep at least
+calls in a row take more than 1.5x the best time seen (and a millisecond more: a short call's
+jitter is not contention), or when other programs keep at least
 BUSY_CORES of the machine's cores busy (the machine's CPU time from ``/proc/stat`` less this
 process's, sampled at most every LOAD_S seconds by whichever call comes: a process that starts
 on a busy machine has no fast time to compare with, every parallel call a scheduler quantum or
@@ -48,9 +49,10 @@ PROBE_CALLS, PROBE_S, PROBE_S_MAX = 32, 0.05, 1.0
 #: calls a probe lasts, the fastest counting: a variant's first call after a while pays for
 #: waking its thread pool and refilling caches, which would bias every probe against it
 PROBE_RUN = 2
-#: a parallel call this much slower than its best, STREAK times in a row, is a sign of
-#: contention (one slow call is just a noisy machine)
-SLOWER, STREAK = 1.5, 3
+#: a parallel call this much slower than its best (and by at least SLOW_S: less is a noisy
+#: machine's jitter on a short call, not a scheduler quantum lost), STREAK times in a row, is a
+#: sign of contention (one slow call is just a noisy machine)
+SLOWER, SLOW_S, STREAK = 1.5, 1e-3, 3
 
 #: other programs using this many cores' worth of CPU (over the last LOAD_S seconds) make the
 #: serial variant worth timing: our parallel region then shares a core with them
@@ -206,7 +208,8 @@ class AdaptiveKernel:
             _running -= 1
         if use:
             self._best = dt if self._best is None else min(self._best, dt)
-            self._slow = self._slow + 1 if dt > SLOWER * self._best else 0
+            slow = dt > SLOWER * self._best and dt - self._best > SLOW_S
+            self._slow = self._slow + 1 if slow else 0
             self._contended = self._slow >= STREAK
             if self._contended:
                 self._serial.request()  # start building it now: ready the sooner
