@@ -3,7 +3,8 @@
 * booleans (``DML_NUMBA_DISK_CACHE``, ``DML_NUMBA_FAST_LOAD``, ``DML_NUMBA_DEBUG``): ``1``,
   ``true``, ``yes``, ``on`` and ``0``, ``false``, ``no``, ``off``, in any case, with spaces
   around; unset or empty is the default;
-* counts (``DML_NUMBA_MEMORY_CACHE_SIZE``): a decimal integer;
+* counts (``DML_NUMBA_MEMORY_CACHE_SIZE``): a decimal integer in ASCII digits (not ``²`` or
+  other scripts' digits, which ``str.isdigit`` accepts), at most 18 of them;
 * choices (``DML_NUMBA_THREADING``, ``DML_NUMBA_TUNE``): one of the listed words, any case.
 
 Anything else is not guessed at: one :class:`ConfigWarning` per variable and value names it and
@@ -12,6 +13,7 @@ says what is used instead (the default).
 from __future__ import annotations
 
 import os
+import re
 import warnings
 
 from ._errors import outside_stacklevel
@@ -54,7 +56,7 @@ def count(name: str, default: int, *, lo: int = 1) -> int:
     value = (raw or "").strip()
     if not value:
         return default
-    if value.isdigit() and int(value) >= lo:
+    if re.fullmatch(r"[0-9]{1,18}", value) and int(value) >= lo:
         return int(value)
     _warn(name, raw, f"a whole number >= {lo}", default)
     return default

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 import threading
 
 from ._errors import DeviceUnavailableError, ValidationError
@@ -117,7 +118,7 @@ def _load(name: str) -> None:
 def split_device(name) -> tuple[str, int | None]:
     """("cuda", 1) for "cuda:1", (name, None) for a plain name (CUDA's devices are numbered as
     PyTorch and CuPy number them)."""
-    if isinstance(name, str) and name.startswith("cuda:") and name[5:].isdigit():
+    if isinstance(name, str) and re.fullmatch(r"cuda:[0-9]{1,6}", name):
         return "cuda", int(name[5:])
     return name, None
 

@@ -241,7 +241,7 @@ class _Loader:
         mode = a.get("mode", "constant")
         if mode not in _PAD_MODES:
             fail("mode", mode, f"expected one of {', '.join(_PAD_MODES)}")
-        axes = list(range(rank)) if axes is None else [ax % rank for ax in axes]
+        axes = list(range(rank)) if axes is None else _axes(fail, "axes", axes, rank)
         if len(pads) != 2 * len(axes):
             fail("pads", pads, f"expected {2 * len(axes)} values (begin and end per axis)")
         start, end = [0] * rank, [0] * rank
@@ -347,7 +347,7 @@ class _Loader:
                                               fail, f, opt)
             starts, ends = get(1, "starts", False), get(2, "ends", False)
             axes, steps = get(3, "axes", True), get(4, "steps", True)
-        axes = list(range(len(starts))) if axes is None else [ax % rank for ax in axes]
+        axes = list(range(len(starts))) if axes is None else _axes(fail, "axes", axes, rank)
         steps = [1] * len(starts) if steps is None else steps
         offsets, sizes, strides = [0] * rank, list(x.shape), [1] * rank
         for ax, s, e, st in zip(axes, starts, ends, steps):
@@ -485,6 +485,21 @@ class CompiledModel:
 
     def __repr__(self):
         return f"<CompiledModel of {len(self.graph.nodes)} nodes on {self.compiled.device!r}>"
+
+
+def _axes(fail, field: str, axes, rank: int) -> list[int]:
+    """ONNX's axes as the spec has them: each in [-rank, rank - 1] (negative counts from the
+    end), none twice (ONNX Runtime refuses both); normalised to 0..rank-1."""
+    out = []
+    for ax in axes:
+        ax = int(ax)
+        if not -rank <= ax < rank:
+            fail(field, list(axes), f"expected axes in [{-rank}, {rank - 1}] (the input has "
+                                    f"{rank} dimensions)")
+        if ax % rank in out:
+            fail(field, list(axes), f"expected each axis once (axis {ax % rank} is named twice)")
+        out.append(ax % rank)
+    return out
 
 
 def compile_model(model, device: str = "cpu", *, input_shapes=None, constants=None,

@@ -372,6 +372,37 @@ def test_memory_cache_bound_comes_from_the_environment(monkeypatch):
     assert KernelCache().max_entries == 7
 
 
+@pytest.mark.parametrize("raw", ["\u00b2", "\u0661\u0662", "\uff17", "7.0", "-3", "0", "1e3",
+                                 "9" * 40, "seven"])
+def test_a_count_in_the_environment_is_ascii_digits_or_the_default_with_a_warning(
+        monkeypatch, raw):
+    """'²' passes str.isdigit and fails int(); Arabic-Indic and full-width digits pass both:
+    none is a decimal count, nor a sign, a fraction, an exponent or 40 digits. Each is one
+    ConfigWarning and the default (at import of the library too, in a new process)."""
+    from dml_numba import _env
+
+    monkeypatch.setenv("DML_NUMBA_MEMORY_CACHE_SIZE", raw)
+    _env._warned.discard(("DML_NUMBA_MEMORY_CACHE_SIZE", raw))
+    with pytest.warns(_env.ConfigWarning, match="DML_NUMBA_MEMORY_CACHE_SIZE=.* is invalid; "
+                                                "expected a whole number >= 1"):
+        assert _env.count("DML_NUMBA_MEMORY_CACHE_SIZE", 5) == 5
+    if raw == "\u00b2":  # the value that made the import raise, in a new process
+        import subprocess
+        import sys
+
+        out = subprocess.run([sys.executable, "-c", "import dml_numba; print('ok')"],
+                             capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+        assert "ConfigWarning" in out.stderr
+
+
+def test_a_cuda_device_number_is_ascii_digits():
+    for name in ("cuda:\u00b2", "cuda:\u0661", "cuda:-1", "cuda:"):
+        with pytest.raises(dml.ValidationError, match="compile_operator.device"):
+            dml.compile_operator(dml.TileOperatorDesc(dml.TensorDesc(1, (2,)),
+                                                      dml.TensorDesc(1, (2,)), (1,)), name)
+
+
 def test_unrelated_keys_build_in_parallel_one_build_per_key():
     c = KernelCache()
     both_inside = threading.Barrier(2, timeout=10)

@@ -290,3 +290,47 @@ def test_a_parameter_that_is_not_constant_is_named():
     np.testing.assert_array_equal(m(np.array([1, 2], np.float32)), [1, 2, 1, 2])
     with pytest.raises(dml.ValidationError, match="constants: 'q' is invalid"):
         compile_model(model, "cpu", constants={"q": np.array([2])})
+
+
+def _axes_model(op, axes, shape=(3, 2, 3, 4)):
+    """A Pad (pads 1, 2 on each named axis) or Slice (starts 0, ends 2 on each) of a rank-4
+    input, with ``axes`` as its constant input, at opset 18."""
+    n = len(axes)
+    if op == "Pad":
+        consts = [helper.make_tensor("pads", TP.INT64, [2 * n], [1] * n + [2] * n)]
+        node = helper.make_node("Pad", ["x", "pads", "", "axes"], ["y"], name="n")
+    else:
+        consts = [helper.make_tensor("starts", TP.INT64, [n], [0] * n),
+                  helper.make_tensor("ends", TP.INT64, [n], [2] * n)]
+        node = helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["y"], name="n")
+    consts.append(helper.make_tensor("axes", TP.INT64, [n], list(axes)))
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, None)], consts)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("op", ["Pad", "Slice"])
+@pytest.mark.parametrize("axes, message", [
+    ([4], "expected axes in \\[-4, 3\\]"),
+    ([-5], "expected axes in \\[-4, 3\\]"),
+    ([6], "expected axes in \\[-4, 3\\]"),
+    ([3, 3], "expected each axis once \\(axis 3 is named twice\\)"),
+    ([1, -3], "expected each axis once \\(axis 1 is named twice\\)"),
+])
+def test_onnx_axes_out_of_range_or_repeated_are_refused(op, axes, message):
+    """As the spec and ONNX Runtime: an axis outside [-r, r-1] or named twice is an error
+    naming the node (it used to wrap around, or the last of two won)."""
+    with pytest.raises(dml.ValidationError,
+                       match=f"compile_model: {op} 'n' \\(node 0\\).axes: .* is invalid; "
+                             + message):
+        compile_model(_axes_model(op, axes), "numpy")
+
+
+@pytest.mark.parametrize("op", ["Pad", "Slice"])
+@pytest.mark.parametrize("axes", [[-1], [0, -1], [-4, 2]])
+def test_onnx_negative_axes_in_range_agree_with_onnx_runtime(op, axes):
+    ort = _ort()
+    model = _axes_model(op, axes)
+    x = np.random.default_rng(5).standard_normal((3, 2, 3, 4)).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(compile_model(model, "numpy")(x), sess.run(None, {"x": x})[0])

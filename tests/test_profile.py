@@ -253,3 +253,47 @@ def test_compare_with_one_file_profiles_now_and_compares(tmp_path, capsys):
     assert code == 0  # nothing 100x slower
     assert "new/base" in out and "tile (1,1,2,2)" in out
     assert "1 row compared: " in out  # the numpy device's one row
+
+
+TINY = ["profile", "--quick", "--ops", "tile", "--devices", "numpy", "--no-peers",
+        "--processes", "1", "--repeat", "3", "--min-time", "0.0005"]
+
+
+@pytest.mark.parametrize("flag", ["--json", "--csv", "--markdown", "--plot"])
+@pytest.mark.parametrize("where", ["missing folder", "a folder"])
+def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(
+        tmp_path, capsys, monkeypatch, flag, where):
+    from dml_numba.profile import cli
+
+    monkeypatch.setattr(cli, "run", lambda *a, **k: pytest.fail("profiled anyway"))
+    path = tmp_path / "missing" / "out.file" if where == "missing folder" else tmp_path
+    good = tmp_path / "good.json"
+    assert main(TINY + [flag, str(path)] + (["--json", str(good)] if flag != "--json" else [])
+                ) == 2
+    err = capsys.readouterr().err
+    assert f"profile: {flag} {path}: " in err
+    assert ("does not exist" if where == "missing folder" else "is a folder") in err
+    assert not good.exists()
+
+
+def test_every_output_that_can_be_written_is_written(tmp_path, capsys, monkeypatch):
+    """A folder that disappears while the profile runs: that output fails with a message,
+    the others are written, exit status 1."""
+    from dml_numba.profile import cli
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    real = cli.run
+
+    def run_then_remove(*a, **k):
+        rows = real(*a, **k)
+        gone.rmdir()
+        return rows
+
+    monkeypatch.setattr(cli, "run", run_then_remove)
+    paths = {"json": tmp_path / "p.json", "csv": gone / "p.csv",
+             "markdown": tmp_path / "p.md"}
+    code = main(TINY + [a for k, v in paths.items() for a in (f"--{k}", str(v))])
+    err = capsys.readouterr().err
+    assert code == 1 and f"--csv {paths['csv']}: not written" in err
+    assert paths["json"].exists() and paths["markdown"].exists()

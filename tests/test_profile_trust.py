@@ -271,6 +271,34 @@ def test_the_chart_marks_what_the_table_marks():
     assert "flagged" not in fig.axes[0].get_title()
 
 
+@pytest.mark.parametrize("change, message", [
+    (lambda rows: rows[0].pop("workload"), "row 0: no 'workload'"),
+    (lambda rows: rows[0].__setitem__("impl", 3), "row 0: impl is 3; expected a string"),
+    (lambda rows: rows[1].__setitem__("steady_s", "slow"),
+     "row 1: steady_s is 'slow'; expected a finite number"),
+    (lambda rows: rows[1].__setitem__("q1_s", float("inf")),
+     "row 1: q1_s is inf; expected a finite number"),
+    (lambda rows: rows[0].__setitem__("n", -1), "row 0: n is -1; expected a finite number"),
+    (lambda rows: rows.__setitem__(1, ["w", "cpu"]), "row 1: a list; expected an object"),
+    (lambda rows: rows[0].__setitem__("flags", "busy"), "row 0: flags or dtype"),
+])
+@pytest.mark.parametrize("side", ["base", "new"])
+def test_compare_names_the_file_and_row_it_cannot_read(tmp_path, capsys, change, message,
+                                                       side):
+    """A hand-edited or truncated file: "profile: --compare: FILE: row K: ..." and exit 2,
+    never a traceback (Infinity is what Python's JSON reader makes of 'Infinity')."""
+    files = {}
+    for name in ("base", "new"):
+        data = saved([row("w", samples=jitter(1e-3)), row("v", samples=jitter(2e-3))])
+        if name == side:
+            change(data["rows"])
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(json.dumps(data))
+    assert main(["profile", "--compare", str(files["base"]), str(files["new"])]) == 2
+    err = capsys.readouterr().err
+    assert f"profile: --compare: {files[side]}: {message}" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("content,message", [
     ("[]", "not a dml-numba profile"),
     ("{", "Expecting"),

@@ -1,7 +1,9 @@
 """``dml-numba profile``'s command line (the options are declared in ``dml_numba.__main__``)."""
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import dml_numba as dml
 
@@ -21,7 +23,26 @@ from .report import (
 DEFAULT_PROCESSES = {True: 3, False: 5}
 
 
+def unwritable(path) -> str | None:
+    """Why ``path`` cannot be written (None: it can): checked before any profiling, so that
+    minutes of measurements never end in a traceback."""
+    p = Path(path)
+    parent = p.parent
+    if p.is_dir():
+        return f"{path} is a folder"
+    if not parent.is_dir():
+        return f"its folder {parent} does not exist"
+    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        return f"{path} cannot be written (permissions)"
+    return None
+
+
 def _refusal(args) -> str | None:
+    for flag in ("json", "csv", "markdown", "plot"):
+        path = getattr(args, flag, None)
+        why = unwritable(path) if path and not args.worker else None
+        if why:
+            return f"--{flag} {path}: {why}"
     if args.ops:  # the operators' other names (slice for slice1)
         args.ops = [dml.functional.OTHER_NAMES[o].__name__ if o in dml.functional.OTHER_NAMES
                     else o for o in args.ops]
@@ -131,18 +152,25 @@ def main(args) -> int:
     print(table(rows, warnings))
     if not_run(meta):
         print(f"not run: {not_run(meta)}")
-    for path, text in ((args.csv, lambda: to_csv(rows)),
-                       (args.markdown, lambda: to_markdown(rows, meta, warnings))):
-        if path:
-            with open(path, "w") as f:
-                f.write(text())
-            print(f"wrote {path}")
-    if args.json:
-        write_json(rows, args.json, meta, warnings)
-        print(f"wrote {args.json}")
-    if args.plot:
-        plot(rows, args.plot, meta, warnings)
-        print(f"wrote {args.plot}")
+    failed = 0
+    for flag, path, write in (
+            ("json", args.json, lambda p: write_json(rows, p, meta, warnings)),
+            ("csv", args.csv, lambda p: Path(p).write_text(to_csv(rows))),
+            ("markdown", args.markdown,
+             lambda p: Path(p).write_text(to_markdown(rows, meta, warnings))),
+            ("plot", args.plot, lambda p: plot(rows, p, meta, warnings))):
+        if not path:
+            continue
+        try:  # every output that can be written is, whatever happened to the others
+            write(path)
+        except OSError as exc:
+            failed += 1
+            print(f"profile: --{flag} {path}: not written ({exc.strerror or exc})",
+                  file=sys.stderr)
+            continue
+        print(f"wrote {path}")
+    if failed:
+        return 1
     if pair:
         return _compare(pair[0], as_dict(rows, meta, warnings), threshold, args.fail_when_busy)
     return 0

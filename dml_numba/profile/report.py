@@ -142,12 +142,45 @@ def write_json(rows, path, meta: dict | None = None, warnings=()) -> None:
         json.dump(as_dict(rows, meta or {}, warnings), f, indent=1)
 
 
+#: what --compare reads of a row: the name fields (strings) and the numbers (finite, not
+#: negative; each may be absent or null: a row that did not run, a schema 1 file's quartiles)
+_ROW_TEXT = ("workload", "impl")
+_ROW_NUMBERS = ("steady_s", "q1_s", "q3_s", "n")
+
+
+def _bad_row(r) -> str | None:
+    """Why row ``r`` of a profile file cannot be compared (None: it can)."""
+    import math
+
+    if not isinstance(r, dict):
+        return f"a {type(r).__name__}; expected an object"
+    for k in _ROW_TEXT:
+        if not isinstance(r.get(k), str):
+            return f"{k} is {r.get(k)!r}; expected a string" if k in r else f"no {k!r}"
+    for k in _ROW_NUMBERS:
+        v = r.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or not math.isfinite(v) or v < 0):
+            return f"{k} is {v!r}; expected a finite number, not negative"
+    if not isinstance(r.get("flags", []), list) or not isinstance(r.get("dtype", ""),
+                                                                     (str, type(None))):
+        return "flags or dtype of the wrong type"
+    return None
+
+
 def read_json(path) -> dict:
     """A profile written by any version (schema 1 had no samples, first-call kind or flags)."""
     with open(path) as f:
         data = json.load(f)
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         raise ValueError(f"{path}: not a dml-numba profile (no 'rows' list)")
+    for i, r in enumerate(data["rows"]):
+        why = _bad_row(r)
+        if why:
+            raise ValueError(f"{path}: row {i}: {why}")
+    if not isinstance(data.get("warnings", []), list):
+        raise ValueError(f"{path}: 'warnings' is {type(data['warnings']).__name__}; expected "
+                         "a list")
     data.setdefault("schema", 1)
     data.setdefault("meta", {})
     return data
