@@ -191,11 +191,15 @@ def main(argv=None) -> int:
     p.add_argument("--csv", metavar="FILE", help="write every row as CSV (times in seconds)")
     p.add_argument("--markdown", metavar="FILE",
                    help="write the table as Markdown (for an issue or RESULTS.md)")
+    from .profile import Settings  # the defaults, said where they are used
+
+    quick, full = Settings.default(True), Settings.default(False)
     p.add_argument("--min-time", type=float, metavar="S",
                    help="seconds a sample lasts at least, calls repeated to fill it "
-                        "(default 0.005 with --quick, else 0.02)")
+                        f"(default {quick.min_time:g} with --quick, else {full.min_time:g})")
     p.add_argument("--repeat", type=int, metavar="N",
-                   help="samples a row (default 7 with --quick, else 15; at least 3)")
+                   help=f"samples a row (default {quick.repeat} with --quick, else "
+                        f"{full.repeat}; at least 3)")
     p.add_argument("--processes", type=int, metavar="N",
                    help="take the samples in N processes one after the other and pool them, "
                         "so that the spread holds what differs between processes (default 3 "

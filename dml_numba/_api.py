@@ -52,9 +52,10 @@ class CompiledOperator:
             if out is None or type(out) is np.ndarray:
                 return self.device.call(self.kernel, self._owner, self._inputs, inputs, out,
                                         self._output, stream)
-        result = self.device.call(self.kernel, self._owner, self._inputs,
-                                  [_interop.to_host(a) for a in inputs], _interop.to_host(out),
-                                  self._output, stream)
+        result = self.device.call(
+            self.kernel, self._owner, self._inputs,
+            [_interop.to_host(a, f"{self._owner}.{f}") for a, (f, _) in zip(inputs, self._inputs)],
+            _interop.to_host(out, f"{self._owner}.out"), self._output, stream)
         if out is not None:
             return out
         return _interop.as_kind(result, _interop.first_kind(inputs))

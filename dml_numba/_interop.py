@@ -36,27 +36,52 @@ def on_gpu(a) -> bool:
     return hasattr(a, "__cuda_array_interface__")
 
 
-def to_host(a):
+def to_host(a, where: str = "input"):
     """Another library's host array as a NumPy view of it (:func:`host_view`); anything else,
-    device arrays included, as it is."""
-    return host_view(a) if kind(a) is not None and not on_gpu(a) else a
+    device arrays included, as it is. ``where`` names the argument in errors."""
+    return host_view(a, where) if kind(a) is not None and not on_gpu(a) else a
 
 
-def host_view(a):
+#: what the operators take, for the message when another library's array is none of them
+NUMERIC = "float32, float16, float64, int8..int64 or uint8..uint64"
+
+
+def host_view(a, where: str = "input"):
     """``a`` as a NumPy array sharing its memory (DLPack where the producer offers it). A
     PyTorch tensor that requires grad is read through ``detach()`` (no gradient flows through
-    these operators)."""
+    these operators). A type NumPy lacks or the operators do not take (PyTorch's bfloat16,
+    complex and conjugate views, JAX's tracers inside ``jax.jit``) is a ValidationError that
+    says so, naming ``where``."""
+    from ._errors import ValidationError
+
+    if type(a).__name__.endswith("Tracer"):  # jax.jit traces: there is no data to read
+        raise ValidationError(
+            f"{where}: {type(a).__name__} is invalid; expected an array with data: call "
+            "dml_numba outside jax.jit (or through jax.pure_callback), on concrete arrays")
+    dtype = str(getattr(a, "dtype", ""))
+    if kind(a) == "torch" and ("bfloat16" in dtype or "complex" in dtype or
+                                getattr(a, "is_conj", lambda: False)()):
+        raise ValidationError(
+            f"{where}: a torch tensor of dtype {dtype.replace('torch.', '')} is invalid; "
+            f"expected {NUMERIC} (DirectML has no bfloat16 or complex type: convert first, "
+            "e.g. .float())")
     if getattr(a, "requires_grad", False):
         a = a.detach()
     if getattr(a, "is_cpu", False) and kind(a) == "torch":
         try:
             return a.numpy()  # PyTorch's own view: the quickest way
-        except (TypeError, RuntimeError):  # a type NumPy lacks (bfloat16), a lazy conjugate...
+        except (TypeError, RuntimeError):  # a type NumPy lacks, a lazy negation...
             pass
     try:
         return np.from_dlpack(a)
     except (TypeError, BufferError, RuntimeError, AttributeError):
+        pass
+    try:
         return np.asarray(a)
+    except (TypeError, RuntimeError, ValueError) as exc:
+        raise ValidationError(f"{where}: {type(a).__module__}.{type(a).__name__} of dtype "
+                              f"{dtype or '?'} is invalid; expected an array of {NUMERIC} "
+                              f"({exc})") from None
 
 
 def as_kind(result, k: str | None):

@@ -293,3 +293,45 @@ def test_an_unknown_device_lists_the_usable_ones(capsys):
     assert main(["profile", "--quick", "--devices", "gpu"]) == 2
     err = capsys.readouterr().err
     assert "device 'gpu' is not usable here: unknown device; expected some of numpy, cpu" in err
+
+
+def _unsupported_tensors(torch):
+    x = torch.from_numpy(X4.copy())
+    return {"bfloat16": x.to(torch.bfloat16), "complex64": x.to(torch.complex64),
+            "complex128 conj view": x.to(torch.complex128).conj()}
+
+
+@pytest.mark.parametrize("kind", ["bfloat16", "complex64", "complex128 conj view"])
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_a_tensor_of_a_type_the_operators_lack_is_named(name, kind, torch):
+    """PyTorch's bfloat16, complex tensors and conjugate views: a ValidationError naming the
+    function, the argument, the dtype and the types taken, through the functional layer, a
+    compiled operator and a compiled graph (it was a TypeError or RuntimeError from inside)."""
+    t = _unsupported_tensors(torch)[kind]
+    dtype = kind.split()[0]
+    call, _ = CALLS[name]
+    with pytest.raises(dml.ValidationError, match=f"{name}.x: a torch tensor of dtype {dtype} "
+                                                  "is invalid; expected float32, float16"):
+        call(t)
+    desc = dml.functional.tile_desc(X4, (1, 1, 1, 1))
+    with pytest.raises(dml.ValidationError, match=f"TileOperatorDesc.input_tensor: a torch "
+                                                  f"tensor of dtype {dtype} is invalid"):
+        dml.compile_operator(desc, "cpu")(t)
+    g = dml.GraphDesc(1, 1, (dml.OperatorGraphNodeDesc(desc),), (dml.InputGraphEdgeDesc(0, 0, 0),),
+                      (dml.OutputGraphEdgeDesc(0, 0, 0),))
+    with pytest.raises(dml.ValidationError, match=f"compile_graph.input 0: a torch tensor of "
+                                                  f"dtype {dtype} is invalid"):
+        dml.compile_graph(g, "cpu")(t)
+
+
+def test_a_call_inside_jax_jit_says_to_call_outside_it(jax):
+    import jax.numpy as jnp
+
+    @jax.jit
+    def f(x):
+        return dml.padding(x, (0, 0, 1, 1), (0, 0, 1, 1))
+
+    with pytest.raises(dml.ValidationError, match="padding.x: DynamicJaxprTracer is invalid; "
+                                                  "expected an array with data: call dml_numba "
+                                                  "outside jax.jit"):
+        f(jnp.ones((1, 1, 4, 4)))

@@ -297,3 +297,19 @@ def test_every_output_that_can_be_written_is_written(tmp_path, capsys, monkeypat
     err = capsys.readouterr().err
     assert code == 1 and f"--csv {paths['csv']}: not written" in err
     assert paths["json"].exists() and paths["markdown"].exists()
+
+
+def test_the_help_states_the_defaults_the_run_uses(capsys):
+    """--help, docs/PROFILE.md and the JSON's settings say one thing: Settings.default."""
+    from pathlib import Path
+
+    from dml_numba.profile import Settings
+
+    with pytest.raises(SystemExit):
+        main(["profile", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    quick, full = Settings.default(True), Settings.default(False)
+    assert f"default {quick.repeat} with --quick, else {full.repeat}" in out
+    assert f"default {quick.min_time:g} with --quick, else {full.min_time:g}" in out
+    doc = " ".join((Path(__file__).parents[1] / "docs" / "PROFILE.md").read_text().split())
+    assert f"({quick.repeat} with `--quick`, else {full.repeat})" in doc

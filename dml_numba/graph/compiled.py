@@ -55,7 +55,7 @@ class CompiledGraph:
                                   f"{g.input_count} (the graph's input_count)")
         outs = self._outs(out)
         kind = _interop.first_kind(inputs)
-        host = [_interop.to_host(a) for a in inputs]
+        host = [_interop.to_host(a, f"compile_graph.input {k}") for k, a in enumerate(inputs)]
         for k, (a, t) in enumerate(zip(host, self._in)):
             self._check(a, t, f"input {k}")
         _check_aliases(host, [_interop.to_host(o) if o is not None else None for o in outs])
