@@ -127,6 +127,7 @@ def _data_movement(x, desc, out_chunks):
 
     plan = desc.canonical().gather_plan()
     dtype = x.dtype
+    out_chunks = _bounded(out_chunks, dtype.itemsize)
     const = plan.constant
     if const is not None and desc.output.data_type == desc.output.data_type.FLOAT16:
         const = np.float16(const)
@@ -135,24 +136,52 @@ def _data_movement(x, desc, out_chunks):
     bounds = [_boundaries(c) for c in out_chunks]
     in_bounds = [_boundaries(c) for c in x.chunks]
 
-    for index in itertools.product(*(range(len(c)) for c in out_chunks)):
-        local, masks, region = [], [], []
-        for d, b in enumerate(index):
-            src, inside = plan.maps[d].sources(bounds[d][b], bounds[d][b + 1])
+    # per axis and block along it, once: the input range read, the local indices, the mask,
+    # the input chunks the range overlaps (the blocks are their product)
+    axes = []
+    for d, b in enumerate(bounds):
+        per = []
+        for j in range(len(b) - 1):
+            src, inside = plan.maps[d].sources(b[j], b[j + 1])
             used = src[inside]
             lo, hi = (int(used.min()), int(used.max()) + 1) if used.size else (0, 0)
-            region.append(slice(lo, hi))
-            local.append(np.where(inside, src - lo, 0) if used.size else np.zeros_like(src))
-            masks.append(inside)
-        if any(s.stop == s.start for s in region):  # all padding: no input read
-            dsk[(name,) + index] = (_gather_block, np.empty((0,) * x.ndim, dtype), local, masks,
-                                    const, dtype)
+            local = np.where(inside, src - lo, 0) if used.size else np.zeros_like(src)
+            per.append((local, inside, _spans(in_bounds[d], lo, hi) if hi > lo else None))
+        axes.append(per)
+    empty = np.empty((0,) * x.ndim, dtype)
+    for index in itertools.product(*(range(len(c)) for c in out_chunks)):
+        picked = [axes[d][b] for d, b in enumerate(index)]
+        local, masks = [p[0] for p in picked], [p[1] for p in picked]
+        if any(p[2] is None for p in picked):  # all padding: no input read
+            dsk[(name,) + index] = (_gather_block, empty, local, masks, const, dtype)
         else:  # the region from the input chunks it overlaps, in the block's own task
-            key = _region_task(x, [_spans(in_bounds[d], r.start, r.stop)
-                                   for d, r in enumerate(region)])
+            key = _region_task(x, [p[2] for p in picked])
             dsk[(name,) + index] = (_gather_block, key, local, masks, const, dtype)
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=[x])
     return Array(graph, name, out_chunks, dtype=dtype)
+
+
+def _bounded(chunks, itemsize: int) -> tuple:
+    """``chunks`` with no block over Dask's ``array.chunk-size`` (128 MiB by default): the
+    largest block axis halved until a block fits, that axis then in regular chunks. A tile of a
+    one-chunk array (or a wide padding) would otherwise be one block of its whole output, which
+    computing any part of allocates."""
+    import dask
+    from dask.utils import parse_bytes
+
+    limit = parse_bytes(dask.config.get("array.chunk-size"))
+    steps = [max(c) for c in chunks]
+    if math.prod(steps) * itemsize <= limit:
+        return tuple(chunks)
+    while math.prod(steps) * itemsize > limit and any(s > 1 for s in steps):
+        d = max(range(len(steps)), key=lambda i: steps[i])
+        steps[d] = (steps[d] + 1) // 2
+    out = []
+    for c, step in zip(chunks, steps):
+        n = sum(c)
+        out.append(tuple(c) if step >= max(c) else
+                   (step,) * (n // step) + ((n % step,) if n % step else ()))
+    return tuple(out)
 
 
 def _regular(size: int, like, scale: Fraction = Fraction(1)) -> tuple[int, ...]:

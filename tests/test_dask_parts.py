@@ -264,3 +264,59 @@ def test_output_chunks_are_the_input_chunk_scaled_by_the_size_ratio():
     y = dd.graph(g, da.from_array(gx, chunks=(1, 2, 5, 6)), *params, device="numpy")
     assert y.chunks[2:] == (_scaled(y.shape[2], (5, 5, 3), y.shape[2], 13),
                             _scaled(y.shape[3], (6, 6, 3), y.shape[3], 15))
+
+
+def _same_shape_pairs(x):
+    """Pairs of data-movement results over ``x`` with the same output shape and chunks that
+    differ in their operator or its parameters."""
+    return {
+        "padding modes": (dd.padding(x, (0, 0, 1, 1), (0, 0, 1, 1), "reflection"),
+                          dd.padding(x, (0, 0, 1, 1), (0, 0, 1, 1), "edge"),
+                          lambda a: np.pad(a, [(0, 0), (0, 0), (1, 1), (1, 1)], "reflect"),
+                          lambda a: np.pad(a, [(0, 0), (0, 0), (1, 1), (1, 1)], "edge")),
+        "padding values": (dd.padding(x, (0, 0, 1, 0), (0, 0, 0, 1), "constant", 1.0),
+                           dd.padding(x, (0, 0, 1, 0), (0, 0, 0, 1), "constant", 2.0),
+                           lambda a: np.pad(a, [(0, 0), (0, 0), (1, 0), (0, 1)],
+                                            constant_values=1.0),
+                           lambda a: np.pad(a, [(0, 0), (0, 0), (1, 0), (0, 1)],
+                                            constant_values=2.0)),
+        "slice and its reverse": (dd.slice1(x, (0, 0, 0, 0), X.shape, (1, 1, 1, 1)),
+                                  dd.slice1(x, (0, 0, 0, 0), X.shape, (1, 1, -1, 1)),
+                                  lambda a: a, lambda a: a[:, :, ::-1]),
+        "tile and padding": (dd.tile(x, (1, 1, 1, 2)),
+                             dd.padding(x, (0, 0, 0, 2), (0, 0, 0, X.shape[3] - 2), "wrap"),
+                             lambda a: np.tile(a, (1, 1, 1, 2)),
+                             lambda a: np.pad(a, [(0, 0), (0, 0), (0, 0),
+                                                  (2, X.shape[3] - 2)], "wrap")),
+    }
+
+
+@pytest.mark.parametrize("pair", ["padding modes", "padding values", "slice and its reverse",
+                                  "tile and padding"])
+def test_two_data_movements_of_one_input_computed_together_keep_their_own_keys(pair):
+    """Same input, same output shape and chunks, other operator or parameters: distinct graph
+    keys, so computing both together gives each its own result (a name that left the
+    descriptor out would merge them)."""
+    x = da.from_array(X, chunks=(1, 2, 4, 3))
+    a, b, oracle_a, oracle_b = _same_shape_pairs(x)[pair]
+    assert a.shape == b.shape and a.chunks == b.chunks and a.name != b.name
+    got_a, got_b = dask.compute(a, b, scheduler="sync")
+    np.testing.assert_array_equal(got_a, oracle_a(X))
+    np.testing.assert_array_equal(got_b, oracle_b(X))
+
+
+def test_output_blocks_are_bounded_so_a_slice_of_a_huge_tile_computes_its_blocks_only():
+    """A one-chunk input tiled 2**20 x 2**20 (4 TiB of float32): blocks no larger than Dask's
+    array.chunk-size, the graph built in a second, and a corner computed from its one block
+    (it used to be one block of the whole output: MemoryError). The same with a small limit,
+    every block under it."""
+    y = dd.tile(da.ones((1, 1, 1, 1), dtype=np.float32), (1, 1, 2 ** 20, 2 ** 20))
+    limit = dask.utils.parse_bytes(dask.config.get("array.chunk-size"))
+    assert np.prod(y.chunksize) * 4 <= limit and y.numblocks[2] > 1
+    np.testing.assert_array_equal(y[0, 0, :2, :2].compute(), np.ones((2, 2), np.float32))
+    with dask.config.set({"array.chunk-size": "64KiB"}):
+        x = np.arange(12, dtype=np.float64).reshape(1, 1, 3, 4)
+        z = dd.padding(da.from_array(x), (0, 0, 40, 50), (0, 0, 60, 70), "wrap")
+        assert np.prod([max(c) for c in z.chunks]) * 8 <= 64 * 1024
+        np.testing.assert_array_equal(z.compute(), np.pad(x, [(0, 0), (0, 0), (40, 60),
+                                                              (50, 70)], "wrap"))
