@@ -52,6 +52,8 @@ class CompiledOperator:
             if out is None or type(out) is np.ndarray:
                 return self.device.call(self.kernel, self._owner, self._inputs, inputs, out,
                                         self._output, stream)
+        if out is not None:
+            _interop.check_out(out, f"{self._owner}.out")
         result = self.device.call(
             self.kernel, self._owner, self._inputs,
             [_interop.to_host(a, f"{self._owner}.{f}") for a, (f, _) in zip(inputs, self._inputs)],

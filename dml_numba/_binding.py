@@ -69,7 +69,8 @@ def as_array(value, owner: str, field: str):
     """What the functional layer takes: anything ``np.asarray`` accepts (lists, scalars, objects
     with ``__array__``); CUDA device arrays pass through. Masked arrays and object dtype are
     refused; a non-native byte order is converted to native."""
-    if type(value) is not np.ndarray and (getattr(value, "is_cpu", False) and
+    if type(value) is not np.ndarray and ((getattr(value, "is_cpu", False) or
+                                           getattr(value, "is_meta", False)) and
                                           _interop.kind(value) == "torch" or
                                           type(value).__name__.endswith("Tracer")):
         # a PyTorch CPU tensor: viewed, not copied (or refused, naming its dtype)

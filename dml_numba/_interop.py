@@ -65,6 +65,9 @@ def host_view(a, where: str = "input"):
             f"{where}: a torch tensor of dtype {dtype.replace('torch.', '')} is invalid; "
             f"expected {NUMERIC} (DirectML has no bfloat16 or complex type: convert first, "
             "e.g. .float())")
+    if getattr(a, "is_meta", False):
+        raise ValidationError(f"{where}: a torch tensor on the meta device is invalid; expected "
+                              "a CPU tensor (or a CUDA one on the cuda device): it has no data")
     if getattr(a, "requires_grad", False):
         a = a.detach()
     if getattr(a, "is_cpu", False) and kind(a) == "torch":
@@ -82,6 +85,23 @@ def host_view(a, where: str = "input"):
         raise ValidationError(f"{where}: {type(a).__module__}.{type(a).__name__} of dtype "
                               f"{dtype or '?'} is invalid; expected an array of {NUMERIC} "
                               f"({exc})") from None
+
+
+def check_out(out, where: str) -> None:
+    """PyTorch's own rules for an ``out=`` tensor, before anything is written: not one that
+    requires grad while grad mode is on (PyTorch refuses: the write would not be recorded),
+    not one on the meta device (no memory to write)."""
+    if kind(out) != "torch":
+        return
+    from ._errors import ValidationError
+
+    if getattr(out, "is_meta", False):
+        raise ValidationError(f"{where}: a torch tensor on the meta device is invalid; expected "
+                              "a CPU tensor (or a CUDA one on the cuda device) to write into")
+    if getattr(out, "requires_grad", False) and sys.modules["torch"].is_grad_enabled():
+        raise ValidationError(f"{where}: a torch tensor that requires grad is invalid; expected "
+                              "one that does not (PyTorch refuses out= arguments that require "
+                              "grad: pass out.detach(), or call under torch.no_grad())")
 
 
 def as_kind(result, k: str | None):

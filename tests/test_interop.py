@@ -335,3 +335,39 @@ def test_a_call_inside_jax_jit_says_to_call_outside_it(jax):
                                                   "expected an array with data: call dml_numba "
                                                   "outside jax.jit"):
         f(jnp.ones((1, 1, 4, 4)))
+
+
+@pytest.mark.parametrize("entry", ["functional", "operator", "graph"])
+def test_out_tensors_follow_pytorchs_own_out_rules(entry, torch):
+    """An out= tensor that requires grad (grad mode on) or lives on the meta device: a
+    ValidationError naming out, nothing written (PyTorch refuses both); under no_grad a tensor
+    that requires grad is written, as PyTorch allows."""
+    x = torch.from_numpy(X4.copy())
+    desc = dml.functional.tile_desc(X4, (1, 1, 1, 2))
+    g = dml.GraphDesc(1, 1, (dml.OperatorGraphNodeDesc(desc),), (dml.InputGraphEdgeDesc(0, 0, 0),),
+                      (dml.OutputGraphEdgeDesc(0, 0, 0),))
+    run = {"functional": lambda out: dml.tile(x, (1, 1, 1, 2), out=out),
+           "operator": lambda out: dml.compile_operator(desc, "cpu")(x, out=out),
+           "graph": lambda out: dml.compile_graph(g, "cpu")(x, out=out)}[entry]
+    where = {"functional": "tile.out", "operator": "TileOperatorDesc.out",
+             "graph": "compile_graph.out\\[0\\]"}[entry]
+    grad = torch.zeros(desc.output.sizes, requires_grad=True)
+    with pytest.raises(dml.ValidationError, match=f"{where}: a torch tensor that requires grad "
+                                                  "is invalid"):
+        run(grad)
+    assert not grad.detach().any()
+    with pytest.raises(dml.ValidationError, match=f"{where}: a torch tensor on the meta device "
+                                                  "is invalid"):
+        run(torch.empty(desc.output.sizes, device="meta"))
+    with torch.no_grad():
+        run(grad)
+    np.testing.assert_array_equal(grad.detach().numpy(), np.tile(X4, (1, 1, 1, 2)))
+
+
+def test_a_meta_tensor_input_is_named(torch):
+    m = torch.empty(X4.shape, device="meta")
+    with pytest.raises(dml.ValidationError, match="tile.x: a torch tensor on the meta device"):
+        dml.tile(m, (1, 1, 1, 2))
+    with pytest.raises(dml.ValidationError, match="TileOperatorDesc.input_tensor: a torch "
+                                                  "tensor on the meta device"):
+        dml.compile_operator(dml.functional.tile_desc(X4, (1, 1, 1, 2)), "cpu")(m)

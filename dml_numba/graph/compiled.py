@@ -58,6 +58,9 @@ class CompiledGraph:
         host = [_interop.to_host(a, f"compile_graph.input {k}") for k, a in enumerate(inputs)]
         for k, (a, t) in enumerate(zip(host, self._in)):
             self._check(a, t, f"input {k}")
+        for k, o in enumerate(outs):
+            if o is not None:
+                _interop.check_out(o, f"compile_graph.out[{k}]")
         _check_aliases(host, [_interop.to_host(o) if o is not None else None for o in outs])
         if self._cuda:
             return self._run_cuda(host, outs, out, kind)
