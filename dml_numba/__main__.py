@@ -61,6 +61,7 @@ def _print_wisdom() -> None:
     """This machine's tuned keys (the choice, the mode and the seconds tuning took), and the
     keys whose tunings were not kept, with why."""
     from . import _wisdom
+    from .cpu.convolution import tune  # noqa: F401 - the tuner's checks of a choice
 
     found = _wisdom.entries()
     chosen = {k: e for k, e in found.items() if _wisdom.is_choice(e)}
@@ -95,17 +96,23 @@ def _busy_share() -> float:
 
 def _tune(args) -> int:
     from . import _wisdom
+    from .cpu.convolution import tune  # noqa: F401 - the tuner's checks of a choice
 
     if args.export_file:
-        n = _wisdom.export(args.export_file)
+        try:
+            n = _wisdom.export(args.export_file)
+        except _wisdom.WisdomError as exc:
+            print(f"nothing exported: {exc}", file=sys.stderr)
+            return 1
         print(f"exported {n} tuned keys to {args.export_file}")
     elif args.import_file:
         try:
-            n = _wisdom.import_(args.import_file)
+            n, skipped = _wisdom.import_(args.import_file)
         except _wisdom.WisdomError as exc:
             print(f"nothing imported: {exc}", file=sys.stderr)
             return 1
-        print(f"imported {n} tuned keys from {args.import_file}")
+        print(f"imported {n} tuned keys from {args.import_file}" +
+              (f" ({skipped} malformed entries skipped)" if skipped else ""))
     elif args.forget:
         print(f"forgot {_wisdom.forget()} tuned keys")
     else:

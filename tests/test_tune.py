@@ -770,10 +770,144 @@ def test_wisdom_merges_keys_and_exports_what_it_holds(own_cache, tmp_path):
     assert data["format"] == _wisdom.FORMAT and data["machine"] == _wisdom.machine()
     assert data["entries"]["k2"]["label"] == "two"
     assert _wisdom.forget() == 2 and _wisdom.entries() == {}
-    assert _wisdom.import_(out) == 2 and _wisdom.get("k1")["label"] == "one"
+    assert _wisdom.import_(out) == (2, 0) and _wisdom.get("k1")["label"] == "one"
     data["entries"]["bad"] = {"choice": "not a dict"}
     out.write_text(json.dumps(data))
-    assert _wisdom.import_(out) == 2 and _wisdom.get("bad") is None
+    assert _wisdom.import_(out) == (2, 1) and _wisdom.get("bad") is None
+
+
+def _wisdom_file(tmp_path, entries=None, **top):
+    data = {"format": _wisdom.FORMAT, "machine": _wisdom.machine(),
+            "entries": entries if entries is not None else {"k": _entry()}}
+    data.update(top)
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("top, message", [
+    ({"machine": None}, "machine None is invalid; expected an object"),
+    ({"machine": [1, 2]}, "machine \\[1, 2\\] is invalid"),
+    ({"entries": [1]}, "entries list is invalid; expected an object"),
+    ({"entries": "x"}, "entries str is invalid"),
+    ({"format": 2}, "format 2 is invalid; expected 1"),
+])
+def test_an_import_of_the_wrong_shape_is_refused_by_name(own_cache, tmp_path, capsys, top,
+                                                          message):
+    """{"format": 1} alone, a machine or entries of the wrong type: `tune --import` says what
+    is wrong, exit 1, nothing imported (it was an AttributeError traceback)."""
+    from dml_numba.__main__ import main
+
+    path = _wisdom_file(tmp_path, **top)
+    with pytest.raises(_wisdom.WisdomError, match=message):
+        _wisdom.import_(path)
+    assert main(["tune", "--import", str(path)]) == 1
+    assert "nothing imported: " in capsys.readouterr().err and _wisdom.entries() == {}
+    bare = tmp_path / "bare.json"
+    bare.write_text('{"format": 1}')
+    with pytest.raises(_wisdom.WisdomError, match="machine None is invalid"):
+        _wisdom.import_(bare)
+
+
+def test_import_reads_regular_files_only_and_within_a_size(own_cache, tmp_path, monkeypatch):
+    """A FIFO would block the import forever and /dev/zero never end: refused by what they
+    are; a file over MAX_BYTES by its size."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero", tmp_path):
+        with pytest.raises(_wisdom.WisdomError, match="not a regular file"):
+            _wisdom.import_(path)
+    monkeypatch.setattr(_wisdom, "MAX_BYTES", 100)
+    with pytest.raises(_wisdom.WisdomError, match="bytes is invalid; expected at most 100"):
+        _wisdom.import_(_wisdom_file(tmp_path))
+
+
+MALFORMED = {
+    "plan bogus field": {"choice": {"algorithm": "blocked", "plan": {"bogus": 1}}},
+    "plan a string": {"choice": {"algorithm": "blocked", "plan": "x"}},
+    "padded a number": {"choice": {"algorithm": "blocked", "plan": {"lanes": 16, "padded": 5}}},
+    "algorithm a number": {"choice": {"algorithm": 3}},
+    "parallel a string": {"choice": {"algorithm": "direct", "parallel": "yes"}},
+    "tuning_s a string": dict(_entry(), tuning_s="slow"),
+    "tuning_s null": dict(_entry(), tuning_s=None),
+    "tuning_s infinite": dict(_entry(), tuning_s=float("inf")),
+    "label a number": dict(_entry(), label=3),
+    "provisional a number": dict(_entry(), provisional=1),
+    "left of numbers": dict(_entry(), left=[1]),
+    "seconds of strings": dict(_entry(), seconds={"a": "b"}),
+    "busy attempts a bool": {"busy": {"attempts": True, "others": 0.5}},
+    "not an object": [1, 2],
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_a_malformed_entry_is_skipped_on_import_and_on_read_never_fatal(own_cache, tmp_path,
+                                                                          capsys, name):
+    """Each malformed entry (a plan that is no plan, a field of the wrong type): skipped on
+    import (counted) and, written into the machine's own file by hand, skipped on read with
+    one warning that counts them; builds, `tune` and `info` go on (they used to raise until
+    --forget)."""
+    from dml_numba.__main__ import _print_wisdom, main
+
+    entries = {"good": _entry("good"), "bad": MALFORMED[name]}
+    path = _wisdom_file(tmp_path, entries)
+    assert _wisdom.import_(path) == (1, 1) and _wisdom.get("bad") is None
+    assert main(["tune", "--import", str(path)]) == 0
+    assert "(1 malformed entries skipped)" in capsys.readouterr().out
+    own = _wisdom._path(_wisdom.machine())
+    data = json.loads(own.read_text())
+    data["entries"]["bad"] = MALFORMED[name]
+    own.write_text(json.dumps(data))
+    with pytest.warns(RuntimeWarning, match="1 malformed entry of the wisdom file .* skipped"):
+        assert set(_wisdom.entries()) == {"good"}
+    _print_wisdom()  # prints, never raises
+    assert "good" in capsys.readouterr().out
+
+
+def test_a_plan_that_builds_no_candidate_is_never_used(own_cache):
+    """A structurally fine plan with fields a BlockPlan lacks: the tuner treats it as no
+    choice (it used to raise in every later build of that convolution)."""
+    desc, host = _desc(), Host(8, 3)
+    _wisdom.put(tune.key_of(desc, {}), {"choice": {"algorithm": "blocked",
+                                                    "plan": {"bogus": 1}}})
+    assert tune.wisdom_choice(desc, {}, build=fake_build(FakeClock(), {}, []), host=host) is None
+    clock, built = FakeClock(), []
+    kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
+                       host=host, meter=IDLE)
+    assert kernel.tuning["source"] == "measured"
+
+
+def test_export_to_a_missing_folder_is_a_clear_error(own_cache, tmp_path, capsys):
+    from dml_numba.__main__ import main
+
+    _wisdom.put("k", _entry())
+    assert main(["tune", "--export", str(tmp_path / "no" / "w.json")]) == 1
+    err = capsys.readouterr().err
+    assert "nothing exported: " in err and "cannot be written" in err
+
+
+IMPORTER = """
+import sys
+from dml_numba import _wisdom
+for _ in range(3):
+    _wisdom.import_(sys.argv[1])
+"""
+
+
+def test_two_processes_importing_at_once_keep_every_key(own_cache, tmp_path):
+    """Read, merge and write under a lock held against other processes: two importers of
+    disjoint 60-key files, at once, leave all 120 keys (they kept 92 and 62 before)."""
+    import subprocess
+    import sys
+
+    files = []
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        files.append(_wisdom_file(tmp_path / side, {f"{side}{k}": _entry(f"{side}{k}")
+                                                    for k in range(60)}))
+    procs = [subprocess.Popen([sys.executable, "-c", IMPORTER, str(f)]) for f in files]
+    assert all(p.wait(120) == 0 for p in procs)
+    assert len(_wisdom.entries()) == 120
 
 
 def test_kernels_planned_for_another_host_are_never_tuned(monkeypatch):

@@ -305,10 +305,30 @@ def wisdom_choice(desc, options: dict, *, build=None, host: Host | None = None):
     host = host or Host.current()
     build = build or (lambda c, timed=False: c.build(desc, options, timed=timed))
     known = _wisdom.get(key_of(desc, options))
-    if _wisdom.is_choice(known) and Candidate.from_json(known["choice"]) in candidates(
-            desc, host, "exhaustive", options):
+    if _wisdom.is_choice(known) and _candidate(known) in candidates(desc, host, "exhaustive",
+                                                                    options):
         return _from_wisdom(known, build)
     return None
+
+
+def _builds_a_candidate(choice: dict) -> bool:
+    try:
+        Candidate.from_json(choice)
+    except (TypeError, ValueError, KeyError):
+        return False
+    return True
+
+
+_wisdom.CHOICE_CHECKS.append(_builds_a_candidate)
+
+
+def _candidate(known: dict) -> Candidate | None:
+    """The entry's choice as a Candidate, or None where its plan is not one (an edited file:
+    wrong fields or values), so that it is never used and never raises."""
+    try:
+        return Candidate.from_json(known["choice"])
+    except (TypeError, ValueError, KeyError):
+        return None
 
 
 def _known(key, mode, valid) -> dict | None:
@@ -316,7 +336,7 @@ def _known(key, mode, valid) -> dict | None:
     known = _wisdom.get(key)
     if _wisdom.is_choice(known) and not known.get("provisional") and (
             mode == "quick" or known.get("mode") == "exhaustive"):
-        if Candidate.from_json(known["choice"]) in valid:
+        if _candidate(known) in valid:
             return known
     return None
 
