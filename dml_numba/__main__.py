@@ -61,7 +61,9 @@ def _print_wisdom() -> None:
     """This machine's tuned keys (the choice, the mode and the seconds tuning took), and the
     keys whose tunings were not kept, with why."""
     from . import _wisdom
-    from .cpu.convolution import tune  # noqa: F401 - the tuner's checks of a choice
+    from ._registry import load_backend
+
+    load_backend("cpu")  # its tuner registers what a well-formed choice is
 
     found = _wisdom.entries()
     chosen = {k: e for k, e in found.items() if _wisdom.is_choice(e)}
@@ -70,8 +72,8 @@ def _print_wisdom() -> None:
     print(f"tuned kernels (wisdom of this machine): {len(chosen)} keys, {total:.2f} s of tuning"
           + (f"; {len(busy)} not kept (the machine was busy)" if busy else ""))
     if not found:
-        print("  (builds use the static rule; DML_NUMBA_TUNE=quick measures each new "
-              "convolution once and keeps the fastest kernel here)")
+        print("  (builds use the static rule; DML_NUMBA_TUNE=quick measures each new shape "
+              "once and keeps the fastest kernel here)")
     for entry in sorted(chosen.values(), key=lambda e: e.get("label", "")):
         left = entry.get("left") or []
         state = (f"; provisional, {len(left)} candidates left for a later process" if left
@@ -85,18 +87,14 @@ def _print_wisdom() -> None:
         print(f"  {entry.get('label', '?')}: not kept: other programs used "
               f"{b['others']:.0%} of the CPU while it was timed ({b['attempts']} attempt"
               f"{'s' if b['attempts'] != 1 else ''}; a tuning is kept below "
-              f"{_busy_share():.0%}); the static rule's {entry.get('static', '?')} runs")
-
-
-def _busy_share() -> float:
-    from .cpu.convolution.tune import BUSY_SHARE
-
-    return BUSY_SHARE
+              f"{b.get('limit', 0.3):.0%}); the static rule's {entry.get('static', '?')} runs")
 
 
 def _tune(args) -> int:
     from . import _wisdom
-    from .cpu.convolution import tune  # noqa: F401 - the tuner's checks of a choice
+    from ._registry import load_backend
+
+    load_backend("cpu")  # its tuner registers what a well-formed choice is
 
     if args.export_file:
         try:

@@ -54,6 +54,8 @@ class CompiledOperator:
                                         self._output, stream)
         if out is not None:
             _interop.check_out(out, f"{self._owner}.out")
+        if _interop.needs_grad(inputs):  # a node of PyTorch's autograd graph
+            return _interop.with_grad(self, inputs, out)
         result = self.device.call(
             self.kernel, self._owner, self._inputs,
             [_interop.to_host(a, f"{self._owner}.{f}") for a, (f, _) in zip(inputs, self._inputs)],

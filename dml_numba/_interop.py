@@ -87,6 +87,46 @@ def host_view(a, where: str = "input"):
                               f"({exc})") from None
 
 
+def needs_grad(inputs) -> bool:
+    """A PyTorch tensor among ``inputs`` requires grad and grad mode is on."""
+    for a in inputs:
+        if getattr(a, "requires_grad", False) and kind(a) == "torch":
+            return sys.modules["torch"].is_grad_enabled()
+    return False
+
+
+def with_grad(op, inputs, out=None):
+    """``op(*inputs)`` (a compiled operator on PyTorch tensors, some requiring grad) as a node
+    of PyTorch's autograd graph: forward the kernel, backward the operator's gradient
+    (:func:`dml_numba.grad.backward`), the same formulas as the custom operators'."""
+    import torch
+
+    from . import grad as _grad
+
+    _grad.check(op.desc)
+    bound = [t.sizes for _, t in op.desc.bound_inputs()]
+
+    class Op(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *tensors):
+            ctx.save_for_backward(*tensors)
+            y = op(*[t.detach().reshape(n) for t, n in zip(tensors, bound)],
+                   out=None if out is None else out.detach())
+            return y if out is None else out
+
+        @staticmethod
+        def backward(ctx, grad):
+            xs = [np.ascontiguousarray(t.detach().numpy()).reshape(n)
+                  for t, n in zip(ctx.saved_tensors, bound)]
+            grads = _grad.backward(op.desc, xs, np.ascontiguousarray(grad.detach().numpy()))
+            return tuple(torch.from_numpy(np.ascontiguousarray(g)).reshape(t.shape)
+                         for g, t in zip(grads, ctx.saved_tensors))
+
+    tensors = [a if kind(a) == "torch" else torch.as_tensor(np.asarray(a)) for a in inputs]
+    dtype = tensors[0].dtype  # a parameter given as a list or of another exact type: x's
+    return Op.apply(*[t if t.dtype == dtype else t.to(dtype) for t in tensors])
+
+
 def check_out(out, where: str) -> None:
     """PyTorch's own rules for an ``out=`` tensor, before anything is written: not one that
     requires grad while grad mode is on (PyTorch refuses: the write would not be recorded),

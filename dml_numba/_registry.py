@@ -90,6 +90,12 @@ def option_values(desc_type, device: str, name: str) -> tuple:
     return tuple(v for v in allowed if v is not None)
 
 
+def load_backend(device: str) -> None:
+    """Import a device's backend package (its lowerings register themselves), usable here or
+    not."""
+    importlib.import_module(_DEVICE_MODULES[device])
+
+
 def lowering_for(desc_type, device: str):
     """The registered factory, importing the backend even when its device is unavailable (the
     CUDA kernels compile to PTX without a GPU)."""

@@ -123,12 +123,14 @@ def _remember(key, op) -> None:
     _recent[key] = op
 
 
-def run(name, tensors, params, make_desc, inputs, device, out, like=None):
+def run(name, tensors, params, make_desc, inputs, device, out, like=None, originals=None):
     """Run a call. The compiled operator of ``make_desc(*tensors, *params)`` is memoised on the
     call's tensor inputs (type, shape, dtype), its parameters (by value) and the device, so a
     repeated call skips building the descriptor; a parameter that cannot be keyed (unhashable)
     skips the memo. The result is of ``like``'s kind (a PyTorch tensor for a tensor input:
-    :mod:`._interop`)."""
+    :mod:`._interop`). ``originals``: the inputs as the caller gave them (default ``(like,)``
+    for one input): PyTorch tensors among them that require grad make the call a node of
+    PyTorch's autograd graph."""
     simple = _simple(params) and type(device) is str
     key = ("functional", name, tuple([_tensor_key(a) for a in tensors]),
            params if simple else tuple([_param_key(p) for p in params]), device)
@@ -146,6 +148,11 @@ def run(name, tensors, params, make_desc, inputs, device, out, like=None):
                 op = cache.get_or_build(
                     key, lambda: compile_operator(make_desc(*tensors, *params), device))
                 _remember(key, op)
+        originals = originals or ((like,) if len(inputs) == 1 else ())
+        if like is not None and _interop.needs_grad(originals):  # PyTorch autograd
+            if out is not None:
+                _interop.check_out(out, "out")
+            return _interop.with_grad(op, originals, out)
         result = op(*inputs, out=out)
     except ValidationError as exc:
         raise _named(exc, name) from None
@@ -355,6 +362,7 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     array([[[210., 432.,  54.]]], dtype=float32)
     """
     x0, x = x, as_array(x, "convolution", "x")
+    originals = (x0, filter) + ((bias,) if bias is not None else ())
     filter = _like(x, filter, "convolution", "filter")
     nd = getattr(x, "ndim", 0) - 2
     inputs = [x, filter]
@@ -367,7 +375,7 @@ def convolution(x, filter, bias=None, strides=None, dilations=None, start_paddin
     params = (strides, dilations, start_padding, end_padding, output_padding, group_count, mode,
               direction, fused_activation)
     return run("convolution", (x, filter, bias), params, convolution_desc, tuple(inputs), device,
-               out, x0)
+               out, x0, originals)
 
 
 def bias_sizes(sizes, rank: int) -> tuple:

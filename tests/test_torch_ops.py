@@ -73,3 +73,153 @@ def test_bad_parameters_are_validation_errors():
 def test_the_module_example_runs():
     result = doctest.testmod(dml_torch)
     assert result.attempted > 0 and result.failed == 0
+
+
+# -- gradients ------------------------------------------------------------------------------------
+
+D = torch.float64
+G = torch.Generator().manual_seed(3)
+XD = torch.randn(2, 4, 5, 6, dtype=D, generator=G)
+X1 = torch.randn(2, 3, 7, dtype=D, generator=G)
+X3 = torch.randn(1, 2, 3, 4, 4, dtype=D, generator=G)
+C = torch.ops.dml_numba.convolution
+
+#: every operator and mode: (the call on its tensor arguments, those arguments); gradcheck in
+#: float64 against finite differences
+GRADIENTS = {
+    **{f"padding {m}": (lambda x, m=m: torch.ops.dml_numba.padding(
+        x, [0, 0, 3, 2], [0, 0, 4, 5] if m in ("edge", "symmetric", "wrap") else [0, 0, 2, 3],
+        m), (XD,)) for m in ("reflect", "edge", "symmetric", "wrap")},
+    "padding constant, channels too": (lambda x: torch.ops.dml_numba.padding(
+        x, [0, 1, 1, 2], [1, 0, 2, 0], "constant", 3.0), (XD,)),
+    "tile": (lambda x: torch.ops.dml_numba.tile(x, [2, 1, 3, 2]), (XD,)),
+    "slice strided and reversed": (lambda x: torch.ops.dml_numba.slice1(
+        x, [0, 1, 0, 1], [2, 3, 5, 5], [1, 2, 2, -3]), (XD,)),
+    "lp p=1 padded": (lambda x: torch.ops.dml_numba.lp_pooling(x, [3, 2], [1, 1], [1, 1], [1, 1],
+                                                              None, 1), (XD,)),
+    "lp p=2 strided": (lambda x: torch.ops.dml_numba.lp_pooling(x, [2, 3], [1, 2], [1, 0],
+                                                               [0, 1], None, 2), (XD,)),
+    "lp p=3 dilated": (lambda x: torch.ops.dml_numba.lp_pooling(x, [2, 2], [2, 1], None, None,
+                                                               [2, 1], 3), (XD,)),
+    "convolution, bias, strides, dilations, padding": (
+        lambda x, w, b: C(x, w, b, [2, 1], [2, 1], [1, 0], [0, 2]),
+        (XD, torch.randn(3, 4, 3, 3, dtype=D, generator=G),
+         torch.randn(3, dtype=D, generator=G))),
+    "convolution grouped": (lambda x, w: C(x, w, None, [1, 2], [1, 1], [1, 0], [1, 1], None, 2),
+                            (XD, torch.randn(6, 2, 3, 2, dtype=D, generator=G))),
+    "convolution mode": (lambda x, w: C(x, w, None, [1, 1], [1, 1], [1, 1], [1, 1], None, 1,
+                                        "convolution"),
+                         (XD, torch.randn(2, 4, 3, 3, dtype=D, generator=G))),
+    "transposed": (lambda x, w, b: C(x, w, b, [2, 2], [1, 1], [1, 0], [0, 1], [1, 0], 1,
+                                     "cross_correlation", "backward"),
+                   (XD, torch.randn(4, 3, 3, 3, dtype=D, generator=G),
+                    torch.randn(3, dtype=D, generator=G))),
+    "transposed grouped": (lambda x, w: C(x, w, None, [2, 1], [1, 2], [0, 0], [0, 0], None, 2,
+                                          "cross_correlation", "backward"),
+                           (XD, torch.randn(4, 2, 2, 3, dtype=D, generator=G))),
+    "convolution 1-D": (lambda x, w: C(x, w, None, [2], [2], [1], [0]),
+                        (X1, torch.randn(2, 3, 3, dtype=D, generator=G))),
+    "convolution 3-D": (lambda x, w: C(x, w, None, [1, 2, 1], None, [1, 0, 1], [0, 1, 1]),
+                        (X3, torch.randn(2, 2, 2, 3, 2, dtype=D, generator=G))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADIENTS))
+def test_every_operator_has_a_real_gradient(name):
+    call, args = GRADIENTS[name]
+    args = [a.clone().requires_grad_() for a in args]
+    assert torch.autograd.gradcheck(call, args, eps=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_backward_leaves_gradients_on_every_tensor_input(name):
+    call, _ = OPS[name]
+    x, w, b = (t.clone().requires_grad_() for t in (X, W, B))
+    call(x, w, b).sum().backward()
+    assert x.grad is not None and x.grad.shape == x.shape
+    if name == "convolution":
+        assert w.grad is not None and b.grad is not None and b.grad.shape == b.shape
+
+
+FUNCTIONAL = {
+    "padding": lambda x, w, b: dml.padding(x, pad_width=2, mode="symmetric"),
+    "lp_pooling": lambda x, w, b: dml.lp_pooling(x, (2, 2), strides=(1, 2), p=2),
+    "convolution": lambda x, w, b: dml.convolution(x, w, b, strides=(2, 1), start_padding=1,
+                                                   end_padding=1),
+    "tile": lambda x, w, b: dml.tile(x, (1, 2, 1, 2)),
+    "slice1": lambda x, w, b: dml.slice1(x, (0, 0, 1, 0), (2, 3, 4, 6), (1, 1, 2, -1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONAL))
+def test_the_functional_layer_and_compiled_operators_take_the_same_gradient(name):
+    """A tensor that requires grad, given to the functional layer or a compiled operator:
+    the result requires grad and its gradient is right (it came back detached)."""
+    x = XD[:, :3].clone().requires_grad_()
+    w = torch.randn(4, 3, 3, 3, dtype=D, generator=G, requires_grad=True)
+    b = torch.randn(4, dtype=D, generator=G, requires_grad=True)
+    y = FUNCTIONAL[name](x, w, b)
+    assert y.requires_grad
+    args = (x, w, b) if name == "convolution" else (x,)
+    assert torch.autograd.gradcheck(lambda *a: FUNCTIONAL[name](*a, *(w, b)[len(a) - 1:]),
+                                    args, eps=1e-6, atol=1e-5)
+    desc = dml.functional.tile_desc(x.detach().numpy(), (1, 2, 1, 1))
+    op = dml.compile_operator(desc, "cpu")
+    assert torch.autograd.gradcheck(lambda a: op(a), (x,), eps=1e-6, atol=1e-5)
+
+
+def test_where_no_gradient_is_computed_it_is_refused_not_dropped():
+    """A fused activation (differentiate it in PyTorch instead) and a compiled graph: a
+    ValidationError at the call, never a result without a gradient."""
+    x = XD[:, :3].clone().requires_grad_()
+    w = torch.randn(4, 3, 3, 3, dtype=D, generator=G)
+    with pytest.raises(dml.ValidationError, match="convolution.fused_activation: "
+                                                  "ActivationReluOperatorDesc is invalid where a "
+                                                  "gradient is wanted"):
+        dml.convolution(x, w, fused_activation=dml.ActivationReluOperatorDesc())
+    desc = dml.functional.tile_desc(x.detach().numpy(), (1, 1, 1, 2))
+    g = dml.GraphDesc(1, 1, (dml.OperatorGraphNodeDesc(desc),), (dml.InputGraphEdgeDesc(0, 0, 0),),
+                      (dml.OutputGraphEdgeDesc(0, 0, 0),))
+    with pytest.raises(dml.ValidationError, match="compile_graph.input 0: a torch tensor that "
+                                                  "requires grad is invalid"):
+        dml.compile_graph(g, "cpu")(x)
+    with torch.no_grad():  # no gradient wanted: both run
+        dml.convolution(x, w, fused_activation=dml.ActivationReluOperatorDesc())
+        dml.compile_graph(g, "cpu")(x)
+
+
+# -- dynamic shapes and PyTorch's own operator checks ---------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_dynamic_shapes_compile_once_and_run_every_shape(name):
+    """torch.compile(dynamic=True): the fake implementations take symbolic sizes; two input
+    shapes run through the one compiled graph, forward and backward."""
+    call, oracle = OPS[name]
+    g = torch.compile(lambda x: call(x, W, B), backend="aot_eager", dynamic=True, fullgraph=True)
+    shapes = [(2, 3, 5, 6)] + ([] if name == "slice1" else [(3, 3, 7, 9)])
+    for shape in shapes:
+        x = torch.randn(*shape, generator=G).requires_grad_()
+        y = g(x)
+        np.testing.assert_allclose(y.detach().numpy(), oracle(x.detach().numpy()) if
+                                   shape == (2, 3, 5, 6) else call(x.detach(), W, B).numpy(),
+                                   rtol=1e-5, atol=1e-5)
+        y.sum().backward()
+        assert x.grad is not None and x.grad.shape == x.shape
+
+
+OPCHECK = {
+    "padding": lambda x, w, b: (x, [0, 0, 1, 2], [0, 0, 2, 0], "reflect"),
+    "lp_pooling": lambda x, w, b: (x, [2, 3], [1, 2], None, None, None, 2),
+    "convolution": lambda x, w, b: (x, w, b, [2, 1], [1, 1], [1, 0], [0, 1]),
+    "tile": lambda x, w, b: (x, [1, 2, 1, 3]),
+    "slice1": lambda x, w, b: (x, [0, 1, 0, 0], [2, 2, 5, 6], [1, 1, 2, -3]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPCHECK))
+def test_opcheck_passes_every_test(name):
+    """torch.library.opcheck: the schema, the autograd registration, the fake implementation
+    and AOT dispatch with dynamic shapes (the backward operators' fakes included)."""
+    x, w, b = (t.clone().requires_grad_() for t in (X, W, B))
+    result = torch.library.opcheck(getattr(torch.ops.dml_numba, name), OPCHECK[name](x, w, b))
+    assert set(result.values()) == {"SUCCESS"} and len(result) >= 4, result

@@ -55,6 +55,13 @@ class CompiledGraph:
                                   f"{g.input_count} (the graph's input_count)")
         outs = self._outs(out)
         kind = _interop.first_kind(inputs)
+        if _interop.needs_grad(inputs):
+            k = next(k for k, a in enumerate(inputs) if getattr(a, "requires_grad", False))
+            raise ValidationError(
+                f"compile_graph.input {k}: a torch tensor that requires grad is invalid; "
+                "expected one that does not (a compiled graph has no gradient: call the "
+                "operators through the functional layer or torch.ops.dml_numba, whose "
+                "gradients are defined, or pass x.detach())")
         host = [_interop.to_host(a, f"compile_graph.input {k}") for k, a in enumerate(inputs)]
         for k, (a, t) in enumerate(zip(host, self._in)):
             self._check(a, t, f"input {k}")

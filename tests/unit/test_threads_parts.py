@@ -159,9 +159,10 @@ def test_while_another_thread_is_in_a_kernel_the_serial_variant_runs_untimed(mon
     monkeypatch.setattr(_adaptive, "_running", 0)
     monkeypatch.setattr(_adaptive, "_overlap_at", -1.0)
     calls = []
+    quiet = _adaptive.LoadWatch(meter=lambda: types.SimpleNamespace(others=lambda: 0.0))
     kernel = _adaptive.AdaptiveKernel(
         lambda *a: calls.append("parallel"), lambda: (lambda *a: calls.append("serial")),
-        clock=lambda: now[0], start_build=lambda run: run())
+        clock=lambda: now[0], start_build=lambda run: run(), load=quiet)
     kernel()
     assert calls == ["parallel"]
     _adaptive._running = 1  # another thread inside one of our kernels

@@ -348,7 +348,8 @@ def _busy(desc, options, key, mode, static, cand, kernel, others, seconds):
     earlier = _wisdom.get(key)
     if not _wisdom.is_choice(earlier):
         attempts = earlier["busy"]["attempts"] if _wisdom.is_busy_record(earlier) else 0
-        _wisdom.put(key, {"busy": {"attempts": attempts + 1, "others": others},
+        _wisdom.put(key, {"busy": {"attempts": attempts + 1, "others": others,
+                                    "limit": BUSY_SHARE},
                           "label": describe(desc, options), "mode": mode,
                           "static": static.label()})
     kernel.tuning = {"source": "static", "kept": False, "others_busy": others,
