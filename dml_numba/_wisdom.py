@@ -241,15 +241,11 @@ def exclusive():
     waits here for the one tuning now; with the disk cache off, this process's threads)."""
     with _tuning:
         path = _path(machine())
-        if path is None or fcntl is None:
+        if path is None:
             yield
             return
-        fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with _file_lock(path, ".lock"):
             yield
-        finally:
-            os.close(fd)  # releases the lock
 
 
 def get(key: str) -> dict | None:
@@ -263,13 +259,13 @@ def put(key: str, entry: dict) -> None:
 
 
 @contextmanager
-def _file_lock(path: Path):
-    """Another process's read-modify-write of the same file waits here (a lock file of its
-    own: :func:`exclusive`'s is held around whole tunings, which update inside it)."""
-    if fcntl is None:  # pragma: no cover - Windows
+def _file_lock(path: Path, suffix: str):
+    """An exclusive lock on the file beside ``path`` with ``suffix``, held against other
+    processes (released when its descriptor closes); none on Windows."""
+    if fcntl is None:  # pragma: no cover - Windows: one process's threads only
         yield
         return
-    fd = os.open(path.with_suffix(".update.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path.with_suffix(suffix), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -286,7 +282,9 @@ def update(new: dict, mach: dict | None = None) -> None:
         if path is None:
             _memory.setdefault(digest(mach), {}).update(new)
             return
-        with _file_lock(path):
+        # (a lock file of its own: exclusive()'s is held around whole tunings, which update
+        # inside it)
+        with _file_lock(path, ".update.lock"):
             _write_merged(path, mach, new)
 
 

@@ -130,7 +130,13 @@ def _no_recent_overlap(monkeypatch):
     monkeypatch.setattr(_adaptive, "_running", 0)
     # ... and the machine's load is what each test says (quiet unless it says otherwise: the
     # suite's other workers are real load)
-    monkeypatch.setattr(_adaptive, "LOAD", _adaptive.LoadWatch(meter=lambda: Meter(0.0)))
+    monkeypatch.setattr(_adaptive, "LOAD", _watch())
+
+
+def _watch(*shares, then=0.0, cores=2):
+    """A load watch reading ``shares`` in turn, then ``then`` for ever."""
+    it = iter(shares)
+    return _adaptive.LoadWatch(meter=lambda: Meter(next(it, then)), cores=cores)
 
 
 class Meter:
@@ -223,7 +229,7 @@ def test_a_busy_machine_from_the_start_times_the_serial_variant(share, cores, sw
     clock = Clock()
     calls, parallel, serial = _kernels(clock, [0.012] * 100, serial_cost=0.0005)
     builds = []
-    load = _adaptive.LoadWatch(meter=lambda: Meter(share), cores=cores)
+    load = _watch(then=share, cores=cores)
     k = AdaptiveKernel(parallel, lambda: builds.append(1) or serial, clock=clock,
                        start_build=lambda run: run(), load=load)
     for _ in range(40):
@@ -260,9 +266,8 @@ def test_a_machine_that_turns_quiet_returns_to_the_parallel_variant():
         calls.append("s")
         clock.t += 0.0005
 
-    shares = iter([1.0] * 10 + [0.0] * 100_000)
     k = AdaptiveKernel(parallel, lambda: serial, clock=clock, start_build=lambda run: run(),
-                       load=_adaptive.LoadWatch(meter=lambda: Meter(next(shares)), cores=2))
+                       load=_watch(*[1.0] * 10))
     for _ in range(30):
         k()
     assert k.variant() == "serial"
@@ -291,7 +296,7 @@ def test_probes_back_off_while_they_confirm_and_return_after_a_switch():
         clock.t += 0.0005
 
     k = AdaptiveKernel(parallel, lambda: serial, clock=clock, start_build=lambda run: run(),
-                       load=_adaptive.LoadWatch(meter=lambda: Meter(1.0), cores=2))
+                       load=_watch(then=1.0))
     while clock.t < 10.0:
         k()
     probes = [t for (v, t), (before, _) in zip(calls[1:], calls) if v == "p" and before == "s"
@@ -558,7 +563,7 @@ def test_a_burst_of_slow_calls_on_a_quiet_machine_is_undone_at_the_first_probe()
     calls, parallel, serial = _kernels(clock, [0.0002] * 5 + [0.01] * 3 + [0.0002] * 10_000,
                                        serial_cost=0.0005)
     k = AdaptiveKernel(parallel, lambda: serial, clock=clock, start_build=lambda run: run(),
-                       load=_adaptive.LoadWatch(meter=lambda: Meter(0.0), cores=2))
+                       load=_watch())
     for _ in range(10):
         k()
     assert k.variant() == "serial"
@@ -587,9 +592,8 @@ def test_a_probe_is_not_judged_on_its_wake_up_call():
         calls.append("s")
         state["serial_run"] += 1
 
-    shares = iter([1.0] * 5 + [0.0] * 100_000)
     k = AdaptiveKernel(parallel, lambda: serial, clock=clock, start_build=lambda run: run(),
-                       load=_adaptive.LoadWatch(meter=lambda: Meter(next(shares)), cores=2))
+                       load=_watch(*[1.0] * 5))
     for _ in range(40):
         k()
     assert k.variant() == "serial"
