@@ -869,8 +869,10 @@ def test_a_plan_that_builds_no_candidate_is_never_used(own_cache):
     choice (it used to raise in every later build of that convolution)."""
     desc, host = _desc(), Host(8, 3)
     _wisdom.put(tune.key_of(desc, {}), {"choice": {"algorithm": "blocked",
-                                                    "plan": {"bogus": 1}}})
-    assert tune.wisdom_choice(desc, {}, build=fake_build(FakeClock(), {}, []), host=host) is None
+                                                    "plan": {"bogus": 1}}})  # as a hand edit
+    with pytest.warns(RuntimeWarning, match="1 malformed entry of the wisdom file"):
+        assert tune.wisdom_choice(desc, {}, build=fake_build(FakeClock(), {}, []),
+                                  host=host) is None
     clock, built = FakeClock(), []
     kernel = tune.tune(desc, {}, "quick", clock=clock, build=fake_build(clock, {}, built),
                        host=host, meter=IDLE)
