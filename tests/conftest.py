@@ -19,6 +19,10 @@ os.environ["DML_NUMBA_CACHE_DIR"] = os.environ[_SESSION]
 # The static algorithm choice, not the tuner's timing: the suite is deterministic (the tuner's
 # own tests pass tune=... or set the variable themselves).
 os.environ["DML_NUMBA_TUNE"] = "off"
+# The automatic variant decides on its own calls' times, not on the machine's load: the suite's
+# workers load each other, which would have every operator build its serial variant (the
+# load watch's own tests give it a load of their choosing).
+os.environ["DML_NUMBA_LOAD_WATCH"] = "0"
 # Numba's CUDA simulator must be chosen before numba.cuda is first imported.
 if "NUMBA_ENABLE_CUDASIM" not in os.environ and not shutil.which("nvidia-smi"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"

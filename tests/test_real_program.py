@@ -602,3 +602,21 @@ def test_a_probe_is_not_judged_on_its_wake_up_call():
     while clock.t < start + 3 * _adaptive.PROBE_S_MAX:
         k()
     assert _adaptive.PROBE_RUN >= 2 and k.variant() == "parallel"
+
+
+def test_the_load_watch_can_be_turned_off(monkeypatch):
+    """DML_NUMBA_LOAD_WATCH=0 (a test suite's workers load each other): the watch reads no
+    load and says the machine is quiet; on by default."""
+    import os
+    import subprocess
+    import sys
+
+    off = _adaptive.LoadWatch(meter=lambda: pytest.fail("read the load"), enabled=False)
+    assert not off.busy(0.0) and not off.busy(10.0)
+    code = "from dml_numba.cpu import _adaptive; print(_adaptive.LOAD.enabled)"
+    env = {k: v for k, v in os.environ.items() if k != "DML_NUMBA_LOAD_WATCH"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "True", out.stderr
+    env["DML_NUMBA_LOAD_WATCH"] = "0"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr

@@ -38,7 +38,7 @@ from __future__ import annotations
 import threading
 import time
 
-from .. import _threads
+from .. import _env, _threads
 from .._machine import CpuShare
 
 #: weight of the newest time in the running averages
@@ -71,9 +71,10 @@ class LoadWatch:
     comes: a clock comparison otherwise). One per process; ``meter`` and ``cores`` are
     injectable for tests."""
 
-    def __init__(self, meter=CpuShare, cores: int | None = None):
+    def __init__(self, meter=CpuShare, cores: int | None = None, enabled: bool = True):
         import os
 
+        self.enabled = enabled
         self._meter = meter
         self._cores = cores or os.cpu_count() or 1
         self._since = None
@@ -82,6 +83,8 @@ class LoadWatch:
         self.seen = None  # the others' share last measured (None: not yet)
 
     def busy(self, now: float) -> bool:
+        if not self.enabled:
+            return False
         if self._since is None:
             self._since, self._share = now, self._meter()
         elif now - self._since >= LOAD_S:
@@ -93,8 +96,9 @@ class LoadWatch:
         return self.busy_now
 
 
-#: the process's load watch (every automatic kernel's)
-LOAD = LoadWatch()
+#: the process's load watch (every automatic kernel's); ``DML_NUMBA_LOAD_WATCH=0`` turns it
+#: off (the slow-streak signal alone, as a test suite whose workers load each other wants)
+LOAD = LoadWatch(enabled=_env.flag("DML_NUMBA_LOAD_WATCH", True))
 
 
 def _in_background(build) -> None:
