@@ -255,11 +255,12 @@ def test_every_plan_computes_what_the_nodes_do(case):
                         moving)
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
+@settings(max_examples=15, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 @given(case=graphs(most=4))
 def test_fused_on_cpu_equals_the_nodes_one_by_one(case):
-    """The real kernels: the compiled graph on "cpu" (a sample: each example compiles)."""
+    """The real kernels: the compiled graph on "cpu" (a sample: each example compiles; the
+    plans themselves are judged on 300 examples above)."""
     graph, inputs, moving = case
     check_against_nodes(dml.compile_graph(graph, "cpu")(*inputs), graph, inputs, moving)
 

@@ -79,8 +79,8 @@ def test_the_module_example_runs():
 
 D = torch.float64
 G = torch.Generator().manual_seed(3)
-XD = torch.randn(2, 4, 5, 6, dtype=D, generator=G)
-X1 = torch.randn(2, 3, 7, dtype=D, generator=G)
+XD = torch.randn(1, 4, 5, 6, dtype=D, generator=G)  # small: gradcheck evaluates per element
+X1 = torch.randn(1, 3, 7, dtype=D, generator=G)
 X3 = torch.randn(1, 2, 3, 4, 4, dtype=D, generator=G)
 C = torch.ops.dml_numba.convolution
 
@@ -94,7 +94,7 @@ GRADIENTS = {
         x, [0, 1, 1, 2], [1, 0, 2, 0], "constant", 3.0), (XD,)),
     "tile": (lambda x: torch.ops.dml_numba.tile(x, [2, 1, 3, 2]), (XD,)),
     "slice strided and reversed": (lambda x: torch.ops.dml_numba.slice1(
-        x, [0, 1, 0, 1], [2, 3, 5, 5], [1, 2, 2, -3]), (XD,)),
+        x, [0, 1, 0, 1], [1, 3, 5, 5], [1, 2, 2, -3]), (XD,)),
     "lp p=1 padded": (lambda x: torch.ops.dml_numba.lp_pooling(x, [3, 2], [1, 1], [1, 1], [1, 1],
                                                               None, 1), (XD,)),
     "lp p=2 strided": (lambda x: torch.ops.dml_numba.lp_pooling(x, [2, 3], [1, 2], [1, 0],
@@ -147,7 +147,7 @@ FUNCTIONAL = {
     "convolution": lambda x, w, b: dml.convolution(x, w, b, strides=(2, 1), start_padding=1,
                                                    end_padding=1),
     "tile": lambda x, w, b: dml.tile(x, (1, 2, 1, 2)),
-    "slice1": lambda x, w, b: dml.slice1(x, (0, 0, 1, 0), (2, 3, 4, 6), (1, 1, 2, -1)),
+    "slice1": lambda x, w, b: dml.slice1(x, (0, 0, 1, 0), (1, 3, 4, 6), (1, 1, 2, -1)),
 }
 
 
