@@ -69,11 +69,10 @@ def as_array(value, owner: str, field: str):
     """What the functional layer takes: anything ``np.asarray`` accepts (lists, scalars, objects
     with ``__array__``); CUDA device arrays pass through. Masked arrays and object dtype are
     refused; a non-native byte order is converted to native."""
-    if type(value) is not np.ndarray and ((getattr(value, "is_cpu", False) or
-                                           getattr(value, "is_meta", False)) and
-                                          _interop.kind(value) == "torch" or
-                                          type(value).__name__.endswith("Tracer")):
-        # a PyTorch CPU tensor: viewed, not copied (or refused, naming its dtype)
+    if type(value) is not np.ndarray and (
+            _interop.kind(value) == "torch" and not _interop.on_gpu(value) or
+            _interop.is_tracer(value)):
+        # a PyTorch CPU (or meta) tensor: viewed, not copied; or refused, naming what it is
         value = _interop.host_view(value, _where(owner, field))
     if type(value) is np.ndarray and value.dtype.isnative and value.dtype.kind != "O":
         return value

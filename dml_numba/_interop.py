@@ -36,6 +36,11 @@ def on_gpu(a) -> bool:
     return hasattr(a, "__cuda_array_interface__")
 
 
+def is_tracer(a) -> bool:
+    """A JAX tracer (inside ``jax.jit``): an array with no data."""
+    return type(a).__name__.endswith("Tracer")
+
+
 def to_host(a, where: str = "input"):
     """Another library's host array as a NumPy view of it (:func:`host_view`); anything else,
     device arrays included, as it is. ``where`` names the argument in errors."""
@@ -54,7 +59,7 @@ def host_view(a, where: str = "input"):
     says so, naming ``where``."""
     from ._errors import ValidationError
 
-    if type(a).__name__.endswith("Tracer"):  # jax.jit traces: there is no data to read
+    if is_tracer(a):  # jax.jit traces: there is no data to read
         raise ValidationError(
             f"{where}: {type(a).__name__} is invalid; expected an array with data: call "
             "dml_numba outside jax.jit (or through jax.pure_callback), on concrete arrays")

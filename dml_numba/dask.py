@@ -176,12 +176,13 @@ def _bounded(chunks, itemsize: int) -> tuple:
     while math.prod(steps) * itemsize > limit and any(s > 1 for s in steps):
         d = max(range(len(steps)), key=lambda i: steps[i])
         steps[d] = (steps[d] + 1) // 2
-    out = []
-    for c, step in zip(chunks, steps):
-        n = sum(c)
-        out.append(tuple(c) if step >= max(c) else
-                   (step,) * (n // step) + ((n % step,) if n % step else ()))
-    return tuple(out)
+    return tuple(tuple(c) if step >= max(c) else _steps(sum(c), step)
+                 for c, step in zip(chunks, steps))
+
+
+def _steps(size: int, step: int) -> tuple[int, ...]:
+    """``size`` in chunks of ``step``, the last one smaller."""
+    return (step,) * (size // step) + ((size % step,) if size % step else ())
 
 
 def _regular(size: int, like, scale: Fraction = Fraction(1)) -> tuple[int, ...]:
@@ -192,8 +193,7 @@ def _regular(size: int, like, scale: Fraction = Fraction(1)) -> tuple[int, ...]:
     share one compiled kernel."""
     if len(like) == 1:
         return (size,)
-    step = max(1, math.ceil(like[0] * scale))
-    return (step,) * (size // step) + ((size % step,) if size % step else ())
+    return _steps(size, max(1, math.ceil(like[0] * scale)))
 
 
 def _check_device(device) -> None:

@@ -110,6 +110,10 @@ class _Loader:
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
                           1)
         self.consts = {t.name: onnx.numpy_helper.to_array(t) for t in self.graph.initializer}
+        self.root: dict = {}  # an Identity's output -> the value it aliases, through chains
+        for node in self.graph.node:
+            if node.op_type == "Identity" and node.input:
+                self.root[node.output[0]] = self.root.get(node.input[0], node.input[0])
         names = {i.name for i in self.graph.input}
         for name, value in (constants or {}).items():
             if name not in names:
@@ -187,17 +191,13 @@ class _Loader:
         # who reads each value, an Identity's output counted as the value it aliases (its
         # root): an activation fuses into a convolution only where nothing else sees the
         # convolution's output under any name
-        root: dict = {}
-        for node in self.graph.node:
-            if node.op_type == "Identity" and node.input:
-                root[node.output[0]] = root.get(node.input[0], node.input[0])
+        root = self.root
         readers: dict = {}
         for node in self.graph.node:
             if node.op_type != "Identity":
                 for i in node.input:
                     readers[root.get(i, i)] = readers.get(root.get(i, i), 0) + 1
         outputs = {root.get(o.name, o.name) for o in self.graph.output}
-        self.root = root
         for k, node in enumerate(self.graph.node):
             fail = _Fail(node, k)
             a = _attrs(node)

@@ -221,27 +221,25 @@ class AdaptiveKernel:
         if self._probing:
             self._probing -= 1
             self._probe_best = dt if self._probe_best is None else min(self._probe_best, dt)
-            if not self._probing:
-                self._settle(use, self._probe_best)
+            if not self._probing:  # the probe's fastest call, the interval after it
+                won = self._record(use, self._probe_best, probe=True)
+                if self._avg[not use] is not None:
+                    self._probe_s = PROBE_S if won else min(2 * self._probe_s, PROBE_S_MAX)
             return result
-        avg = self._avg[use]
-        self._avg[use] = dt if avg is None else (1 - ALPHA) * avg + ALPHA * dt
-        other = self._avg[not use]
-        self._use = use if other is None or self._avg[use] <= other else not use
+        self._record(use, dt)
         return result
 
-    def _settle(self, probed: bool, dt: float) -> None:
-        """A probe of variant ``probed`` is over, its fastest call ``dt``: taken as it is where
-        faster than the variant's average (noise only ever makes a call slower), then the
-        faster average runs; the probe interval resets where the probed variant won, doubles
-        where it confirmed the other."""
-        avg = self._avg[probed]
-        self._avg[probed] = dt if avg is None or dt < avg else (1 - ALPHA) * avg + ALPHA * dt
-        other = self._avg[not probed]
-        won = other is None or self._avg[probed] <= other
-        if other is not None:
-            self._probe_s = PROBE_S if won else min(2 * self._probe_s, PROBE_S_MAX)
-        self._use = probed if won else not probed
+    def _record(self, variant: bool, dt: float, probe: bool = False) -> bool:
+        """``dt`` into ``variant``'s running average (a probe's taken as it is where faster:
+        noise only ever makes a call slower); the faster average runs next. Whether
+        ``variant`` did."""
+        avg = self._avg[variant]
+        self._avg[variant] = dt if avg is None or probe and dt < avg else \
+            (1 - ALPHA) * avg + ALPHA * dt
+        other = self._avg[not variant]
+        won = other is None or self._avg[variant] <= other
+        self._use = variant if won else not variant
+        return won
 
     @staticmethod
     def _run_untimed(fn, args):

@@ -311,17 +311,6 @@ def wisdom_choice(desc, options: dict, *, build=None, host: Host | None = None):
     return None
 
 
-def _builds_a_candidate(choice: dict) -> bool:
-    try:
-        Candidate.from_json(choice)
-    except (TypeError, ValueError, KeyError):
-        return False
-    return True
-
-
-_wisdom.CHOICE_CHECKS.append(_builds_a_candidate)
-
-
 def _candidate(known: dict) -> Candidate | None:
     """The entry's choice as a Candidate, or None where its plan is not one (an edited file:
     wrong fields or values), so that it is never used and never raises."""
@@ -329,6 +318,10 @@ def _candidate(known: dict) -> Candidate | None:
         return Candidate.from_json(known["choice"])
     except (TypeError, ValueError, KeyError):
         return None
+
+
+# the wisdom's schema: a choice that makes no candidate is malformed
+_wisdom.CHOICE_CHECKS.append(lambda choice: _candidate({"choice": choice}) is not None)
 
 
 def _known(key, mode, valid) -> dict | None:
