@@ -19,8 +19,8 @@ from ._api import compile_operator
 from ._binding import as_array
 from ._cache import cache, freeze
 from ._errors import Checker, ValidationError
+from .ops import _pooling as _pool
 from .ops import convolution as _conv
-from .ops import lp_pooling as _pool
 from .ops import padding as _pad
 from .ops import slice as _slice
 from .ops import tile as _tile

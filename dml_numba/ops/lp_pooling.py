@@ -18,57 +18,10 @@ __all__ = ["LpPoolingOperatorDesc", "LpPooling1OperatorDesc"]
 
 from dataclasses import dataclass
 
-from .._dims import dilated_extent, pooled_size, pooled_size_ceil, prod
-from .._dtypes import COMPUTE_TYPES
-from .._errors import Checker
+from .._dims import prod
 from ..tensor import TensorDesc
-from ._base import OperatorDesc, Window, check_unary_tensors
-
-_EXT = " (FLOAT64 is a dml_numba extension)"
-
-
-def output_ranges(c: Checker, input_sizes, strides, window_size, start_padding, end_padding,
-                  dilations) -> list[tuple[int, int]]:
-    """The shape rule: per spatial axis, the output sizes accepted, from the floor size
-    ``(in + start + end - ((w-1)*d + 1)) // stride + 1`` to the ceil-mode size. Checks every
-    parameter (one per spatial axis; the dilated window must fit the padded input)."""
-    nd = len(input_sizes) - 2
-    strides = c.int_tuple("strides", strides, length=nd, lo=1)
-    window = c.int_tuple("window_size", window_size, length=nd, lo=1)
-    start = c.int_tuple("start_padding", start_padding, length=nd, lo=0)
-    end = c.int_tuple("end_padding", end_padding, length=nd, lo=0)
-    dil = c.int_tuple("dilations", dilations, length=nd, lo=1)
-    ranges = []
-    for i in range(nd):
-        n = input_sizes[i + 2]
-        if dilated_extent(window[i], dil[i]) > n + start[i] + end[i]:
-            c.fail(f"window_size[{i}]", window[i],
-                   f"the dilated window ({dilated_extent(window[i], dil[i])}) must fit the padded "
-                   f"input ({n} + {start[i]} + {end[i]})")
-        ranges.append((pooled_size(n, start[i], end[i], window[i], strides[i], dil[i]),
-                       pooled_size_ceil(n, start[i], end[i], window[i], strides[i], dil[i])))
-    return ranges
-
-
-def _validate_pooling(c: Checker, d, dilations):
-    """Check every field; store the canonical tuples on ``d`` (dilations only if it has them)."""
-    inp, out = check_unary_tensors(c, d, COMPUTE_TYPES, 3, 5, _EXT)
-    ranges = output_ranges(c, inp.sizes, d.strides, d.window_size, d.start_padding,
-                           d.end_padding, dilations)
-    p = c.integer("p", d.p, lo=1)
-    if out.sizes[:2] != inp.sizes[:2]:
-        c.fail("output_tensor.sizes", out.sizes,
-               f"expected batch and channel sizes {inp.sizes[:2]} equal to the input's")
-    for i, (lo, hi) in enumerate(ranges):
-        o = out.sizes[i + 2]
-        if not lo <= o <= hi:
-            c.fail(f"output_tensor.sizes[{i + 2}]", o,
-                   f"expected {lo}" + (f" to {hi} (floor to ceil mode)" if hi != lo else "") +
-                   " = (in + start + end - ((window-1)*dilation+1)) // stride + 1")
-    for name in ("strides", "window_size", "start_padding", "end_padding", "dilations"):
-        if hasattr(d, name):
-            d._set(name, tuple(int(v) for v in getattr(d, name)))
-    d._set("p", p)
+from ._base import OperatorDesc, Window
+from ._pooling import validate_window
 
 
 @dataclass(frozen=True)
@@ -93,7 +46,8 @@ class LpPooling1OperatorDesc(OperatorDesc):
     batch_separable = True
 
     def _validate(self, c):
-        _validate_pooling(c, self, self.dilations)
+        validate_window(c, self, self.dilations)
+        self._set("p", c.integer("p", self.p, lo=1))
 
     def window(self) -> Window:
         """Channel by channel; taps in the padding contribute 0 (they read as zeros)."""
@@ -125,7 +79,8 @@ class LpPoolingOperatorDesc(OperatorDesc):
 
     def _validate(self, c):
         nd = self.input_tensor.rank - 2 if isinstance(self.input_tensor, TensorDesc) else 0
-        _validate_pooling(c, self, (1,) * max(nd, 0))
+        validate_window(c, self, (1,) * max(nd, 0))
+        self._set("p", c.integer("p", self.p, lo=1))
 
     def canonical(self):
         return LpPooling1OperatorDesc(self.input_tensor, self.output_tensor, self.strides,

@@ -1,0 +1,42 @@
+"""What the CPU's max and average pooling share: a parallel loop over (n, c, outer spatial), one
+pass per output element over its window with the operator's element body."""
+from __future__ import annotations
+
+from .._codegen import SourceWriter, decompose
+from .._dims import prod
+from .._dtypes import accumulator
+from ._emit import CpuKernel, header, make_key, run_in_accumulator
+
+
+def emit_pooling(key, element) -> str:
+    """The kernel ``kernel(x, y)`` of a pooling descriptor; ``element(w, desc, o, acc=...)``
+    writes one output element (``elements/<op>.py``)."""
+    d = key.desc
+    n_, c_ = d.input_tensor.sizes[:2]
+    out = d.output_tensor.sizes[2:]
+    o = [f"o{i}" for i in range(len(out))]
+    w = SourceWriter()
+    loop = header(w, key)
+    acc = accumulator(d.input_tensor.data_type).name
+    with w.block("def kernel(x, y):"):
+        with w.block(f"for f in {loop}({n_ * c_ * prod(out[:-1])}):"):
+            decompose(w, "f", ["n", "c"] + o[:-1], [n_, c_] + list(out[:-1]))
+            with w.block(f"for {o[-1]} in range({out[-1]}):"):
+                element(w, d, o, acc=acc)
+    return w.text()
+
+
+class PoolingKernel(CpuKernel):
+    """A pooling kernel on the CPU: float16 computed in float32 (:func:`run_in_accumulator`)."""
+
+    element = None  # the operator's element body
+
+    def __init__(self, desc, options):
+        key = make_key(desc, options, desc.output_tensor.element_count * prod(desc.window_size))
+        self.acc = accumulator(desc.input_tensor.data_type)
+        rank = desc.input_tensor.rank
+        super().__init__(key, lambda k: emit_pooling(k, type(self).element),
+                         [(self.acc, rank), (self.acc, rank)], options)
+
+    def __call__(self, inputs, out):
+        run_in_accumulator(self.acc, lambda xs, y: self.fn(xs[0], y), inputs, out)

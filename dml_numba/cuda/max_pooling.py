@@ -1,0 +1,16 @@
+"""Max pooling on CUDA: one thread per output element with the shared element body
+(:func:`dml_numba.elements.max_pooling.pool_element`)."""
+from __future__ import annotations
+
+from .._registry import register
+from ..elements.max_pooling import pool_element
+from ..ops.max_pooling import MaxPooling2OperatorDesc
+from ._emit import CudaKernel, emit_reduction, make_key
+
+
+@register(MaxPooling2OperatorDesc, "cuda")
+def lower(desc, options):
+    key = make_key(desc, options)
+    dt, rank = desc.input_tensor.dtype, desc.input_tensor.rank
+    return CudaKernel(key, emit_reduction(key, "x, y", "c", pool_element), [(dt, rank)] * 2,
+                      desc.output_tensor.element_count)

@@ -1,0 +1,25 @@
+"""Max pooling's element body: the largest tap inside the input (the padding never wins; a NaN
+tap wins and stays, as ``numpy.max``'s does)."""
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+from .._codegen import SourceWriter, index
+from . import open_window_loops
+
+
+def pool_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> None:
+    """``y[n, c, o...] =`` the window's maximum, in the accumulator type ``acc`` (exact: a
+    float16 input is compared as float32, which holds it exactly)."""
+    nd = len(o)
+    a = [f"a{i}" for i in range(nd)]
+    w(f"acc = -numba.{acc}(math.inf)")
+    with ExitStack() as stack:
+        open_window_loops(w, stack, [f"k{i}" for i in range(nd)], a, desc.input_tensor.sizes[2:],
+                          starts={"o": o, "k": desc.window_size, "pad": desc.start_padding},
+                          steps=desc.strides, dilations=desc.dilations, transposed=False,
+                          flip=False)
+        w(f"v = numba.{acc}({load('x[' + index('n', 'c', *a) + ']')})")
+        with w.block("if v > acc or v != v:"):
+            w("acc = v")
+    w(f"y[{index('n', 'c', *o)}] = acc")

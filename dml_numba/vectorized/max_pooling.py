@@ -1,0 +1,34 @@
+"""Max pooling, vectorised: the input padded with -infinity (what never wins), one strided
+slice per window tap, ``numpy.maximum`` over them (NaN propagates)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..ops.max_pooling import MaxPooling2OperatorDesc
+from ._kernel import vectorized
+
+
+def window_taps(desc, a, fill, start=None):
+    """``a`` padded with ``fill`` (``start`` in front, default the descriptor's start padding)
+    as far as the last window reads; yields each window tap's strided view."""
+    out_spatial = desc.output_tensor.sizes[2:]
+    start = desc.start_padding if start is None else start
+    pads = [(0, 0), (0, 0)]
+    for n, o, s, k, d, lo in zip(a.shape[2:], out_spatial, desc.strides, desc.window_size,
+                                 desc.dilations, start):
+        reach = (o - 1) * s + (k - 1) * d + 1
+        pads.append((lo, max(0, reach - lo - n)))
+    a = np.pad(a, pads, constant_values=fill)
+    for taps in itertools.product(*(range(k) for k in desc.window_size)):
+        yield a[(Ellipsis,) + tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in
+                                    zip(taps, desc.dilations, out_spatial, desc.strides))]
+
+
+@vectorized(MaxPooling2OperatorDesc)
+def max_pooling(desc, x):
+    acc = None
+    for tap in window_taps(desc, x.astype(np.float64), -np.inf):
+        acc = tap.copy() if acc is None else np.maximum(acc, tap)
+    return acc.astype(x.dtype)
