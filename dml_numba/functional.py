@@ -21,21 +21,30 @@ from ._cache import cache, freeze
 from ._errors import Checker, ValidationError
 from .ops import _pooling as _pool
 from .ops import convolution as _conv
+from .ops import gemm as _gemm
 from .ops import padding as _pad
 from .ops import slice as _slice
 from .ops import tile as _tile
+from .ops.average_pooling import AveragePooling1OperatorDesc
+from .ops.batch_normalization import BatchNormalizationOperatorDesc
 from .ops.convolution import (
     ConvolutionDirection,
     ConvolutionMode,
     ConvolutionOperatorDesc,
 )
+from .ops.element_wise import ElementWiseAdd1OperatorDesc, ElementWiseMultiplyOperatorDesc
+from .ops.gemm import GemmOperatorDesc, MatrixTransform
+from .ops.join import JoinOperatorDesc
 from .ops.lp_pooling import LpPooling1OperatorDesc
+from .ops.max_pooling import MaxPooling2OperatorDesc
 from .ops.padding import Padding1OperatorDesc, PaddingMode
 from .ops.slice import Slice1OperatorDesc
 from .ops.tile import TileOperatorDesc
 from .tensor import TensorDesc
 
-__all__ = ["padding", "lp_pooling", "convolution", "tile", "slice1"]
+__all__ = ["padding", "lp_pooling", "convolution", "tile", "slice1", "max_pooling",
+           "average_pooling", "element_wise_add", "element_wise_multiply",
+           "batch_normalization", "gemm", "join"]
 
 
 def _tensor_key(a):
@@ -473,6 +482,238 @@ def slice1_desc(x, offsets, sizes, strides=None):
     steps = _tuple(strides, (1,) * len(window) if isinstance(window, tuple) else None)
     out_sizes = _slice.output_sizes(Checker("slice1"), inp.sizes, offsets, window, steps)
     return Slice1OperatorDesc(inp, TensorDesc(inp.data_type, out_sizes), offsets, window, steps)
+
+
+def _pooled(owner, x, window_size, strides, start_padding, end_padding, dilations):
+    """A pooling's input desc, its window fields per axis (defaults: stride 1, no padding,
+    dilation 1) and its output desc through the shape rule (floor mode)."""
+    inp = TensorDesc.like(x)
+    nd = max(inp.rank - 2, 0)
+    ones, zeros = (1,) * nd, (0,) * nd
+    args = tuple(_per_axis(v, nd, default) for v, default in (
+        (strides, ones), (window_size, None), (start_padding, zeros), (end_padding, zeros),
+        (dilations, ones)))
+    if inp.rank < 3:  # the descriptor names the rank rule
+        return inp, args, inp
+    return inp, args, _pool.pooled_output(inp, *args, owner)
+
+
+def max_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,
+                dilations=None, *, device="cpu", out=None):
+    """Max pooling over the spatial axes of ``x`` (N, C, spatial...): each window's largest
+    element (the padding never wins). Defaults: stride 1, no padding, dilation 1.
+
+    >>> import numpy as np
+    >>> max_pooling(np.array([[[1., 3., 2., 0.]]], np.float32), (2,), strides=2, device="numpy")
+    array([[[3., 2.]]], dtype=float32)
+    """
+    x0, x = x, as_array(x, "max_pooling", "x")
+    window = _tuple(window_size)
+    if isinstance(window, tuple):
+        _batch_axis(x, len(window) + 2, "window_size", "max_pooling")
+    args = (window_size, strides, start_padding, end_padding, dilations)
+    return run("max_pooling", (x,), args, max_pooling_desc, (x,), device, out, x0)
+
+
+def max_pooling_desc(x, window_size, strides=None, start_padding=None, end_padding=None,
+                     dilations=None):
+    """The descriptor :func:`max_pooling` runs, from anything with ``shape`` and ``dtype``."""
+    inp, args, outp = _pooled("max_pooling", x, window_size, strides, start_padding,
+                              end_padding, dilations)
+    return MaxPooling2OperatorDesc(inp, outp, None, *args)
+
+
+def average_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,
+                    dilations=None, include_padding=False, *, device="cpu", out=None):
+    """Average pooling over the spatial axes of ``x`` (N, C, spatial...): each window's sum
+    over its count of taps (``include_padding``: the taps in the padding count too). Defaults:
+    stride 1, no padding, dilation 1, the padding not counted.
+
+    >>> import numpy as np
+    >>> average_pooling(np.array([[[1., 3.]]], np.float32), (2,), start_padding=(1,),
+    ...                 device="numpy")
+    array([[[1., 2.]]], dtype=float32)
+    """
+    x0, x = x, as_array(x, "average_pooling", "x")
+    window = _tuple(window_size)
+    if isinstance(window, tuple):
+        _batch_axis(x, len(window) + 2, "window_size", "average_pooling")
+    args = (window_size, strides, start_padding, end_padding, dilations, include_padding)
+    return run("average_pooling", (x,), args, average_pooling_desc, (x,), device, out, x0)
+
+
+def average_pooling_desc(x, window_size, strides=None, start_padding=None, end_padding=None,
+                         dilations=None, include_padding=False):
+    """The descriptor :func:`average_pooling` runs, from anything with ``shape`` and
+    ``dtype``."""
+    inp, args, outp = _pooled("average_pooling", x, window_size, strides, start_padding,
+                              end_padding, dilations)
+    return AveragePooling1OperatorDesc(inp, outp, *args, _scalar(include_padding))
+
+
+def _broadcast(owner, arrays, fields):
+    """Arrays broadcast NumPy's way to one shape (views with strides of 0: DirectML's
+    broadcasting), the first one's data type given to the others where exact."""
+    first = as_array(arrays[0], owner, fields[0])
+    xs = [first] + [_like(first, a, owner, f) for a, f in zip(arrays[1:], fields[1:])]
+    if not all(isinstance(a, np.ndarray) for a in xs):
+        return xs  # device arrays: as they are (the descriptor's checks name a mismatch)
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in xs))
+    except ValueError:
+        Checker(owner).fail(f"{fields[1]}.shape", tuple(xs[1].shape),
+                            f"expected a shape that broadcasts with {fields[0]}'s "
+                            f"{tuple(xs[0].shape)} (NumPy's rule)")
+    return [a if a.shape == shape else np.broadcast_to(a, shape) for a in xs]
+
+
+def element_wise_add(a, b, fused_activation=None, *, device="cpu", out=None):
+    """``a + b`` (broadcast NumPy's way), then ``fused_activation`` (a fusable activation
+    descriptor, or None).
+
+    >>> import numpy as np
+    >>> element_wise_add(np.array([1., -3.], np.float32), 1.0, device="numpy")
+    array([ 2., -2.], dtype=float32)
+    """
+    x0, b0 = a, b
+    a, b = _broadcast("element_wise_add", [a, b], ["a", "b"])
+    return run("element_wise_add", (a, b), (fused_activation,), element_wise_add_desc, (a, b),
+               device, out, x0, (x0, b0))
+
+
+def element_wise_add_desc(a, b, fused_activation=None):
+    """The descriptor :func:`element_wise_add` runs (``a`` and ``b`` of one shape)."""
+    ta, tb = TensorDesc.like(a), TensorDesc.like(b)
+    return ElementWiseAdd1OperatorDesc(ta, tb, TensorDesc(ta.data_type, ta.sizes),
+                                       fused_activation)
+
+
+def element_wise_multiply(a, b, *, device="cpu", out=None):
+    """``a * b`` (broadcast NumPy's way).
+
+    >>> import numpy as np
+    >>> element_wise_multiply(np.array([1, -3], np.int32), 2, device="numpy")
+    array([ 2, -6], dtype=int32)
+    """
+    x0, b0 = a, b
+    a, b = _broadcast("element_wise_multiply", [a, b], ["a", "b"])
+    return run("element_wise_multiply", (a, b), (), element_wise_multiply_desc, (a, b), device,
+               out, x0, (x0, b0))
+
+
+def element_wise_multiply_desc(a, b):
+    """The descriptor :func:`element_wise_multiply` runs (``a`` and ``b`` of one shape)."""
+    ta, tb = TensorDesc.like(a), TensorDesc.like(b)
+    return ElementWiseMultiplyOperatorDesc(ta, tb, TensorDesc(ta.data_type, ta.sizes))
+
+
+def batch_normalization(x, mean, variance, scale, bias, epsilon=1e-5, fused_activation=None,
+                        *, device="cpu", out=None):
+    """Inference batch normalization of ``x`` (N, C, spatial...): ``scale * (x - mean) /
+    sqrt(variance + epsilon) + bias``, then ``fused_activation``. Each parameter is per channel,
+    (C,) or (1, C, 1...), or per channel and position, (1, C, spatial...).
+
+    >>> import numpy as np
+    >>> batch_normalization(np.array([[[2.], [4.]]], np.float32), [1, 2], [4, 4], [1, 1],
+    ...                     [0, 1], epsilon=0.0, device="numpy")
+    array([[[0.5],
+            [2. ]]], dtype=float32)
+    """
+    x0, x = x, as_array(x, "batch_normalization", "x")
+    nd = getattr(x, "ndim", 0)
+    params = []
+    for name, v in zip(("mean", "variance", "scale", "bias"), (mean, variance, scale, bias)):
+        p = _like(x, v, "batch_normalization", name)
+        if getattr(p, "ndim", None) == 1:
+            p = p.reshape(bias_sizes(p.shape, nd))
+        params.append(p)
+    return run("batch_normalization", (x, *params), (epsilon, fused_activation),
+               batch_normalization_desc, (x, *params), device, out, x0,
+               (x0, mean, variance, scale, bias))
+
+
+def batch_normalization_desc(x, mean, variance, scale, bias, epsilon=1e-5,
+                             fused_activation=None):
+    """The descriptor :func:`batch_normalization` runs (parameters of the input's rank)."""
+    inp = TensorDesc.like(x)
+    ts = [TensorDesc.like(p) for p in (mean, variance, scale, bias)]
+    spatial = all(t.sizes[2:] == (1,) * (t.rank - 2) for t in ts)
+    return BatchNormalizationOperatorDesc(inp, *ts, TensorDesc(inp.data_type, inp.sizes),
+                                          spatial, _scalar(epsilon), fused_activation)
+
+
+def gemm(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0,
+         fused_activation=None, *, device="cpu", out=None):
+    """``alpha * op(a) @ op(b) + beta * c`` over the last two axes (``op``: transposed where
+    asked), then ``fused_activation``; ``c`` broadcasts NumPy's way to the product's shape.
+
+    >>> import numpy as np
+    >>> gemm(np.eye(2, dtype=np.float32), [[1, 2], [3, 4]], [10, 20], trans_b=True,
+    ...      device="numpy")
+    array([[11., 23.],
+           [12., 24.]], dtype=float32)
+    """
+    a0, a = a, as_array(a, "gemm", "a")
+    b = _like(a, b, "gemm", "b")
+    inputs = [a, b]
+    if c is not None:
+        c = _like(a, c, "gemm", "c")
+        if isinstance(a, np.ndarray) and isinstance(c, np.ndarray):
+            desc = gemm_desc(a, b, None, trans_a, trans_b, alpha, beta)
+            try:
+                c = np.broadcast_to(c, desc.output_tensor.sizes)
+            except ValueError:
+                Checker("gemm").fail("c.shape", tuple(c.shape), "expected a shape that "
+                                     f"broadcasts to the product's {desc.output_tensor.sizes}")
+        inputs.append(c)
+    return run("gemm", (a, b, c), (trans_a, trans_b, alpha, beta, fused_activation), gemm_desc,
+               tuple(inputs), device, out, a0, (a0, b) + ((c,) if c is not None else ()))
+
+
+def gemm_desc(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0,
+              fused_activation=None):
+    """The descriptor :func:`gemm` runs (``c``, if any, of the output's shape)."""
+    ta, tb = TensorDesc.like(a), TensorDesc.like(b)
+    owner = Checker("gemm")
+    t_a = MatrixTransform.TRANSPOSE if _scalar(trans_a) else MatrixTransform.NONE
+    t_b = MatrixTransform.TRANSPOSE if _scalar(trans_b) else MatrixTransform.NONE
+    sizes = _gemm.output_sizes(ta.sizes, tb.sizes, t_a, t_b, owner) if ta.rank >= 2 and \
+        tb.rank >= 2 else ta.sizes
+    tc = TensorDesc.like(c) if c is not None else None
+    return GemmOperatorDesc(ta, tb, tc, TensorDesc(ta.data_type, sizes), t_a, t_b,
+                            _scalar(alpha), _scalar(beta), fused_activation)
+
+
+def join(inputs, axis, *, device="cpu", out=None):
+    """The ``inputs`` (a sequence of arrays) concatenated along ``axis`` (negative counts from
+    the end), as ``numpy.concatenate``.
+
+    >>> import numpy as np
+    >>> join([np.zeros((1, 2), np.int8), np.ones((1, 1), np.int8)], 1, device="numpy")
+    array([[0, 0, 1]], dtype=int8)
+    """
+    if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__len__") or not len(inputs):
+        Checker("join").fail("inputs", inputs, "expected a non-empty sequence of arrays")
+    first = as_array(inputs[0], "join", "inputs[0]")
+    xs = (first,) + tuple(_like(first, a, "join", f"inputs[{k}]")
+                          for k, a in enumerate(inputs[1:], 1))
+    return run("join", xs, (axis,), lambda *a: join_desc(a[:-1], a[-1]), xs, device, out,
+               inputs[0], tuple(inputs))
+
+
+def join_desc(inputs, axis):
+    """The descriptor :func:`join` runs."""
+    ts = tuple(TensorDesc.like(a) for a in inputs)
+    ax = _scalar(axis)
+    rank = ts[0].rank
+    if isinstance(ax, numbers.Integral) and not isinstance(ax, bool) and -rank <= ax < 0:
+        ax += rank
+    c = Checker("join")
+    ax = c.integer("axis", ax, lo=0, hi=rank - 1) if isinstance(ax, numbers.Integral) and \
+        not isinstance(ax, bool) else c.integer("axis", ax)
+    sizes = list(ts[0].sizes)
+    sizes[ax] = sum(t.sizes[ax] for t in ts) if all(t.rank == rank for t in ts) else sizes[ax]
+    return JoinOperatorDesc(ts, TensorDesc(ts[0].data_type, tuple(sizes)), ax)
 
 
 #: ``slice`` is the operator's everyday name (the DML_SLICE1 version is the one implemented)

@@ -38,7 +38,9 @@ def _validate(c, d, activation=None):
         check_same_sizes(c, field, t, a, "a_tensor")
 
 
-class _Binary(OperatorDesc):
+class _Binary:
+    """What the binary operators share (a mixin: not a descriptor of its own)."""
+
     input_fields = ("a_tensor", "b_tensor")
 
     def flops(self) -> int:
@@ -46,7 +48,7 @@ class _Binary(OperatorDesc):
 
 
 @dataclass(frozen=True)
-class ElementWiseAdd1OperatorDesc(_Binary):
+class ElementWiseAdd1OperatorDesc(_Binary, OperatorDesc):
     """DML_ELEMENT_WISE_ADD1_OPERATOR_DESC (FL2.0): ``A + B``, then the fused activation.
 
     >>> t = TensorDesc(1, (2, 3))
@@ -70,7 +72,7 @@ class ElementWiseAdd1OperatorDesc(_Binary):
 
 
 @dataclass(frozen=True)
-class ElementWiseAddOperatorDesc(_Binary):
+class ElementWiseAddOperatorDesc(_Binary, OperatorDesc):
     """DML_ELEMENT_WISE_ADD_OPERATOR_DESC (FL1.0): ``A + B``."""
 
     a_tensor: TensorDesc
@@ -87,7 +89,7 @@ class ElementWiseAddOperatorDesc(_Binary):
 
 
 @dataclass(frozen=True)
-class ElementWiseMultiplyOperatorDesc(_Binary):
+class ElementWiseMultiplyOperatorDesc(_Binary, OperatorDesc):
     """DML_ELEMENT_WISE_MULTIPLY_OPERATOR_DESC (FL1.0): ``A * B``."""
 
     a_tensor: TensorDesc

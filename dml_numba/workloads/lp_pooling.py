@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import Checker
-from ..ops.lp_pooling import LpPooling1OperatorDesc, output_ranges
+from ..ops._pooling import output_ranges
+from ..ops.lp_pooling import LpPooling1OperatorDesc
 from . import data, ort_call, sizes, tensor, torch_call, workload
 
 
