@@ -175,6 +175,11 @@ def check_blockable(graph: GraphDesc, tensor_input: int = 0) -> None:
                 f"{c}.graph: {graph.node_label(k)} ({type(node.operator).__name__}) is invalid; "
                 "expected windowed operators whose padding reads zeros (a block pads its input "
                 "region with zeros)")
+    for e in graph.reshaping_edges():
+        raise ValidationError(
+            f"{c}.graph: intermediate edge to {graph.node_label(e.to_node_index)} is invalid; "
+            "expected edges that keep the tensor's sizes (a view with other sizes has no "
+            "block of its own)")
     if graph.output_count != 1:
         raise ValidationError(f"{c}.graph: output_count {graph.output_count} is invalid; "
                               "expected 1 (one output, computed block by block)")

@@ -29,6 +29,7 @@ class CompiledGraph:
         self._out = [graph.output_tensor(k) for k in range(graph.output_count)]
         self._local = threading.local()
         self._cuda = split_device(device)[0] == "cuda"
+        self._views = [_views(graph, step) for step in steps]
 
     # -- what it runs -------------------------------------------------------------------------
     @property
@@ -94,9 +95,12 @@ class CompiledGraph:
                 bufs[ref[1]] = allocate(t.sizes, t.dtype)
             return bufs[ref[1]]
 
-        for step, op in zip(self.steps, self.ops):
+        for step, op, views in zip(self.steps, self.ops, self._views):
             target = at(step.output)
-            op(*[at(r) for r in step.inputs], out=target)
+            args = [at(r) for r in step.inputs]
+            for i, sizes in views:  # an input seen with other sizes (a reshaping edge)
+                args[i] = args[i].reshape(sizes)
+            op(*args, out=target)
             for extra in step.also:
                 results[extra[1]][...] = target
 
@@ -157,6 +161,20 @@ class CompiledGraph:
     def __repr__(self):
         return (f"<CompiledGraph of {len(self.graph.nodes)} nodes in {len(self.steps)} steps on "
                 f"{self.device!r}>")
+
+
+def _views(graph: GraphDesc, step) -> list:
+    """``(i, sizes)`` for each input of ``step`` that sees its buffer with other sizes (a
+    reshaping edge: :func:`~dml_numba.graph.desc.reshapes`)."""
+    def sizes(ref):
+        if ref[0] == "input":
+            return graph.input_tensor(ref[1]).sizes
+        if ref[0] == "output":
+            return graph.output_tensor(ref[1]).sizes
+        return graph.nodes[ref[1]].operator.output.sizes
+
+    wanted = [t.sizes for _, t in step.op.bound_inputs()]
+    return [(i, w) for i, (ref, w) in enumerate(zip(step.inputs, wanted)) if sizes(ref) != w]
 
 
 def _check_aliases(inputs, outs) -> None:

@@ -7,7 +7,9 @@ operator's binding order (convolution: input, filter, bias); every operator here
 
 The rules, checked on construction (a ValidationError naming the node or edge): indices in
 range; every present input of every node fed by exactly one edge (an absent bias by none); the
-tensor descs along an edge equal in sizes and data type (strides describe each side's buffer);
+tensor descs along an edge equal in sizes and data type (strides describe each side's buffer),
+or, along an intermediate edge, packed descs of one element count and data type: the consumer
+sees the producer's buffer with other sizes (a view: what ONNX's Reshape and Flatten are);
 every graph input used, with one sizes/data type across the nodes it feeds; every node output
 used; every graph output produced by exactly one edge; no cycle.
 """
@@ -236,8 +238,10 @@ class GraphDesc:
             dst = node_ref(field, e, "to_node_index")
             out = output_slot(field, e, src)
             fname, t = input_slot(field, e, dst)
-            same(f"{field} ({self.node_label(dst)}.{fname})", t, out,
-                 f"the output tensor of {self.node_label(src)}")
+            if not reshapes(out, t):
+                same(f"{field} ({self.node_label(dst)}.{fname})", t, out,
+                     f"the output tensor of {self.node_label(src)} (or its element count, "
+                     "both packed: a view with other sizes)")
             consumers[src].append(dst)
             used.add(src)
         produced: dict = {}
@@ -275,6 +279,13 @@ class GraphDesc:
             firsts[1].setdefault(e.graph_output_index, e)
         object.__setattr__(self, "_first_edges", firsts)
 
+    def reshaping_edges(self) -> tuple:
+        """The intermediate edges whose consumer sees the producer's buffer with other sizes
+        (:func:`reshapes`)."""
+        return tuple(e for e in self.intermediate_edges if reshapes(
+            self.nodes[e.from_node_index].operator.output,
+            self.node_inputs(e.to_node_index)[e.to_node_input_index][1]))
+
     def _toposort(self, c: Checker, consumers) -> tuple[int, ...]:
         indegree = {k: 0 for k in consumers}
         for dsts in consumers.values():
@@ -295,3 +306,11 @@ class GraphDesc:
             c.fail("intermediate_edges", ", ".join(self.node_label(k) for k in cycle),
                    "expected a directed acyclic graph; these nodes lie on or behind a cycle")
         return tuple(order)
+
+
+def reshapes(out, t) -> bool:
+    """Whether a node output ``out`` feeds an input ``t`` as a view with other sizes: the same
+    data type and element count, other sizes, neither with strides (both packed, so the view
+    reads the same elements in the same order)."""
+    return (out.sizes != t.sizes and out.data_type == t.data_type and out.strides is None
+            and t.strides is None and out.element_count == t.element_count)

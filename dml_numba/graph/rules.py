@@ -79,6 +79,11 @@ class Work:
         """Node ``p``'s output is read by node ``k``'s input 0 and by nothing else."""
         return self.uses[p] == [(k, 0)]
 
+    def reshaped(self, p: int, k: int) -> bool:
+        """Node ``k``'s input 0 sees node ``p``'s output with other sizes (a view)."""
+        op = self.nodes[k].op
+        return getattr(op, op.input_fields[0]).sizes != self.nodes[p].op.output.sizes
+
     def is_output(self, p: int) -> bool:
         return p in self.outputs
 
@@ -158,6 +163,8 @@ class Rule:
         p = work.producer(k)
         if p is None:
             return "the node reads a node's output"
+        if work.reshaped(p, k):
+            return "the node reads the producer's output with its sizes (not through a view)"
         for name, check in self.preconditions:
             if not (check(work, k, p) if check is not None else
                     self.rewrite(work, k, p) is not None):
