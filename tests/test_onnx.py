@@ -237,7 +237,8 @@ def test_an_activation_whose_convolution_output_is_seen_elsewhere_is_refused(ext
                                                            "reps"))
     with pytest.raises(dml.ValidationError, match="Relu 'r' \\(node \\d\\).input\\[0\\]: "
                                                   "'[cij]' is invalid; expected the output of a "
-                                                  "Conv or ConvTranspose that feeds only"):
+                                                  "Conv, ConvTranspose, Add, Gemm, MatMul or "
+                                                  "BatchNormalization that feeds only"):
         compile_model(model, "numpy")
 
 
@@ -252,7 +253,7 @@ def test_an_activation_after_an_alias_of_a_convolution_read_by_it_alone_fuses():
 
 @pytest.mark.parametrize("change, message", [
     (lambda m: m.graph.node[0].__setattr__("op_type", "Resize"),
-     "Resize 'p' (node 0).op_type: 'Resize' is invalid; expected one of Pad"),
+     "has operators dml_numba cannot run: Resize at 'p' (node 0); expected only "),
     (lambda m: m.graph.node[0].attribute[0].__setattr__("s", b"mirror"),
      "Pad 'p' (node 0).mode: 'mirror' is invalid; expected one of constant, reflect, edge, wrap"),
     (lambda m: m.graph.input[0].type.tensor_type.shape.dim[1].__setattr__("dim_param", "W"),

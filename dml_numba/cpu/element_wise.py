@@ -22,8 +22,9 @@ def emit(key) -> str:
             w(f"{name}f = {name}.reshape(({total},))")
         with w.block(f"for i in {loop}({total}):"):
             w(f"v = af[i] {d.op} bf[i]")
-            if d.fused_activation is not None:
-                w(f"v = {d.fused_activation.expression('v')}")
+            activation = getattr(d, "fused_activation", None)  # ADD1's; MULTIPLY has none
+            if activation is not None:
+                w(f"v = {activation.expression('v')}")
             w("yf[i] = v")
     return w.text()
 

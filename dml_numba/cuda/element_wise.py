@@ -19,8 +19,9 @@ def emit(key) -> str:
         decompose(w, "f", o, sizes)
         at = index(*o)
         w(f"v = {load(f'a[{at}]')} {d.op} {load(f'b[{at}]')}")
-        if d.fused_activation is not None:
-            w(f"v = {d.fused_activation.expression('v')}")
+        activation = getattr(d, "fused_activation", None)  # ADD1's; MULTIPLY has none
+        if activation is not None:
+            w(f"v = {activation.expression('v')}")
         w(f"y[{at}] = v")
     return w.text()
 

@@ -101,8 +101,6 @@ class ElementWiseMultiplyOperatorDesc(_Binary, OperatorDesc):
     def _validate(self, c):
         _validate(c, self)
 
-    fused_activation = None
-
     @property
     def op(self) -> str:
         return "*"

@@ -17,6 +17,7 @@ from ..ops.convolution import (
 from ._activation import apply_activation
 from ._kernel import vectorized
 
+
 @vectorized(ConvolutionOperatorDesc)
 def convolution(desc, x, w, b=None):
     nd = x.ndim - 2
