@@ -228,6 +228,9 @@ def _like(x, value, owner: str, field: str):
     ``x``'s type, and refused with what to cast otherwise. Host arrays only (device arrays are
     left to the descriptor's checks)."""
     a = as_array(value, owner, field)
+    if not hasattr(value, "dtype") and isinstance(a, np.ndarray) and hasattr(x, "dtype") and \
+            not isinstance(x, np.ndarray):  # a list or number beside a device array: its type
+        return _like(np.empty(0, np.dtype(str(x.dtype))), value, owner, field)
     if not (isinstance(x, np.ndarray) and isinstance(a, np.ndarray)) or a.dtype == x.dtype:
         return a
     typed = hasattr(value, "dtype")

@@ -68,6 +68,38 @@ def slice_case(dtype, shape, offs, sizes, strides):
     return desc, [random_array(shape, dtype)]
 
 
+def functional_case(build, arrays):
+    """A case from the functional layer's descriptor builder (``build(*arrays)``)."""
+    return build(*arrays), list(arrays)
+
+
+def arrays(dtype, *shapes, seed=3):
+    rng = np.random.default_rng(seed)
+    return [random_array(s, dtype, rng) for s in shapes]
+
+
+def bn_case(dtype, xs, spatial=True, act=None):
+    rng = np.random.default_rng(4)
+    ps = (1, xs[1]) + ((1,) * (len(xs) - 2) if spatial else tuple(xs[2:]))
+    x, mean, scale, bias = (random_array(s, dtype, rng) for s in (xs, ps, ps, ps))
+    var = (np.abs(random_array(ps, dtype, rng)) + 0.5).astype(dtype)
+    return dml.functional.batch_normalization_desc(x, mean, var, scale, bias, 1e-3, act), \
+        [x, mean, var, scale, bias]
+
+
+def pooling_case(kind, dtype, xs, w, s, a, b, d, include=False, ceil=False):
+    """A max or average pooling (``ceil``: the ceil-mode output size)."""
+    from dml_numba._dims import pooled_size, pooled_size_ceil
+
+    size = pooled_size_ceil if ceil else pooled_size
+    spatial = tuple(size(n, p, q, k, st, dd) for n, p, q, k, st, dd in zip(xs[2:], a, b, w, s, d))
+    inp, out = _t(dtype, xs), _t(dtype, xs[:2] + spatial)
+    desc = dml.MaxPooling2OperatorDesc(inp, out, None, s, w, a, b, d) if kind == "max" else \
+        dml.AveragePooling1OperatorDesc(inp, out, s, w, a, b, d, include)
+    return desc, [random_array(xs, dtype)]
+
+
+F = dml.functional
 M = dml.PaddingMode
 
 
@@ -98,6 +130,25 @@ def catalogue():
         "conv-bwd-stride2": conv_case((1, 2, 3, 2), (2, 3, 3, 2), (2, 2), (1, 1), (1, 0), (0, 1), 1, direction=BWD),
         "conv-bwd-groups-outpad": conv_case((2, 4, 2, 3), (4, 1, 2, 3), (2, 3), (1, 2), (0, 1), (1, 0), 2, direction=BWD, op=(1, 2)),
         "conv-bwd-convmode-elu": conv_case((1, 2, 4), (2, 2, 3), (3,), (2,), (2,), (1,), 1, direction=BWD, mode=CV, act=dml.ActivationEluOperatorDesc(0.5)),
+        "maxpool-pad-dil-4d": pooling_case("max", np.float32, (2, 2, 5, 6), (2, 3), (2, 1), (1, 0), (1, 2), (2, 1)),
+        "maxpool-ceil-f16-3d": pooling_case("max", np.float16, (1, 3, 7), (3,), (2,), (0,), (1,), (1,), ceil=True),
+        "maxpool-f64-5d": pooling_case("max", np.float64, (1, 1, 3, 4, 3), (2, 2, 2), (1, 2, 1), (0, 1, 0), (1, 0, 1), (1, 1, 1)),
+        "avgpool-include-4d": pooling_case("average", np.float32, (1, 2, 5, 5), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), include=True, ceil=True),
+        "avgpool-exclude-dil-f16-3d": pooling_case("average", np.float16, (2, 2, 8), (2,), (3,), (2,), (1,), (3,)),
+        "add-relu-f32-4d": functional_case(lambda a, b: F.element_wise_add_desc(a, b, dml.ActivationReluOperatorDesc()), arrays(np.float32, (2, 3, 2, 5), (2, 3, 2, 5))),
+        "add-i8-wrap": functional_case(F.element_wise_add_desc, [np.array([[120, -128, 5]], np.int8), np.array([[100, -1, -7]], np.int8)]),
+        "add-f16-sigmoid": functional_case(lambda a, b: F.element_wise_add_desc(a, b, dml.ActivationSigmoidOperatorDesc()), arrays(np.float16, (4, 5), (4, 5))),
+        "mul-u32-wrap": functional_case(F.element_wise_multiply_desc, [np.array([4000000000, 7, 65536], np.uint32), np.array([3, 9, 65536], np.uint32)]),
+        "mul-f64-3d": functional_case(F.element_wise_multiply_desc, arrays(np.float64, (2, 1, 4), (2, 1, 4))),
+        "bn-spatial-relu-f32": bn_case(np.float32, (2, 3, 3, 4), act=dml.ActivationReluOperatorDesc()),
+        "bn-per-position-f64-3d": bn_case(np.float64, (2, 2, 5), spatial=False),
+        "bn-f16-5d": bn_case(np.float16, (1, 2, 2, 3, 2)),
+        "gemm-tb-c-f32": functional_case(lambda a, b, c: F.gemm_desc(a, b, c, False, True, 0.5, 2.0), arrays(np.float32, (3, 5), (4, 5), (3, 4))),
+        "gemm-ta-batched-clip-f64": functional_case(lambda a, b: F.gemm_desc(a, b, None, True, False, 1.5, fused_activation=dml.ElementWiseClipOperatorDesc(-1.0, 1.0)), arrays(np.float64, (2, 3, 4, 2), (2, 3, 4, 3))),
+        "gemm-f16": functional_case(F.gemm_desc, arrays(np.float16, (2, 6), (6, 3))),
+        "join-axis1-f32": functional_case(lambda *a: F.join_desc(a, 1), arrays(np.float32, (2, 3, 4), (2, 1, 4), (2, 2, 4))),
+        "join-axis0-i16": functional_case(lambda *a: F.join_desc(a, 0), arrays(np.int16, (1, 5), (2, 5))),
+        "join-last-f16-4d": functional_case(lambda *a: F.join_desc(a, 3), arrays(np.float16, (1, 2, 2, 3), (1, 2, 2, 1))),
         "conv-fwd-clip-nobias": conv_case((1, 2, 3, 4), (2, 2, 2, 2), (1, 1), (1, 1), (0, 0), (0, 0), 1, bias=False, act=dml.ElementWiseClipOperatorDesc(-0.5, 0.5, (2.0, 0.1))),
     }
 
@@ -106,7 +157,7 @@ def compare(desc, y, ref):
     """Exact for data movement, the tolerance table for convolution and pooling."""
     from tests.helpers import assert_close, assert_exact
 
-    if desc.exact:
+    if desc.exact or desc.output.dtype.kind in "iu":  # integer arithmetic is exact too
         assert_exact(y, ref)
     else:
         assert_close(y, ref, desc.output_tensor.dtype)

@@ -2,6 +2,7 @@
 gives the same kind out, read without a copy, ``out=`` written in place; ``numpy.pad``'s
 ``pad_width`` and mode names; ``slice``; a missing batch axis and mixed data types named with
 their fix; the command line's conventions."""
+import inspect
 import re
 
 import numpy as np
@@ -42,6 +43,23 @@ CALLS = {
     "tile": (lambda x, **kw: dml.tile(x, (1, 2, 1, 2), **kw), lambda x: np.tile(x, (1, 2, 1, 2))),
     "slice1": (lambda x, **kw: dml.slice1(x, (0, 0, 1, 0), (1, 2, 4, 6), (1, 1, 2, -1), **kw),
                lambda x: x[:, :, 1:5:2, ::-1]),
+    "max_pooling": (lambda x, **kw: dml.max_pooling(x, (2, 3), 1, **kw),
+                    lambda x: np.lib.stride_tricks.sliding_window_view(
+                        x, (2, 3), axis=(2, 3)).max(axis=(-1, -2))),
+    "average_pooling": (lambda x, **kw: dml.average_pooling(x, (2, 3), 1, **kw),
+                        lambda x: np.lib.stride_tricks.sliding_window_view(
+                            x, (2, 3), axis=(2, 3)).mean(axis=(-1, -2))),
+    "element_wise_add": (lambda x, **kw: dml.element_wise_add(x, X4[:, :1], **kw),
+                         lambda x: x + X4[:, :1]),
+    "element_wise_multiply": (lambda x, **kw: dml.element_wise_multiply(x, x, **kw),
+                              lambda x: x * x),
+    "batch_normalization": (lambda x, **kw: dml.batch_normalization(
+        x, [1, 2], [4, 1], [0.5, 2], [0, 1], epsilon=0.0, **kw),
+        lambda x: (x - np.array([1, 2], F32)[:, None, None]) * np.array([0.25, 2], F32)[
+            :, None, None] + np.array([0, 1], F32)[:, None, None]),
+    "gemm": (lambda x, **kw: dml.gemm(x, np.ones((1, 2, 6, 2), F32), **kw),
+             lambda x: x @ np.ones((6, 2), F32)),
+    "join": (lambda x, **kw: dml.join([x, X4], 3, **kw), lambda x: np.concatenate([x, X4], 3)),
 }
 
 
@@ -310,8 +328,11 @@ def test_a_tensor_of_a_type_the_operators_lack_is_named(name, kind, torch):
     t = _unsupported_tensors(torch)[kind]
     dtype = kind.split()[0]
     call, _ = CALLS[name]
-    with pytest.raises(dml.ValidationError, match=f"{name}.x: a torch tensor of dtype {dtype} "
-                                                  "is invalid; expected float32, float16"):
+    first = next(iter(inspect.signature(getattr(dml, name)).parameters))  # x, a, inputs
+    field = re.escape("inputs[0]" if first == "inputs" else first)
+    with pytest.raises(dml.ValidationError, match=f"{name}.{field}: a torch tensor of dtype "
+                                                  f"{dtype} is invalid; expected float32, "
+                                                  "float16"):
         call(t)
     desc = dml.functional.tile_desc(X4, (1, 1, 1, 1))
     with pytest.raises(dml.ValidationError, match=f"TileOperatorDesc.input_tensor: a torch "

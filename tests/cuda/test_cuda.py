@@ -159,6 +159,14 @@ FUNCTIONAL = {  # every function of the functional layer, on a tiny (N, C, H, W)
                                                 device=d),
     "tile": lambda x, d: dml.tile(x, (1, 1, 2, 1), device=d),
     "slice1": lambda x, d: dml.slice1(x, (0, 0, 0, 1), (1, 2, 3, 3), (1, 1, 2, -1), device=d),
+    "max_pooling": lambda x, d: dml.max_pooling(x, (2, 2), 1, 1, 0, device=d),
+    "average_pooling": lambda x, d: dml.average_pooling(x, (2, 3), 1, device=d),
+    "element_wise_add": lambda x, d: dml.element_wise_add(x, x, device=d),
+    "element_wise_multiply": lambda x, d: dml.element_wise_multiply(x, x, device=d),
+    "batch_normalization": lambda x, d: dml.batch_normalization(
+        x, [1, 2], [4, 1], [0.5, 2], [0, 1], device=d),
+    "gemm": lambda x, d: dml.gemm(x, x, trans_b=True, device=d),
+    "join": lambda x, d: dml.join([x, x], 2, device=d),
 }
 
 
