@@ -127,8 +127,8 @@ def brute_conv(desc, inputs):
                               flip=flip, groups=desc.group_count, out_spatial=out)
 
 
-def onnx_run(op_type, inputs, **attrs):
-    """Run one ONNX node with onnx.reference (an independent implementation)."""
+def onnx_run(op_type, inputs, opset=18, **attrs):
+    """Run one ONNX node with onnx.reference (an independent implementation) at ``opset``."""
     import onnx
     from onnx import TensorProto, helper
     from onnx.reference import ReferenceEvaluator
@@ -139,7 +139,7 @@ def onnx_run(op_type, inputs, **attrs):
     graph = helper.make_graph(
         [node], "g", [helper.make_tensor_value_info(n, elem, None) for n in names],
         [helper.make_tensor_value_info("out", elem, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     del onnx, TensorProto
     return ReferenceEvaluator(model).run(None, dict(zip(names, inputs)))[0]

@@ -1,0 +1,68 @@
+"""GEMM against onnx.reference Gemm, NumPy's matmul in float64 and PyTorch; transposes, alpha,
+beta, C broadcast, batches, every float type, the fused activation."""
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from tests.helpers import assert_close, onnx_run, random_array
+
+
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_matches_onnx_reference(device, trans_a, trans_b):
+    rng = np.random.default_rng(3)
+    a = random_array((7, 5) if trans_a else (5, 7), np.float32, rng)
+    b = random_array((6, 7) if trans_b else (7, 6), np.float32, rng)
+    c = random_array((6,), np.float32, rng)
+    y = dml.gemm(a, b, c, trans_a, trans_b, 0.75, -1.5, device=device)
+    ref = onnx_run("Gemm", [a, b, c], transA=int(trans_a), transB=int(trans_b), alpha=0.75,
+                   beta=-1.5)
+    assert_close(y, ref, np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64],
+                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("rank", [2, 3, 4])
+def test_batches_and_types_against_matmul(device, dtype, rank):
+    rng = np.random.default_rng(rank)
+    batch = (2, 3)[:rank - 2]
+    a = random_array(batch + (4, 9), dtype, rng)
+    b = random_array(batch + (9, 5), dtype, rng)
+    c = random_array(batch + (4, 5), dtype, rng)
+    y = dml.gemm(a, b, c, alpha=2.0, beta=0.5, device=device)
+    ref = 2.0 * np.matmul(a.astype(np.float64), b.astype(np.float64)) + 0.5 * c
+    assert_close(y, ref, dtype)
+
+
+def test_against_pytorch_linear(device):
+    torch = pytest.importorskip("torch", reason="PyTorch is optional: not installed")
+    x = random_array((8, 64), np.float32)
+    w = random_array((10, 64), np.float32, np.random.default_rng(1))
+    bias = random_array((10,), np.float32, np.random.default_rng(2))
+    ref = torch.nn.functional.linear(*(torch.from_numpy(v) for v in (x, w, bias)))
+    assert_close(dml.gemm(x, w, bias, trans_b=True, device=device), ref.numpy(), np.float32)
+
+
+def test_fused_activation_and_no_c(device):
+    a, b = random_array((3, 4), np.float32), random_array((4, 2), np.float32)
+    y = dml.gemm(a, b, fused_activation=dml.ActivationReluOperatorDesc(), device=device)
+    assert_close(y, np.maximum(a.astype(np.float64) @ b, 0), np.float32)
+
+
+@pytest.mark.parametrize("b_sizes, message", [
+    ((5, 2), r"GemmOperatorDesc.b_tensor.sizes: \(5, 2\) is invalid; expected K = 4"),
+    ((2, 4, 2), r"a_tensor.*expected 3 dimensions|b_tensor.sizes: \(2, 4, 2\) is invalid; "
+                "expected 2 dimensions"),
+])
+def test_invalid_shapes_are_named(b_sizes, message):
+    t = dml.TensorDesc
+    with pytest.raises(dml.ValidationError, match=message):
+        dml.GemmOperatorDesc(t(1, (3, 4)), t(1, b_sizes), None, t(1, (3, 2)), 0, 0, 1.0, 0.0)
+
+
+def test_c_of_another_shape_is_named():
+    t = dml.TensorDesc
+    with pytest.raises(dml.ValidationError, match=r"GemmOperatorDesc.c_tensor.sizes: \(1, 2\) "
+                                                  r"is invalid; expected \(3, 2\)"):
+        dml.GemmOperatorDesc(t(1, (3, 4)), t(1, (4, 2)), t(1, (1, 2)), t(1, (3, 2)), 0, 0, 1.0,
+                             1.0)
