@@ -45,13 +45,15 @@ def _load(model, input_shapes, constants):
     loader = Loader(model, input_shapes, constants)
     graph = loader.load()
     consts = {name: np.ascontiguousarray(loader.consts[name]) for name in loader.const_inputs}
-    return graph, [vi.name for vi in loader.inputs], consts, loader.output_shapes
+    seen = [loader.input_seen.get(k) for k in range(len(loader.inputs))]
+    return graph, [vi.name for vi in loader.inputs], consts, (loader.output_shapes, seen)
 
 
 class CompiledModel:
     """``model(*inputs)`` or ``model({name: array})``: the model's outputs (one, or a tuple)."""
 
-    def __init__(self, graph, names, consts, device, options, output_shapes=None):
+    def __init__(self, graph, names, consts, device, options, output_shapes=None,
+                 input_seen=None):
         self.graph = graph
         self.input_names = names
         self.compiled = compile_graph(graph, device, **options)
@@ -59,6 +61,8 @@ class CompiledModel:
         # a model output that is a view of a node's output (Flatten, Reshape...): its sizes
         self._shapes = [s if s != graph.output_tensor(k).sizes else None
                         for k, s in enumerate(output_shapes or [])]
+        # a model input the graph reads as a view or a broadcast: ("reshape" | "broadcast", sizes)
+        self._seen = list(input_seen or [None] * len(names))
 
     def __call__(self, *inputs, out=None):
         if len(inputs) == 1 and isinstance(inputs[0], dict):
@@ -72,6 +76,9 @@ class CompiledModel:
         if len(inputs) != len(self.input_names):
             raise ValidationError(f"compile_model: {len(inputs)} inputs are invalid; expected "
                                   f"{len(self.input_names)} ({', '.join(self.input_names)})")
+        if any(self._seen):
+            inputs = tuple(_as_seen(a, s, n) if s else a
+                           for a, s, n in zip(inputs, self._seen, self.input_names))
         if out is None or not any(self._shapes):
             result = self.compiled(*inputs, *self._consts, out=out)
         else:  # the outputs bound with the graph's sizes (views of the caller's arrays)
@@ -95,10 +102,24 @@ class CompiledModel:
         return f"<CompiledModel of {len(self.graph.nodes)} nodes on {self.compiled.device!r}>"
 
 
+def _as_seen(a, seen, name):
+    """A model input as the graph reads it: reshaped (a view of its elements) or broadcast (a
+    NumPy view with strides of 0; a device array is reshaped only)."""
+    how, sizes = seen
+    shape = tuple(getattr(a, "shape", ()))
+    try:
+        if how == "reshape":
+            return a.reshape(sizes)
+        return np.broadcast_to(np.asarray(a), sizes)
+    except (ValueError, TypeError, AttributeError):
+        raise ValidationError(f"compile_model: input {name!r} of shape {shape} is invalid; "
+                              f"expected one the model reads as {sizes} (a {how})") from None
+
+
 def compile_model(model, device: str = "cpu", *, input_shapes=None, constants=None,
                   **options) -> CompiledModel:
     """Compile an ONNX ``model`` (a ModelProto, or a path to one) for ``device``.
     ``constants``: model inputs to fix at load time by name (pads, repeats, starts... that a
     model takes as inputs, since DirectML's operators take them as parameters)."""
-    graph, names, consts, shapes = _load(model, input_shapes, constants)
-    return CompiledModel(graph, names, consts, device, options, shapes)
+    graph, names, consts, (shapes, seen) = _load(model, input_shapes, constants)
+    return CompiledModel(graph, names, consts, device, options, shapes, seen)

@@ -133,6 +133,8 @@ def catalogue():
         "maxpool-pad-dil-4d": pooling_case("max", np.float32, (2, 2, 5, 6), (2, 3), (2, 1), (1, 0), (1, 2), (2, 1)),
         "maxpool-ceil-f16-3d": pooling_case("max", np.float16, (1, 3, 7), (3,), (2,), (0,), (1,), (1,), ceil=True),
         "maxpool-f64-5d": pooling_case("max", np.float64, (1, 1, 3, 4, 3), (2, 2, 2), (1, 2, 1), (0, 1, 0), (1, 0, 1), (1, 1, 1)),
+        "maxpool-i64-big-3d": functional_case(lambda x: F.max_pooling_desc(x, (2,), 1, 1, 0), [np.array([[[2**62 + 1, 2**62, -2**63, 7]]], np.int64)]),
+        "maxpool-u8-4d": pooling_case("max", np.uint8, (1, 2, 3, 4), (2, 2), (1, 2), (1, 0), (0, 1), (1, 1)),
         "avgpool-include-4d": pooling_case("average", np.float32, (1, 2, 5, 5), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), include=True, ceil=True),
         "avgpool-exclude-dil-f16-3d": pooling_case("average", np.float16, (2, 2, 8), (2,), (3,), (2,), (1,), (3,)),
         "add-relu-f32-4d": functional_case(lambda a, b: F.element_wise_add_desc(a, b, dml.ActivationReluOperatorDesc()), arrays(np.float32, (2, 3, 2, 5), (2, 3, 2, 5))),

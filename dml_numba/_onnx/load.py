@@ -48,6 +48,16 @@ def attributes(onnx, node) -> dict:
     return {k: v.decode() if isinstance(v, bytes) else v for k, v in values.items()}
 
 
+class _Refuse:
+    """Errors about a model output (no node to name)."""
+
+    def __init__(self, name):
+        self.where = f"output {name!r}"
+
+    def __call__(self, field, value, expected):
+        raise ValidationError(f"compile_model: {self.where}: {value!r} is invalid; {expected}")
+
+
 class Loader(mapped.Mappings):
     def __init__(self, model, input_shapes, constants=None):
         onnx = onnx_module()
@@ -90,6 +100,9 @@ class Loader(mapped.Mappings):
             raise ValidationError(f"compile_model.input_shapes: {sorted(shapes)!r} is invalid; "
                                   f"expected names of the model's inputs "
                                   f"({', '.join(i.name for i in self.inputs)})")
+        #: a model input the graph reads with other sizes: k -> ("reshape" | "broadcast", sizes)
+        #: (the compiled model gives it to the graph so)
+        self.input_seen: dict = {}
         self.nodes: list = []  # [operator desc, [source per input], name]
         self.const_inputs: list[str] = []  # constants bound as extra graph inputs, in order
 
@@ -143,6 +156,16 @@ class Loader(mapped.Mappings):
             self.shapes[name] = SimpleNamespace(shape=a.shape, dtype=a.dtype)
             return self.values[name], self.shapes[name]
         fail(field, name, "expected a graph input, a constant or an earlier node's output")
+
+    def input_as(self, src, x, how, shape, fail, field, name):
+        """Model input ``src`` read with ``shape`` (a view of it, or a broadcast): the graph's
+        input has those sizes; every reader of the input must see the same."""
+        k = src[1]
+        seen = self.input_seen.setdefault(k, (how, tuple(shape)))
+        if seen != (how, tuple(shape)):
+            fail(field, name, f"expected one shape for model input {self.inputs[k].name!r} "
+                              f"(it is read as {seen[1]} elsewhere)")
+        return src, type(x)(shape=tuple(shape), dtype=x.dtype)
 
     def add(self, desc, sources, name, out):
         self.nodes.append([desc, list(sources), name])
@@ -209,7 +232,23 @@ class Loader(mapped.Mappings):
         start, end = a.get("start", 0), a.get("end", rank)
         self.consts[node.output[0]] = shape[slice(start, end)]
 
+    def _copies_of_inputs(self):
+        """A model output that is a model input (through an Identity or a view) is computed by
+        a copy: DirectML's SLICE1 of the whole tensor (exact for every type)."""
+        from .. import functional as F
+
+        for o in self.graph.output:
+            ref = self.values.get(o.name)
+            if ref is not None and ref[0] == "input":
+                x = self.shapes[o.name]
+                src, _ = self.input_as(ref, x, "reshape", x.shape, _Refuse(o.name), "output",
+                                       o.name) if tuple(x.shape) != tuple(
+                    self.shapes[self.inputs[ref[1]].name].shape) else (ref, x)
+                n = len(x.shape)
+                self.add(F.slice1_desc(x, (0,) * n, x.shape, (1,) * n), [src], None, o.name)
+
     def _graph(self):
+        self._copies_of_inputs()
         n_inputs = len(self.inputs)
         const_index: dict = {}
         input_edges, inter = [], []
@@ -241,6 +280,15 @@ class Loader(mapped.Mappings):
             output_edges.append(OutputGraphEdgeDesc(ref[1], 0, k, o.name))
             self.output_shapes.append(tuple(got))
         used = {e.graph_input_index for e in input_edges}
+        for k, (how, shape) in self.input_seen.items():
+            sizes = [e for e in input_edges if e.graph_input_index == k]
+            for e in sizes:
+                got = self.nodes[e.to_node_index][0].bound_inputs()[e.to_node_input_index][1]
+                if got.sizes != shape:
+                    raise ValidationError(
+                        f"compile_model: input {self.inputs[k].name!r} is invalid; expected one "
+                        f"shape for it across its readers ({shape} through a {how}, "
+                        f"{got.sizes} in {self.nodes[e.to_node_index][2] or 'a node'})")
         for k, vi in enumerate(self.inputs):
             if k not in used:
                 raise ValidationError(f"compile_model: input {vi.name!r} is invalid; expected an "

@@ -105,7 +105,9 @@ class Mappings:
         op, rank = node.op_type, len(shape)
         if op == "Flatten":
             axis = a.get("axis", 1)
-            axis = axes_of(fail, "axis", [axis], rank + 1)[0] if axis != rank else rank
+            if not -rank <= axis <= rank:
+                fail("axis", axis, f"expected an axis in [{-rank}, {rank}]")
+            axis = axis + rank if axis < 0 else axis
             new = [prod(shape[:axis]), prod(shape[axis:])]
         elif op == "Reshape":
             want = self.ints(self.input_name(node, 1), fail, "shape")
@@ -138,9 +140,7 @@ class Mappings:
             self.consts[node.output[0]] = self.consts[src[1]].reshape(new)
             return
         if src[0] == "input":
-            fail("input[0]", node.input[0], "expected a node's output or a constant (a model "
-                                            "input is bound with the sizes it is declared "
-                                            "with: reshape it before the call)")
+            src, _ = self.input_as(src, x, "reshape", new, fail, "input[0]", node.input[0])
         self.values[node.output[0]] = src
         self.shapes[node.output[0]] = type(x)(shape=tuple(new), dtype=x.dtype)
 
@@ -336,6 +336,8 @@ class Mappings:
         src, t = self.tensor(name, fail, field)
         if tuple(t.shape) == tuple(shape):
             return src, t
+        if src[0] == "input" and _broadcasts(t.shape, shape):
+            return self.input_as(src, t, "broadcast", shape, fail, field, name)
         if src[0] != "const":
             fail(field, name, f"expected the shape {tuple(shape)} of the other operand (a "
                               f"tensor computed by the graph of shape {tuple(t.shape)} is not "
@@ -455,28 +457,46 @@ class Mappings:
     # -- activations: fused into the node before them ---------------------------------------------
     def _activation(self, node, fail, a):
         src = node.input[0]
+        _, xt = self.tensor(src, fail, "input[0]")
         ref = self.values.get(src)
         prev = self.nodes[ref[1]][0] if ref and ref[0] == "node" else None
         key = self.root.get(src, src)
-        if prev is None or not hasattr(prev, "fused_activation") or prev.fused_activation \
-                or self.readers.get(key, 0) != 1 or key in self.outputs or \
-                not prev.output.data_type.is_float:
-            fail("input[0]", src, "expected the output of a Conv, ConvTranspose, Add, Gemm, "
-                                  "MatMul or BatchNormalization that feeds only this activation "
-                                  "(DirectML fuses activations into those operators; they are "
-                                  "not operators of their own here)")
+        fuses = not (prev is None or not hasattr(prev, "fused_activation") or
+                     prev.fused_activation or self.readers.get(key, 0) != 1 or
+                     key in self.outputs or not prev.output.data_type.is_float)
         if node.op_type == "Clip":
-            lo, hi = self._clip_bounds(node, fail, a, prev.output.dtype)
-            desc = act.ElementWiseClipOperatorDesc(lo, hi)
+            lo, hi = self._clip_bounds(node, fail, a, xt.dtype)
+            desc = named(fail, "min", lambda: act.ElementWiseClipOperatorDesc(lo, hi))
         elif node.op_type == "Gelu" and a.get("approximate", "none") != "none":
             fail("approximate", a["approximate"], "expected 'none' (DirectML's GELU is exact)")
         else:
             desc = ACTIVATIONS[node.op_type](a)
-        self.nodes[ref[1]][0] = replace(prev, fused_activation=desc)
-        self.values[node.output[0]] = ref
-        self.shapes[node.output[0]] = self.shapes[src]
+        if fuses:
+            self.nodes[ref[1]][0] = replace(prev, fused_activation=desc)
+            self.values[node.output[0]] = ref
+            self.shapes[node.output[0]] = self.shapes[src]
+            return
+        self._standalone(node, fail, desc)
+
+    def _standalone(self, node, fail, activation):
+        """An activation with nothing to fuse into (after a pooling, a join, a model input, or
+        an output seen elsewhere): DirectML's ADD1 of the tensor and -0.0 with the activation
+        fused. ``x + -0.0`` is ``x`` exactly in IEEE arithmetic, -0.0 and NaN included."""
+        src, x = self.tensor(node.input[0], fail, "input[0]")
+        if not np.issubdtype(np.dtype(x.dtype), np.floating):
+            fail("input[0]", node.input[0], f"expected a floating-point tensor (an activation "
+                                            f"of {np.dtype(x.dtype).name} values has no "
+                                            "DirectML operator)")
+        zsrc, z = self.tensor(self.constant_name(
+            f"{node.name or node.output[0]}.identity", np.full(x.shape, -0.0, x.dtype)), fail,
+            "input[0]")
+        self.add(named(fail, "input[0]", lambda: F.element_wise_add_desc(x, z, activation)),
+                 [src, zsrc], node.name, node.output[0])
 
     def _clip_bounds(self, node, fail, a, dtype):
+        if not np.issubdtype(np.dtype(dtype), np.floating):
+            fail("input[0]", node.input[0], f"expected a floating-point tensor (DirectML's "
+                                            f"fused clip takes no {np.dtype(dtype).name})")
         big = float(np.finfo(dtype).max)
         if self.opset < 11:
             return a.get("min", -big), a.get("max", big)
@@ -485,6 +505,13 @@ class Mappings:
             v = self.const(self.input_name(node, i), fail, field, optional=True)
             vals.append(default if v is None else float(np.asarray(v).reshape(-1)[0]))
         return tuple(vals)
+
+
+def _broadcasts(shape, to) -> bool:
+    try:
+        return tuple(np.broadcast_shapes(tuple(shape), tuple(to))) == tuple(to)
+    except ValueError:
+        return False
 
 
 class SimpleShape:

@@ -17,13 +17,19 @@ def emit_pooling(key, element) -> str:
     o = [f"o{i}" for i in range(len(out))]
     w = SourceWriter()
     loop = header(w, key)
-    acc = accumulator(d.input_tensor.data_type).name
+    acc = compute_type(d.input_tensor.data_type).name
     with w.block("def kernel(x, y):"):
         with w.block(f"for f in {loop}({n_ * c_ * prod(out[:-1])}):"):
             decompose(w, "f", ["n", "c"] + o[:-1], [n_, c_] + list(out[:-1]))
             with w.block(f"for {o[-1]} in range({out[-1]}):"):
                 element(w, d, o, acc=acc)
     return w.text()
+
+
+def compute_type(data_type):
+    """The accumulator of a float type (float16 in float32); an integer type itself (a maximum
+    of integers computes nothing)."""
+    return accumulator(data_type) if data_type.is_float else data_type.numpy
 
 
 class PoolingKernel(CpuKernel):
@@ -33,7 +39,7 @@ class PoolingKernel(CpuKernel):
 
     def __init__(self, desc, options):
         key = make_key(desc, options, desc.output_tensor.element_count * prod(desc.window_size))
-        self.acc = accumulator(desc.input_tensor.data_type)
+        self.acc = compute_type(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
         super().__init__(key, lambda k: emit_pooling(k, type(self).element),
                          [(self.acc, rank), (self.acc, rank)], options)

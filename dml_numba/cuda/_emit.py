@@ -74,7 +74,8 @@ def emit_reduction(key: KernelKey, args: str, channel: str, element, acc: str | 
         if channels > 1:
             w(f"{channel} = mb * {channels}")
         extra = {"channels": channels} if channels > 1 else {}
-        element(w, d, o, acc=acc or accumulator(d.input_tensor.data_type).name,
+        dt = d.input_tensor.data_type
+        element(w, d, o, acc=acc or (accumulator(dt) if dt.is_float else dt.numpy).name,
                 load=half_load(d.input_tensor.data_type), **extra)
     return w.text()
 

@@ -9,17 +9,21 @@ from . import open_window_loops
 
 
 def pool_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> None:
-    """``y[n, c, o...] =`` the window's maximum, in the accumulator type ``acc`` (exact: a
-    float16 input is compared as float32, which holds it exactly)."""
+    """``y[n, c, o...] =`` the window's maximum, in the type ``acc`` (exact: a float16 input is
+    compared as float32, which holds it exactly; integers in their own type)."""
     nd = len(o)
     a = [f"a{i}" for i in range(nd)]
-    w(f"acc = -numba.{acc}(math.inf)")
+    import numpy as np
+
+    kind = np.dtype(acc).kind
+    w(f"acc = -numba.{acc}(math.inf)" if kind == "f" else
+      f"acc = numba.{acc}({int(np.iinfo(np.dtype(acc)).min)})")
     with ExitStack() as stack:
         open_window_loops(w, stack, [f"k{i}" for i in range(nd)], a, desc.input_tensor.sizes[2:],
                           starts={"o": o, "k": desc.window_size, "pad": desc.start_padding},
                           steps=desc.strides, dilations=desc.dilations, transposed=False,
                           flip=False)
         w(f"v = numba.{acc}({load('x[' + index('n', 'c', *a) + ']')})")
-        with w.block("if v > acc or v != v:"):
+        with w.block("if v > acc or v != v:" if kind == "f" else "if v > acc:"):
             w("acc = v")
     w(f"y[{index('n', 'c', *o)}] = acc")

@@ -3,7 +3,8 @@ pooling").
 
 ``Y[n,c,o] = max over window taps inside the input of X[n,c,x]`` with ``x = o*Strides +
 k*Dilations - StartPadding`` per spatial dimension: the padding never wins (it is not a value:
-an all-padding window, possible only in ceil mode, gives -infinity [INFERRED]). Output sizes
+an all-padding window, possible only in ceil mode, gives -infinity, or the type's least value
+for integers [INFERRED]). Every data type: a maximum computes nothing (exact). Output sizes
 from the floor size to the ceil-mode size, as for LP pooling. MAX_POOLING1 adds the optional
 indices output, MAX_POOLING2 dilations; both canonicalise to MAX_POOLING2.
 
@@ -17,13 +18,14 @@ __all__ = ["MaxPoolingOperatorDesc", "MaxPooling1OperatorDesc", "MaxPooling2Oper
 from dataclasses import dataclass
 
 from .._dims import prod
+from .._dtypes import ALL_TYPES
 from ..tensor import TensorDesc
 from ._base import OperatorDesc, Window
 from ._pooling import validate_window
 
 
 def _validate(c, d, dilations):
-    validate_window(c, d, dilations)
+    validate_window(c, d, dilations, ALL_TYPES, "")
     indices = getattr(d, "output_indices_tensor", None)
     if indices is not None:
         c.fail("output_indices_tensor", indices, "expected None (dml_numba computes the "

@@ -29,6 +29,10 @@ def window_taps(desc, a, fill, start=None):
 @vectorized(MaxPooling2OperatorDesc)
 def max_pooling(desc, x):
     acc = None
-    for tap in window_taps(desc, x.astype(np.float64), -np.inf):
+    if x.dtype.kind == "f":
+        a, least = x.astype(np.float64), -np.inf
+    else:
+        a, least = x, np.iinfo(x.dtype).min
+    for tap in window_taps(desc, a, least):
         acc = tap.copy() if acc is None else np.maximum(acc, tap)
     return acc.astype(x.dtype)

@@ -33,14 +33,17 @@ def _desc(x, window, strides, start, end, dil, ceil=False, out=None):
 
 
 def brute(x, window, strides, start, dil, out):
-    y = np.full(x.shape[:2] + tuple(out), -np.inf)
+    """Python's max over the taps inside the input (Python numbers: exact for every type)."""
+    y = np.empty(x.shape[:2] + tuple(out), x.dtype)
     for idx in np.ndindex(*y.shape):
         n, c, o = idx[0], idx[1], idx[2:]
+        taps = []
         for k in itertools.product(*(range(w) for w in window)):
             xi = tuple(oo * s + kk * d - a for oo, s, kk, d, a in zip(o, strides, k, dil, start))
             if all(0 <= v < S for v, S in zip(xi, x.shape[2:])):
-                y[idx] = max(y[idx], float(x[(n, c) + xi]))
-    return y.astype(x.dtype)
+                taps.append(x[(n, c) + xi].item())
+        y[idx] = max(taps)
+    return y
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
@@ -53,9 +56,10 @@ def test_matches_onnx_reference(device, case):
     assert_exact(y, ref)
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64],
-                         ids=lambda d: np.dtype(d).name)
-def test_brute_force_every_float_type(device, dtype):
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.uint8,
+                                   np.int16, np.uint16, np.int32, np.uint32, np.int64,
+                                   np.uint64], ids=lambda d: np.dtype(d).name)
+def test_brute_force_every_type(device, dtype):
     x = random_array((2, 3, 6, 7), dtype)
     d = _desc(x, (3, 2), (2, 1), (1, 1), (0, 1), (1, 2))
     assert_exact(dml.compile_operator(d, device)(x),
@@ -87,13 +91,16 @@ def test_inferred_nan_propagates(device):
     assert np.isnan(y[0, 0, 0, 0]) and y[0, 0, 0, 1] == 5
 
 
-def test_inferred_an_all_padding_window_is_minus_infinity(device):
+@pytest.mark.parametrize("dtype, least", [(np.float32, -np.inf), (np.int16, -2**15),
+                                          (np.uint32, 0)], ids=["float32", "int16", "uint32"])
+def test_inferred_an_all_padding_window_is_the_least_value(device, dtype, least):
     """INFERRED: in ceil mode a declared output may hold a window that reads only padding
-    (the descriptor accepts sizes up to the ceil size): -infinity, the maximum of nothing."""
-    x = random_array((1, 1, 3), np.float32)
+    (the descriptor accepts sizes up to the ceil size): -infinity, the maximum of nothing (an
+    integer type's least value)."""
+    x = random_array((1, 1, 3), dtype)
     d = _desc(x, (1,), (2,), (0,), (2,), (1,), out=(3,))  # window 2 reads x[4]: end padding
     y = dml.compile_operator(d, device)(x)
-    assert y[0, 0, 2] == -np.inf and y[0, 0, 0] == x[0, 0, 0]
+    assert y[0, 0, 2] == least and y[0, 0, 0] == x[0, 0, 0]
 
 
 def test_earlier_versions_canonicalise_to_max_pooling2(device):
@@ -114,8 +121,8 @@ def test_earlier_versions_canonicalise_to_max_pooling2(device):
     ("strides", (0, 1), r"strides\[0\]: 0 is invalid; expected an integer >= 1"),
     ("output_tensor", dml.TensorDesc(1, (1, 2, 4, 3)),
      r"output_tensor.sizes\[2\]: 4 is invalid; expected 2 to 3 \(floor to ceil mode\)"),
-    ("input_tensor", dml.TensorDesc(dml.DataType.INT32, (1, 2, 5, 6)),
-     "input_tensor.data_type: 'INT32' is invalid; expected one of FLOAT32"),
+    ("output_tensor", dml.TensorDesc(dml.DataType.INT32, (1, 2, 2, 3)),
+     "output_tensor.data_type: 'INT32' is invalid; expected FLOAT32"),
 ])
 def test_invalid_fields_are_named(field, value, message):
     fields = dict(input_tensor=dml.TensorDesc(1, (1, 2, 5, 6)),
