@@ -13,7 +13,8 @@ def _torch():
     return torch, nn
 
 
-def resnet18(num_classes: int = 1000):
+def resnet18(num_classes: int = 1000, widths=(64, 128, 256, 512), blocks=2):
+    """ResNet-18 (``widths`` and ``blocks`` per stage shrink it for quick tests)."""
     torch, nn = _torch()
 
     class BasicBlock(nn.Module):
@@ -38,15 +39,18 @@ def resnet18(num_classes: int = 1000):
     class ResNet18(nn.Module):
         def __init__(self):
             super().__init__()
-            self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
+            w0 = widths[0]
+            self.stem = nn.Sequential(nn.Conv2d(3, w0, 7, 2, 3, bias=False), nn.BatchNorm2d(w0),
                                       nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
-            layers, cin = [], 64
-            for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-                layers += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+            layers, cin = [], w0
+            for i, cout in enumerate(widths):
+                stride = 1 if i == 0 else 2
+                layers += [BasicBlock(cin, cout, stride)] + [BasicBlock(cout, cout, 1)
+                                                             for _ in range(blocks - 1)]
                 cin = cout
             self.layers = nn.Sequential(*layers)
             self.pool = nn.AdaptiveAvgPool2d(1)
-            self.fc = nn.Linear(512, num_classes)
+            self.fc = nn.Linear(cin, num_classes)
 
         def forward(self, x):
             return self.fc(torch.flatten(self.pool(self.layers(self.stem(x))), 1))
@@ -148,15 +152,29 @@ def _randomised(model):
     return model.eval()
 
 
-def export(model, shape, opset: int = 17) -> bytes:
-    """The model as ``torch.onnx.export`` writes it (TorchScript exporter), as bytes."""
+def export(model, shape, opset: int = 17, fold: bool = True, batch: str | None = None) -> bytes:
+    """The model as ``torch.onnx.export`` writes it (TorchScript exporter), as bytes;
+    ``fold``: PyTorch's own constant folding (which folds batch norms into convolutions: off,
+    the model keeps its BatchNormalization nodes); ``batch``: the batch axis made symbolic
+    under that name."""
+    import warnings
+
     torch, _ = _torch()
     buf = io.BytesIO()
     torch.manual_seed(0)
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
         torch.onnx.export(model, torch.zeros(shape), buf, opset_version=opset,
-                          input_names=["x"], output_names=["y"], dynamo=False)
+                          input_names=["x"], output_names=["y"], dynamo=False,
+                          do_constant_folding=fold,
+                          dynamic_axes={"x": {0: batch}, "y": {0: batch}} if batch else None)
     return buf.getvalue()
+
+
+def tiny_resnet():
+    """A ResNet of two stages of one block (8 and 16 channels): every kind of node of the
+    full one, for the quick tests."""
+    return resnet18(num_classes=10, widths=(8, 16), blocks=1)
 
 
 MODELS = {"resnet18": resnet18, "mobilenet_v2": mobilenet_v2, "unet": unet}

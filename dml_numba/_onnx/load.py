@@ -48,16 +48,6 @@ def attributes(onnx, node) -> dict:
     return {k: v.decode() if isinstance(v, bytes) else v for k, v in values.items()}
 
 
-class _Refuse:
-    """Errors about a model output (no node to name)."""
-
-    def __init__(self, name):
-        self.where = f"output {name!r}"
-
-    def __call__(self, field, value, expected):
-        raise ValidationError(f"compile_model: {self.where}: {value!r} is invalid; {expected}")
-
-
 class Loader(mapped.Mappings):
     def __init__(self, model, input_shapes, constants=None):
         onnx = onnx_module()
@@ -232,6 +222,38 @@ class Loader(mapped.Mappings):
         start, end = a.get("start", 0), a.get("end", rank)
         self.consts[node.output[0]] = shape[slice(start, end)]
 
+    def _derive_input_shapes(self):
+        """Each model input the graph reads with other sizes than declared: a broadcast
+        (recorded by the operand that asked for it), or a view. Where every reader reads the
+        same sizes, the argument is given to the graph so (no copy); where readers differ, those
+        reading a view read a copy of the input (SLICE1 of the whole tensor) through a graph
+        edge with other sizes."""
+        from .. import functional as F
+
+        for k, vi in enumerate(self.inputs):
+            declared = tuple(self.shapes[vi.name].shape)
+            readers = [(j, slot, node[0].bound_inputs()[slot][1].sizes)
+                       for j, node in enumerate(self.nodes)
+                       for slot, src in enumerate(node[1]) if src == ("input", k)]
+            sizes = {r[2] for r in readers}
+            if len(sizes) == 1 and declared not in sizes:
+                self.input_seen.setdefault(k, ("reshape", next(iter(sizes))))
+                continue
+            if len(sizes) <= 1:
+                continue
+            if k in self.input_seen:
+                raise ValidationError(f"compile_model: input {vi.name!r} is invalid; expected "
+                                      f"one shape for it across its readers (read as "
+                                      f"{', '.join(map(str, sorted(sizes)))})")
+            x = self.shapes[vi.name]
+            n = len(declared)
+            copy = len(self.nodes)
+            self.add(F.slice1_desc(x, (0,) * n, declared, (1,) * n), [("input", k)], None,
+                     f"{vi.name}::copy")
+            for j, slot, got in readers:
+                if got != declared:
+                    self.nodes[j][1][slot] = ("node", copy)
+
     def _copies_of_inputs(self):
         """A model output that is a model input (through an Identity or a view) is computed by
         a copy: DirectML's SLICE1 of the whole tensor (exact for every type)."""
@@ -241,14 +263,12 @@ class Loader(mapped.Mappings):
             ref = self.values.get(o.name)
             if ref is not None and ref[0] == "input":
                 x = self.shapes[o.name]
-                src, _ = self.input_as(ref, x, "reshape", x.shape, _Refuse(o.name), "output",
-                                       o.name) if tuple(x.shape) != tuple(
-                    self.shapes[self.inputs[ref[1]].name].shape) else (ref, x)
                 n = len(x.shape)
-                self.add(F.slice1_desc(x, (0,) * n, x.shape, (1,) * n), [src], None, o.name)
+                self.add(F.slice1_desc(x, (0,) * n, x.shape, (1,) * n), [ref], None, o.name)
 
     def _graph(self):
         self._copies_of_inputs()
+        self._derive_input_shapes()
         n_inputs = len(self.inputs)
         const_index: dict = {}
         input_edges, inter = [], []
@@ -280,15 +300,6 @@ class Loader(mapped.Mappings):
             output_edges.append(OutputGraphEdgeDesc(ref[1], 0, k, o.name))
             self.output_shapes.append(tuple(got))
         used = {e.graph_input_index for e in input_edges}
-        for k, (how, shape) in self.input_seen.items():
-            sizes = [e for e in input_edges if e.graph_input_index == k]
-            for e in sizes:
-                got = self.nodes[e.to_node_index][0].bound_inputs()[e.to_node_input_index][1]
-                if got.sizes != shape:
-                    raise ValidationError(
-                        f"compile_model: input {self.inputs[k].name!r} is invalid; expected one "
-                        f"shape for it across its readers ({shape} through a {how}, "
-                        f"{got.sizes} in {self.nodes[e.to_node_index][2] or 'a node'})")
         for k, vi in enumerate(self.inputs):
             if k not in used:
                 raise ValidationError(f"compile_model: input {vi.name!r} is invalid; expected an "

@@ -139,9 +139,7 @@ class Mappings:
         if src[0] == "const":
             self.consts[node.output[0]] = self.consts[src[1]].reshape(new)
             return
-        if src[0] == "input":
-            src, _ = self.input_as(src, x, "reshape", new, fail, "input[0]", node.input[0])
-        self.values[node.output[0]] = src
+        self.values[node.output[0]] = src  # a model input: given to the graph reshaped
         self.shapes[node.output[0]] = type(x)(shape=tuple(new), dtype=x.dtype)
 
     # -- the data movement and windows we had ---------------------------------------------------
