@@ -119,6 +119,16 @@ def _lp(draw, shape):
                               p=draw(st.integers(1, 3))), []
 
 
+def _pool(draw, shape):
+    """A max pooling (its padding never wins: not zeros) or an average pooling (its padding
+    counted: zeros; or not)."""
+    ks, ss, ds, pads = _window_geometry(draw, shape, draw(st.booleans()))
+    if draw(st.booleans()):
+        return FD.max_pooling_desc(_x(shape), ks, ss, pads, pads, ds), []
+    return FD.average_pooling_desc(_x(shape), ks, ss, pads, pads, ds,
+                                   include_padding=draw(st.booleans())), []
+
+
 def _pads_stacked(draw, shape):
     """Two paddings in a row, each +0 or a mode (what a fold and an absorb meet)."""
     first = draw(st.sampled_from([_zero_pad, _mode_pad]))(draw, shape)
@@ -128,7 +138,7 @@ def _pads_stacked(draw, shape):
 def _window_then_slice(draw, shape):
     """A window and a slice of its output (what a crop meets): offsets mostly within the
     window's start padding, a blocker slice now and then."""
-    window = draw(st.sampled_from([_conv, _lp]))(draw, shape)
+    window = draw(st.sampled_from([_conv, _lp, _pool]))(draw, shape)
     return [window, _slice(draw, window[0].output.sizes)]
 
 
@@ -136,11 +146,12 @@ def _pads_then_window(draw, shape):
     """Two paddings, each +0 or a mode, and a window reading them: absorb and fold, in either
     order, each blocking the other or not."""
     pads = _pads_stacked(draw, shape)
-    return pads + [draw(st.sampled_from([_conv, _lp]))(draw, pads[-1][0].output.sizes)]
+    return pads + [draw(st.sampled_from([_conv, _lp, _pool]))(draw,
+                                                               pads[-1][0].output.sizes)]
 
 
 KINDS = {"zero": _zero_pad, "mode": _mode_pad, "slice": _slice, "tile": _tile, "conv": _conv,
-         "lp": _lp, "pads": _pads_stacked, "crop": _window_then_slice,
+         "lp": _lp, "pool": _pool, "pads": _pads_stacked, "crop": _window_then_slice,
          "padded": _pads_then_window}
 
 
@@ -298,9 +309,9 @@ def test_the_random_graphs_trigger_every_rule_and_every_blocker():
 # -- each precondition removed: the random graphs fail --------------------------------------------
 
 #: for each rule, the kinds of node that make its triggers and blockers likely
-TARGETS = {"absorb": ("zero", "mode", "conv", "lp", "slice", "pads", "padded"),
-           "fold": ("zero", "mode", "conv", "lp", "pads", "padded"),
-           "crop": ("crop", "crop", "conv", "lp", "slice", "mode", "tile"),
+TARGETS = {"absorb": ("zero", "mode", "conv", "lp", "pool", "slice", "pads", "padded"),
+           "fold": ("zero", "mode", "conv", "lp", "pool", "pads", "padded"),
+           "crop": ("crop", "crop", "conv", "lp", "pool", "slice", "mode", "tile"),
            "chain": ("zero", "mode", "slice", "tile", "lp")}
 
 
@@ -316,9 +327,6 @@ def test_removing_a_precondition_fails_the_random_graphs(rule, name, monkeypatch
     """Every precondition is needed: without it, some random graph's plan computes something
     else than its nodes (or cannot be run at all). A device whose kernels read through no mode
     is "numpy"'s registry: the fold's device precondition is tried there."""
-    if name == "the window's padding reads zeros":
-        pytest.skip("no operator has a window whose padding is not zero yet: pinned by "
-                    "test_absorb_needs_a_window_whose_padding_reads_zeros")
     monkeypatch.setattr(rule, "preconditions",
                         tuple(p for p in rule.preconditions if p[0] != name))
     device = "numpy" if name == "the device's kernel reads through the mode" else "cpu"

@@ -36,12 +36,12 @@ def emit_only():
 
 
 def _cpu_sources(out: dict, prefix: str, canon, kind: str) -> None:
-    """Every CPU kernel ``canon`` makes (``kind``: "conv", "pool" or data movement), both
-    variants, each convolution algorithm that takes it."""
+    """Every CPU kernel ``canon`` makes (``kind``: "conv" for convolution, whose every
+    algorithm that takes it is generated; any other operator through its lowering), both
+    variants."""
     import dml_numba as dml
-    from dml_numba.cpu import _emit as cpu_emit
+    from dml_numba._registry import get_lowering
     from dml_numba.cpu import convolution as cc
-    from dml_numba.cpu import lp_pooling as lp
 
     for par in (False, True):
         if kind == "conv":
@@ -51,10 +51,9 @@ def _cpu_sources(out: dict, prefix: str, canon, kind: str) -> None:
                 except dml.ValidationError:
                     continue
                 out[f"{prefix}/{algo}/{par}"] = k.source
-        elif kind == "pool":
-            out[f"{prefix}/{par}"] = lp.LpPoolingKernel(canon, {"parallel": par}).source
         else:
-            out[f"{prefix}/{par}"] = cpu_emit.GatherKernel(canon, {"parallel": par}).source
+            out[f"{prefix}/{par}"] = get_lowering(type(canon), "cpu")(
+                canon, {"parallel": par}).source
 
 
 def _cuda_sources(out: dict, prefix: str, canon) -> None:
@@ -103,7 +102,7 @@ def _workloads(out: dict) -> None:
     from dml_numba.workloads import suite
 
     rng = np.random.default_rng(0)
-    kinds = {"convolution": "conv", "lp_pooling": "pool"}
+    kinds = {"convolution": "conv"}
     for w in suite(True):
         name = w.name.replace(" ", "_")  # the catalogue file splits its lines at spaces
         desc, _ = w.make(np.dtype(np.float32), rng)

@@ -96,10 +96,37 @@ EXTRA = [  # (make, expected 'Owner.field' at the start of the message)
     (lambda: dml.GatherChainDesc(T(F32, (3,)), T(F32, (4,)), (
         dml.TileOperatorDesc(T(F32, (2,)), T(F32, (4,)), (2,)),)),
      r"GatherChainDesc.operators\[0\].input_tensor.sizes"),
+    # the pooling, element-wise, normalization, matrix and join operators
+    (lambda: dml.AveragePooling1OperatorDesc(T(F32, (1, 1, 4)), T(F32, (1, 1, 3)), (1,), (2,),
+                                             (0,), (0,), (1,), "yes"),
+     r"AveragePooling1OperatorDesc.include_padding"),
+    (lambda: dml.MaxPooling2OperatorDesc(T(F32, (1, 1, 4)), T(F32, (1, 1, 3)), T(F32, (1, 1, 3)),
+                                         (1,), (2,), (0,), (0,), (1,)),
+     r"MaxPooling2OperatorDesc.output_indices_tensor"),
+    (lambda: _bn(spatial=2), r"BatchNormalizationOperatorDesc.spatial"),
+    (lambda: _bn(epsilon=-1.0), r"BatchNormalizationOperatorDesc.epsilon"),
+    (lambda: _bn(mean_tensor=T(F32, (1, 2, 1))), r"BatchNormalizationOperatorDesc.mean_tensor.sizes"),
+    (lambda: dml.ElementWiseMultiplyOperatorDesc(T(F32, (2,)), T(F32, (3,)), T(F32, (2,))),
+     r"ElementWiseMultiplyOperatorDesc.b_tensor.sizes"),
+    (lambda: dml.GemmOperatorDesc(T(F32, (2, 3)), T(F32, (4, 2)), None, T(F32, (2, 2)), 0, 0, 1.0,
+                                  0.0), r"GemmOperatorDesc.b_tensor.sizes"),
+    (lambda: dml.GemmOperatorDesc(T(F32, (2, 2, 3)), T(F32, (1, 3, 2)), None, T(F32, (2, 2, 2)),
+                                  0, 0, 1.0, 0.0), r"GemmOperatorDesc.b_tensor.sizes"),
+    (lambda: dml.JoinOperatorDesc((), T(F32, (2,)), 0), r"JoinOperatorDesc.input_tensors"),
+    (lambda: dml.JoinOperatorDesc((T(F32, (2, 3)), T(F32, (3, 3))), T(F32, (2, 6)), 1),
+     r"JoinOperatorDesc.input_tensors\[1\].sizes"),
     # a rule only the functional layer reaches (a descriptor checks ranks first)
     (lambda: dml.convolution(np.ones((1, 1, 5), np.float32), np.ones((1, 1, 2, 2), np.float32),
                             device="numpy"), r"convolution.filter_tensor.sizes"),
 ]
+
+
+def _bn(**fields):
+    x, p = T(F32, (2, 3, 4)), T(F32, (1, 3, 1))
+    values = dict(input_tensor=x, mean_tensor=p, variance_tensor=p, scale_tensor=p,
+                  bias_tensor=p, output_tensor=x, spatial=True, epsilon=1e-5)
+    values.update(fields)
+    return dml.BatchNormalizationOperatorDesc(**values)
 
 
 def _cases():
