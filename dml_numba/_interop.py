@@ -115,21 +115,46 @@ def with_grad(op, inputs, out=None):
         @staticmethod
         def forward(ctx, *tensors):
             ctx.save_for_backward(*tensors)
-            y = op(*[t.detach().reshape(n) for t, n in zip(tensors, bound)],
+            y = op(*[as_bound(t.detach(), n) for t, n in zip(tensors, bound)],
                    out=None if out is None else out.detach())
             return y if out is None else out
 
         @staticmethod
         def backward(ctx, grad):
-            xs = [np.ascontiguousarray(t.detach().numpy()).reshape(n)
+            xs = [np.ascontiguousarray(as_bound(t.detach().numpy(), n))
                   for t, n in zip(ctx.saved_tensors, bound)]
             grads = _grad.backward(op.desc, xs, np.ascontiguousarray(grad.detach().numpy()))
-            return tuple(torch.from_numpy(np.ascontiguousarray(g)).reshape(t.shape)
+            return tuple(torch.from_numpy(np.ascontiguousarray(reduce_to(g, t.shape)))
                          for g, t in zip(grads, ctx.saved_tensors))
 
     tensors = [a if kind(a) == "torch" else torch.as_tensor(np.asarray(a)) for a in inputs]
     dtype = tensors[0].dtype  # a parameter given as a list or of another exact type: x's
     return Op.apply(*[t if t.dtype == dtype else t.to(dtype) for t in tensors])
+
+
+def as_bound(t, sizes):
+    """A tensor or array as the operator binds it: with other sizes (a (C,) bias as (1, C,
+    1...)), or broadcast (an operand of an element-wise operator)."""
+    sizes = tuple(sizes)
+    if tuple(t.shape) == sizes:
+        return t
+    if int(np.prod(t.shape)) == int(np.prod(sizes)):
+        return t.reshape(sizes)
+    if isinstance(t, np.ndarray):
+        return np.broadcast_to(t, sizes)
+    return t.broadcast_to(sizes)
+
+
+def reduce_to(g, shape):
+    """The gradient of a bound input (:func:`as_bound`) as the gradient of the input given:
+    reshaped back, or summed over the axes it was broadcast along."""
+    shape = tuple(shape)
+    if g.size == int(np.prod(shape)):
+        return g.reshape(shape)
+    lead = g.ndim - len(shape)
+    g = g.sum(axis=tuple(range(lead))) if lead > 0 else g
+    axes = tuple(i for i, (n, m) in enumerate(zip(g.shape, shape)) if m == 1 and n != 1)
+    return g.sum(axis=axes, keepdims=True).reshape(shape) if axes else g.reshape(shape)
 
 
 def check_out(out, where: str) -> None:

@@ -656,7 +656,8 @@ def gemm(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0,
     array([[11., 23.],
            [12., 24.]], dtype=float32)
     """
-    a0, a = a, as_array(a, "gemm", "a")
+    a0, b0, c0 = a, b, c
+    a = as_array(a, "gemm", "a")
     b = _like(a, b, "gemm", "b")
     inputs = [a, b]
     if c is not None:
@@ -670,7 +671,7 @@ def gemm(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0,
                                      f"broadcasts to the product's {desc.output_tensor.sizes}")
         inputs.append(c)
     return run("gemm", (a, b, c), (trans_a, trans_b, alpha, beta, fused_activation), gemm_desc,
-               tuple(inputs), device, out, a0, (a0, b) + ((c,) if c is not None else ()))
+               tuple(inputs), device, out, a0, (a0, b0) + ((c0,) if c0 is not None else ()))
 
 
 def gemm_desc(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0,

@@ -1,7 +1,9 @@
 """The operators as PyTorch custom operators: ``import dml_numba.torch`` registers them.
 
 ``torch.ops.dml_numba.<name>`` (``padding``, ``lp_pooling``, ``convolution``, ``tile``,
-``slice1``) takes and returns CPU tensors, with the functional layer's parameters as lists and
+``slice1``, ``max_pooling``, ``average_pooling``, ``element_wise_add``,
+``element_wise_multiply``, ``batch_normalization``, ``gemm``, ``join``) takes and returns CPU
+tensors, with the functional layer's parameters as lists and
 strings, and runs dml_numba's CPU kernels (read in place, result shared, no copy). Each has a
 fake (meta) implementation giving its output's shape from the operator's shape rule, on
 symbolic sizes too, so ``torch.compile`` graphs trace through it (``fullgraph=True`` and
@@ -28,6 +30,7 @@ except ImportError:  # pragma: no cover - the module is optional
                       "(pip install torch)") from None
 
 from . import functional
+from ._interop import as_bound, reduce_to
 
 #: the operator's schema after its name (parameters as the functional layer takes them)
 SCHEMAS = {
@@ -42,17 +45,41 @@ SCHEMAS = {
                    "str mode='cross_correlation', str direction='forward') -> Tensor",
     "tile": "(Tensor x, int[] repeats) -> Tensor",
     "slice1": "(Tensor x, int[] offsets, int[] sizes, int[]? strides=None) -> Tensor",
+    "max_pooling": "(Tensor x, int[] window_size, int[]? strides=None, "
+                   "int[]? start_padding=None, int[]? end_padding=None, "
+                   "int[]? dilations=None) -> Tensor",
+    "average_pooling": "(Tensor x, int[] window_size, int[]? strides=None, "
+                       "int[]? start_padding=None, int[]? end_padding=None, "
+                       "int[]? dilations=None, bool include_padding=False) -> Tensor",
+    "element_wise_add": "(Tensor a, Tensor b) -> Tensor",
+    "element_wise_multiply": "(Tensor a, Tensor b) -> Tensor",
+    "batch_normalization": "(Tensor x, Tensor mean, Tensor variance, Tensor scale, "
+                           "Tensor bias, float epsilon=1e-05) -> Tensor",
+    "gemm": "(Tensor a, Tensor b, Tensor? c=None, bool trans_a=False, bool trans_b=False, "
+            "float alpha=1., float beta=1.) -> Tensor",
+    "join": "(Tensor[] inputs, int axis) -> Tensor",
 }
+
+#: what each backward operator returns: a gradient per tensor parameter (an absent optional
+#: one's is an empty tensor), a list for a list of tensors
+GRADIENTS = {"convolution": "(Tensor, Tensor, Tensor)",
+             "element_wise_add": "(Tensor, Tensor)", "element_wise_multiply": "(Tensor, Tensor)",
+             "batch_normalization": "(Tensor, Tensor, Tensor, Tensor, Tensor)",
+             "gemm": "(Tensor, Tensor, Tensor)", "join": "Tensor[]"}
 
 _LIBRARY = torch.library.Library("dml_numba", "DEF")
 
 
 def _host(a):
+    if isinstance(a, (list, tuple)):
+        return [_host(v) for v in a]
     return a.detach().numpy() if isinstance(a, torch.Tensor) else a
 
 
 def _shape_only(a):
     """What the descriptor builders read of a tensor: its shape, rank and NumPy dtype."""
+    if isinstance(a, (list, tuple)):
+        return [_shape_only(v) for v in a]
     if not isinstance(a, torch.Tensor):
         return a
     dtype = np.dtype(str(a.dtype).removeprefix("torch."))
@@ -92,7 +119,23 @@ def _symbolic_sizes(name: str, x, *args) -> list:
     (``torch.compile(dynamic=True)``): the same formulas as the descriptors' shape rules; what
     the descriptors check besides (a window that fits, a slice inside the input) is checked
     when the kernel runs, on real sizes."""
+    if name == "join":  # x: the list of inputs
+        shape = list(x[0].shape)
+        axis = args[0] % len(shape)
+        shape[axis] = sum(t.shape[axis] for t in x)
+        return shape
     shape = list(x.shape)
+    if name in ("element_wise_add", "element_wise_multiply"):
+        return list(torch.broadcast_shapes(x.shape, args[0].shape))
+    if name == "batch_normalization":
+        return shape
+    if name == "gemm":
+        b = list(args[0].shape)
+        trans_a, trans_b = (list(args[2:4]) + [False, False])[:2]
+        return shape[:-2] + [shape[-1] if trans_a else shape[-2], b[-2] if trans_b else b[-1]]
+    if name in ("max_pooling", "average_pooling"):
+        window, strides, start, end, dil = (list(args) + [None] * 5)[:5]
+        return shape[:2] + _window_sizes(shape, list(window), strides, dil, start, end)
     if name == "padding":
         start, end = _axes(args[0], len(shape), 0), _axes(args[1], len(shape), 0)
         return [n + a + b for n, a, b in zip(shape, start, end)]
@@ -123,13 +166,14 @@ def _symbolic_sizes(name: str, x, *args) -> list:
 
 
 def _fake(name: str):
-    build = getattr(functional, f"{name}_desc")
-
     def fake(x, *args):
-        tensors = [x] + [a for a in args if isinstance(a, torch.Tensor)]
+        first = x[0] if isinstance(x, (list, tuple)) else x
+        tensors = (list(x) if first is not x else [x]) + [
+            a for a in args if isinstance(a, torch.Tensor)]
         if any(_symbolic(t.shape) for t in tensors):
-            return x.new_empty(_symbolic_sizes(name, x, *args))
-        return x.new_empty(build(_shape_only(x), *map(_shape_only, args)).output.sizes)
+            return first.new_empty(_symbolic_sizes(name, x, *args))
+        return first.new_empty(_bound(name, _shape_only(x), *map(_shape_only, args))[0]
+                               .output.sizes)
 
     return fake
 
@@ -138,45 +182,85 @@ def _fake(name: str):
 
 def _backward_schema(name: str) -> str:
     args = SCHEMAS[name][1:SCHEMAS[name].index(") ->")]
-    out = "(Tensor, Tensor, Tensor)" if name == "convolution" else "Tensor"
-    return f"(Tensor grad, {args}) -> {out}"
+    return f"(Tensor grad, {args}) -> {GRADIENTS.get(name, 'Tensor')}"
+
+
+class _Shape:
+    """Shape and dtype only (what a descriptor builder reads), for bound array shapes."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.ndim, self.dtype = tuple(shape), len(shape), dtype
+
+
+def _bound(name: str, *args):
+    """The descriptor a call computes and the shapes its tensors are bound with (the
+    functional layer's: operands broadcast, (C,) parameters as (1, C, 1...)), from arrays or
+    shapes: ``(desc, [bound shape per tensor argument])``."""
+    build = getattr(functional, f"{name}_desc")
+    if name in ("element_wise_add", "element_wise_multiply"):
+        a, b = args[:2]
+        shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+        bound = [_Shape(shape, a.dtype), _Shape(shape, b.dtype)]
+        return build(*bound, *args[2:]), [t.shape for t in bound]
+    if name == "batch_normalization":
+        x, params = args[0], args[1:5]
+        bound = [_Shape(functional.bias_sizes(p.shape, x.ndim), p.dtype) for p in params]
+        return build(x, *bound, *args[5:]), [tuple(x.shape)] + [t.shape for t in bound]
+    if name == "gemm":
+        a, b, c = (list(args) + [None])[:3]
+        desc = build(a, b, None, *args[3:])
+        if c is None:
+            return desc, [tuple(a.shape), tuple(b.shape)]
+        ct = _Shape(desc.output.sizes, c.dtype)
+        return build(a, b, ct, *args[3:]), [tuple(a.shape), tuple(b.shape), ct.shape]
+    if name == "join":
+        return build(*args), [tuple(t.shape) for t in args[0]]
+    desc = build(*args)
+    return desc, [t.sizes for _, t in desc.bound_inputs()]
 
 
 def _backward_kernel(name: str):
     from . import grad as _grad
 
-    build = getattr(functional, f"{name}_desc")
-
     def run(grad, *args):
         host = [_host(a) for a in args]
-        desc = build(*host)
-        grads = _grad.backward(desc, [np.ascontiguousarray(a) for a in host
-                                      if isinstance(a, np.ndarray)],
-                               np.ascontiguousarray(_host(grad)))
-        out = [torch.from_numpy(np.ascontiguousarray(g)) for g in grads]
-        if name != "convolution":
+        desc, shapes = _bound(name, *host)
+        tensors = [a for a in (host[0] if name == "join" else host)
+                   if isinstance(a, np.ndarray)]
+        bound = [np.ascontiguousarray(as_bound(a, s)) for a, s in zip(tensors, shapes)]
+        grads = _grad.backward(desc, bound, np.ascontiguousarray(_host(grad)))
+        out = [torch.from_numpy(np.ascontiguousarray(reduce_to(g, a.shape)))
+               for g, a in zip(grads, tensors)]
+        if name == "join":
+            return out
+        if name not in GRADIENTS:
             return out[0]
-        x, w, b = args[:3]
-        bias = out[2].reshape(b.shape) if b is not None else x.new_zeros(0)
-        return out[0], out[1], bias
+        # one per tensor parameter of the schema: an absent optional one's is empty
+        slots = [a for a in args if isinstance(a, torch.Tensor) or a is None][:len(
+            GRADIENTS[name].split(","))]
+        it = iter(out)
+        return tuple(next(it) if a is not None else args[0].new_zeros(0) for a in slots)
 
     return run
 
 
 def _backward_fake(name: str):
     def fake(grad, x, *args):
-        if name != "convolution":
+        if name == "join":
+            return [t.new_empty(t.shape) for t in x]
+        if name not in GRADIENTS:
             return x.new_empty(x.shape)
-        w, b = args[0], args[1]
-        return (x.new_empty(x.shape), w.new_empty(w.shape),
-                b.new_empty(b.shape) if b is not None else x.new_empty(0))
+        slots = [x] + [a for a in args if isinstance(a, torch.Tensor) or a is None]
+        slots = slots[:len(GRADIENTS[name].split(","))]
+        return tuple(a.new_empty(a.shape) if a is not None else x.new_empty(0) for a in slots)
 
     return fake
 
 
 def _setup_context(ctx, inputs, output):
     ctx.inputs = inputs
-    ctx.save_for_backward(*[a for a in inputs if isinstance(a, torch.Tensor)])
+    flat = [t for a in inputs for t in (a if isinstance(a, (list, tuple)) else [a])]
+    ctx.save_for_backward(*[a for a in flat if isinstance(a, torch.Tensor)])
 
 
 def _autograd(name: str):
@@ -184,11 +268,18 @@ def _autograd(name: str):
 
     def backward(ctx, grad):
         grads = op(grad.contiguous(), *ctx.inputs)
-        if name != "convolution":
-            return (grads,) + (None,) * (len(ctx.inputs) - 1)
-        gx, gw, gb = grads
-        return (gx, gw, gb if ctx.inputs[2] is not None else None) + \
-            (None,) * (len(ctx.inputs) - 3)
+        if name == "join":
+            return (list(grads),) + (None,) * (len(ctx.inputs) - 1)
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        it = iter(grads)
+        out = []
+        for a in ctx.inputs:  # a gradient per tensor parameter, None for the others
+            if isinstance(a, torch.Tensor) or (a is None and len(out) < len(grads)):
+                g = next(it, None)
+                out.append(g if a is not None else None)
+            else:
+                out.append(None)
+        return tuple(out)
 
     return backward
 

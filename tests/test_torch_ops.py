@@ -32,6 +32,25 @@ OPS = {
     "slice1": (lambda x, w, b: torch.ops.dml_numba.slice1(x, [0, 1, 0, 0], [2, 2, 5, 6],
                                                     [1, 1, 2, -3]),
                lambda x: x[:, 1:3, 0:5:2, ::-3]),
+    "max_pooling": (lambda x, w, b: torch.ops.dml_numba.max_pooling(x, [2, 3], [1, 2]),
+                    lambda x: np.lib.stride_tricks.sliding_window_view(
+                        x, (2, 3), axis=(2, 3))[:, :, :, ::2].max(axis=(-1, -2))),
+    "average_pooling": (lambda x, w, b: torch.ops.dml_numba.average_pooling(x, [2, 3], [1, 2]),
+                        lambda x: np.lib.stride_tricks.sliding_window_view(
+                            x, (2, 3), axis=(2, 3))[:, :, :, ::2].mean(axis=(-1, -2))),
+    "element_wise_add": (lambda x, w, b: torch.ops.dml_numba.element_wise_add(x, b[:3, None,
+                                                                                None]),
+                         lambda x: x + B.numpy()[:3, None, None]),
+    "element_wise_multiply": (lambda x, w, b: torch.ops.dml_numba.element_wise_multiply(x, x),
+                              lambda x: x * x),
+    "batch_normalization": (lambda x, w, b: torch.ops.dml_numba.batch_normalization(
+        x, b[:3], b[:3].abs() + 1, b[1:], b[:3] * 2),
+        lambda x: (x - B.numpy()[:3, None, None]) / np.sqrt(np.abs(B.numpy()[:3]) + 1 + 1e-5)[
+            :, None, None] * B.numpy()[1:, None, None] + 2 * B.numpy()[:3, None, None]),
+    "gemm": (lambda x, w, b: torch.ops.dml_numba.gemm(x, x, None, False, True, 0.5),
+             lambda x: 0.5 * x @ np.swapaxes(x, -1, -2)),
+    "join": (lambda x, w, b: torch.ops.dml_numba.join([x, x[:, :1]], 1),
+             lambda x: np.concatenate([x, x[:, :1]], 1)),
 }
 
 
@@ -61,6 +80,7 @@ def test_a_compiled_graph_calls_the_operator(name):
     def f(x):
         return call(x * 2, W, B) - 1
 
+    torch._dynamo.reset()  # one code object for every operator: no recompile limit reached
     g = torch.compile(f, backend="aot_eager", fullgraph=True)
     np.testing.assert_allclose(g(X).numpy(), oracle(X.numpy() * 2) - 1, rtol=1e-5, atol=1e-4)
 
@@ -121,6 +141,28 @@ GRADIENTS = {
                         (X1, torch.randn(2, 3, 3, dtype=D, generator=G))),
     "convolution 3-D": (lambda x, w: C(x, w, None, [1, 2, 1], None, [1, 0, 1], [0, 1, 1]),
                         (X3, torch.randn(2, 2, 2, 3, 2, dtype=D, generator=G))),
+    "max pooling padded, dilated": (lambda x: torch.ops.dml_numba.max_pooling(
+        x, [2, 3], [2, 1], [1, 1], [0, 1], [1, 2]), (XD,)),
+    "average pooling, padding counted": (lambda x: torch.ops.dml_numba.average_pooling(
+        x, [3, 2], [1, 2], [1, 1], [1, 0], None, True), (XD,)),
+    "average pooling, padding not counted": (lambda x: torch.ops.dml_numba.average_pooling(
+        x, [3, 2], [2, 1], [1, 1], [1, 0], [1, 2], False), (XD,)),
+    "element-wise add, broadcast": (lambda a, b: torch.ops.dml_numba.element_wise_add(a, b),
+                                    (XD, torch.randn(4, 1, 1, dtype=D, generator=G))),
+    "element-wise multiply, broadcast": (
+        lambda a, b: torch.ops.dml_numba.element_wise_multiply(a, b),
+        (XD, torch.randn(1, 5, 6, dtype=D, generator=G))),
+    "batch normalization": (lambda x, m, v, s, b: torch.ops.dml_numba.batch_normalization(
+        x, m, v, s, b, 0.1), (XD, torch.randn(4, dtype=D, generator=G),
+                              torch.rand(4, dtype=D, generator=G) + .5,
+                              torch.randn(4, dtype=D, generator=G),
+                              torch.randn(4, dtype=D, generator=G))),
+    "gemm transposed, c": (lambda a, b, c: torch.ops.dml_numba.gemm(a, b, c, True, True, 0.5, 2.),
+                           (torch.randn(2, 4, 3, dtype=D, generator=G),
+                            torch.randn(2, 5, 4, dtype=D, generator=G),
+                            torch.randn(2, 3, 5, dtype=D, generator=G))),
+    "join": (lambda a, b: torch.ops.dml_numba.join([a, b], 2),
+             (XD, torch.randn(1, 4, 2, 6, dtype=D, generator=G))),
 }
 
 
@@ -137,8 +179,10 @@ def test_backward_leaves_gradients_on_every_tensor_input(name):
     x, w, b = (t.clone().requires_grad_() for t in (X, W, B))
     call(x, w, b).sum().backward()
     assert x.grad is not None and x.grad.shape == x.shape
-    if name == "convolution":
-        assert w.grad is not None and b.grad is not None and b.grad.shape == b.shape
+    uses = {"convolution": "wb", "element_wise_add": "b", "batch_normalization": "b"}
+    for t, letter in ((w, "w"), (b, "b")):
+        if letter in uses.get(name, ""):
+            assert t.grad is not None and t.grad.shape == t.shape
 
 
 FUNCTIONAL = {
@@ -148,6 +192,14 @@ FUNCTIONAL = {
                                                    end_padding=1),
     "tile": lambda x, w, b: dml.tile(x, (1, 2, 1, 2)),
     "slice1": lambda x, w, b: dml.slice1(x, (0, 0, 1, 0), (1, 3, 4, 6), (1, 1, 2, -1)),
+    "max_pooling": lambda x, w, b: dml.max_pooling(x, (2, 2), 1, 1, 0),
+    "average_pooling": lambda x, w, b: dml.average_pooling(x, (2, 3), 1, 1, 1),
+    "element_wise_add": lambda x, w, b: dml.element_wise_add(x, b[:3, None, None]),
+    "element_wise_multiply": lambda x, w, b: dml.element_wise_multiply(x, x),
+    "batch_normalization": lambda x, w, b: dml.batch_normalization(x, b[:3], b[:3] ** 2 + 1,
+                                                                   b[1:], b[:3]),
+    "gemm": lambda x, w, b: dml.gemm(x, x, trans_b=True),
+    "join": lambda x, w, b: dml.join([x, x], 3),
 }
 
 
@@ -160,7 +212,8 @@ def test_the_functional_layer_and_compiled_operators_take_the_same_gradient(name
     b = torch.randn(4, dtype=D, generator=G, requires_grad=True)
     y = FUNCTIONAL[name](x, w, b)
     assert y.requires_grad
-    args = (x, w, b) if name == "convolution" else (x,)
+    args = (x, w, b) if name in ("convolution", "element_wise_add",
+                                 "batch_normalization") else (x,)
     assert torch.autograd.gradcheck(lambda *a: FUNCTIONAL[name](*a, *(w, b)[len(a) - 1:]),
                                     args, eps=1e-6, atol=1e-5)
     desc = dml.functional.tile_desc(x.detach().numpy(), (1, 2, 1, 1))
@@ -195,6 +248,7 @@ def test_dynamic_shapes_compile_once_and_run_every_shape(name):
     """torch.compile(dynamic=True): the fake implementations take symbolic sizes; two input
     shapes run through the one compiled graph, forward and backward."""
     call, oracle = OPS[name]
+    torch._dynamo.reset()  # one code object for every operator: no recompile limit reached
     g = torch.compile(lambda x: call(x, W, B), backend="aot_eager", dynamic=True, fullgraph=True)
     shapes = [(2, 3, 5, 6)] + ([] if name == "slice1" else [(3, 3, 7, 9)])
     for shape in shapes:
@@ -213,6 +267,13 @@ OPCHECK = {
     "convolution": lambda x, w, b: (x, w, b, [2, 1], [1, 1], [1, 0], [0, 1]),
     "tile": lambda x, w, b: (x, [1, 2, 1, 3]),
     "slice1": lambda x, w, b: (x, [0, 1, 0, 0], [2, 2, 5, 6], [1, 1, 2, -3]),
+    "max_pooling": lambda x, w, b: (x, [2, 3], [1, 2], [1, 0], [0, 1]),
+    "average_pooling": lambda x, w, b: (x, [2, 3], [1, 2], [1, 1], [1, 1], None, True),
+    "element_wise_add": lambda x, w, b: (x, b[:3].reshape(3, 1, 1)),
+    "element_wise_multiply": lambda x, w, b: (x, x),
+    "batch_normalization": lambda x, w, b: (x, b[:3], b[1:] ** 2 + 1, b[1:], b[:3]),
+    "gemm": lambda x, w, b: (x, x, None, False, True, 0.5),
+    "join": lambda x, w, b: ([x, x], 2),
 }
 
 

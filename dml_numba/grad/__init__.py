@@ -84,13 +84,19 @@ def tap_view(padded, tap, dilations, strides, out_sizes):
     return padded[tuple(idx)]
 
 
-def padded(x, start, end, reach):
-    """``x`` with zeros in front (``start``) and behind, enough for the windows' ``reach``
+def padded(x, start, end, reach, fill=0.0):
+    """``x`` with ``fill`` in front (``start``) and behind, enough for the windows' ``reach``
     (per spatial axis, the padded extent they read)."""
     pads = [(0, 0), (0, 0)]
     for n, a, b, r in zip(x.shape[2:], start, end, reach):
         pads.append((a, max(b, r - n - a)))
-    return np.pad(x, pads)
+    return np.pad(x, pads, constant_values=fill)
+
+
+def reach(d) -> list:
+    """Per spatial axis, the padded extent a pooling's windows read."""
+    return [(o - 1) * s + (w - 1) * dl + 1 for o, s, w, dl in
+            zip(d.output_tensor.sizes[2:], d.strides, d.window_size, d.dilations)]
 
 
 
