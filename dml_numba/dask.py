@@ -1,5 +1,7 @@
-"""Every operator on Dask arrays: ``padding``, ``lp_pooling``, ``convolution``, ``tile`` and
-``slice1`` with the functional layer's signatures, taking and returning ``dask.array.Array``,
+"""Every operator on Dask arrays: ``padding``, ``lp_pooling``, ``convolution``, ``tile``,
+``slice1``, ``max_pooling``, ``average_pooling``, ``element_wise_add``,
+``element_wise_multiply``, ``batch_normalization``, ``gemm`` and ``join`` with the functional
+layer's signatures, taking and returning ``dask.array.Array``,
 lazily, for any chunking along any axis, on any Dask scheduler (threads, processes,
 ``distributed``). Install with ``pip install "dml_numba[dask]"``.
 
@@ -21,6 +23,13 @@ How each output block is made (nothing is ever materialised whole):
   through tap ``t`` where ``o = i*s + t*d - start``, so an output block reads the inputs that
   reach it; its own start padding crops what they write before the block, its end padding
   what they write after it (output chunks follow the input's chunks times the stride).
+* **Max and average pooling**: the same halos as LP pooling, each block run with its own
+  padding (their padding is not zeros to pad in: a maximum never takes it, an average that
+  does not count it divides by fewer taps).
+* **Element-wise operators and batch normalization**: block by block (operands broadcast and
+  cut like the first one; batch normalization's parameters whole, the channel axis whole).
+* **GEMM**: block by block along the batch axes and M, K and N whole; **join**: Dask's own
+  concatenation of the inputs' blocks (nothing to compute), checked as DirectML's JOIN.
 * A block whose window lies wholly in the padding (padding wider than the kernel, or gaps of a
   stride wider than the kernel) is computed from zeros, which is what padding reads.
 
@@ -52,7 +61,9 @@ from ._errors import ValidationError
 from .ops.convolution import ConvolutionDirection
 from .ops.padding import PaddingMode
 
-__all__ = ["padding", "lp_pooling", "convolution", "tile", "slice1", "graph"]
+__all__ = ["padding", "lp_pooling", "convolution", "tile", "slice1", "max_pooling",
+           "average_pooling", "element_wise_add", "element_wise_multiply", "batch_normalization",
+           "gemm", "join", "graph"]
 
 
 def _da():
@@ -324,11 +335,12 @@ def _stitch_region(pieces, cuts):
     return out
 
 
-def _run_window(run_block, region, zeros_shape, dtype, starts, ends, output_padding):
-    """One output block: the operator on its input region (or on zeros where the block reads
-    only padding) with the block's own padding."""
+def _run_window(run_block, region, zeros_shape, dtype, starts, ends, output_padding, fill=0):
+    """One output block: the operator on its input region (or, where the block reads only
+    padding, on ``fill``: what its windows make of padding alone) with the block's own
+    padding."""
     if region is None:
-        region = np.zeros(zeros_shape, dtype)
+        region = np.full(zeros_shape, fill, dtype)
     return run_block(region, starts=starts, ends=ends, output_padding=output_padding)
 
 
@@ -348,15 +360,16 @@ def _run_shared(run_block, region, zeros_shape, dtype, pads, keep):
     return y[(slice(None), slice(None)) + tuple(slice(0, m) for m in keep)]
 
 
-def _windowed(x, name, operands, axes, run_block, channels_out, *, shared=False):
+def _windowed(x, name, operands, axes, run_block, channels_out, *, shared=False, fill=0):
     """The lazy output, one task per output block: (batch chunk) x (spatial blocks from
     ``axes``, one list of :class:`_Axis` per spatial axis); channels taken whole (a convolution
     needs every channel of a group). Each task reads the input chunks its region overlaps
     directly, so a block costs one task however many chunks its halo spans. ``operands`` is
     everything ``run_block`` computes with besides the block (descriptor, filter, device): it
     goes into the graph's name, so that two calls differing only there are never merged.
-    ``shared`` (forward windows): every block runs on one kernel per batch-chunk size
-    (:func:`_run_shared`) instead of one per kind of edge."""
+    ``shared`` (forward windows whose padding reads zeros): every block runs on one kernel per
+    batch-chunk size (:func:`_run_shared`) instead of one per kind of edge. ``fill``: the value
+    a block of padding alone is computed from (:func:`_run_window`)."""
     import dask
     from dask.array.core import Array
     from dask.highlevelgraph import HighLevelGraph
@@ -386,7 +399,7 @@ def _windowed(x, name, operands, axes, run_block, channels_out, *, shared=False)
                 dsk[(name, bi, 0) + idx] = (
                     _run_window, run_block, region, zeros, x.dtype,
                     tuple(b.start for b in blocks), tuple(b.end for b in blocks),
-                    tuple(b.output_padding for b in blocks))
+                    tuple(b.output_padding for b in blocks), fill)
     chunks = (xb.chunks[0], (channels_out,)) + tuple(
         tuple(b.o1 - b.o0 for b in a) for a in axes)
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=[xb])
@@ -408,6 +421,164 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
             for i, (s, k, d, a) in enumerate(zip(desc.strides, desc.window_size,
                                                  desc.dilations, desc.start_padding))]
     return _windowed(x, "dml-lp_pooling", (desc, device), axes, run, x.shape[1], shared=True)
+
+
+def _pooling(x, name, desc, device, fill):
+    """A max or average pooling (their padding is not zeros to be padded in: each block runs
+    with its own padding)."""
+    run_fn = getattr(F, name)
+    extra = (desc.include_padding,) if hasattr(desc, "include_padding") else ()
+
+    def run(block, starts, ends, output_padding):
+        return run_fn(block, desc.window_size, desc.strides, starts, ends, desc.dilations,
+                      *extra, device=device)
+
+    axes = [_forward_axis(x.shape[2 + i], x.chunks[2 + i], desc.output.sizes[2 + i], s, k, d, a)
+            for i, (s, k, d, a) in enumerate(zip(desc.strides, desc.window_size,
+                                                 desc.dilations, desc.start_padding))]
+    return _windowed(x, f"dml-{name}", (desc, device), axes, run, x.shape[1], fill=fill)
+
+
+def max_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,
+                dilations=None, *, device="cpu"):
+    """Lazy :func:`dml_numba.max_pooling` of a Dask array; the halo comes from the window."""
+    x = _as_dask(x, "max_pooling", "x")
+    _check_device(device)
+    desc = F.max_pooling_desc(x, window_size, strides, start_padding, end_padding, dilations)
+    dt = np.dtype(x.dtype)
+    least = -np.inf if dt.kind == "f" else np.iinfo(dt).min  # what padding alone gives
+    return _pooling(x, "max_pooling", desc, device, least)
+
+
+def average_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,
+                    dilations=None, include_padding=False, *, device="cpu"):
+    """Lazy :func:`dml_numba.average_pooling` of a Dask array; the halo comes from the
+    window."""
+    x = _as_dask(x, "average_pooling", "x")
+    _check_device(device)
+    desc = F.average_pooling_desc(x, window_size, strides, start_padding, end_padding,
+                                  dilations, include_padding)
+    return _pooling(x, "average_pooling", desc, device, 0 if desc.include_padding else np.nan)
+
+
+def _shape(x, shape=None):
+    """Shape and dtype only: what a descriptor builder reads (no array of that size made)."""
+    from types import SimpleNamespace
+
+    shape = tuple(x.shape) if shape is None else tuple(shape)
+    return SimpleNamespace(shape=shape, ndim=len(shape), dtype=np.dtype(x.dtype))
+
+
+def _lazy_operand(value, owner, field):
+    """A Dask array as it is, anything else as a NumPy array (a Dask array of one chunk)."""
+    da = _da()
+    if isinstance(value, da.Array):
+        return value
+    return da.from_array(np.asarray(value))
+
+
+def _element_wise(name, a, b, extra, device):
+    """Element by element, block by block: the operands broadcast and their chunks unified."""
+    da = _da()
+    a = _as_dask(a, name, "a")
+    _check_device(device)
+    b = _lazy_operand(b, name, "b").astype(a.dtype, casting="same_kind")
+    first = a
+    a, b = da.broadcast_arrays(a, b)
+    if a.shape == first.shape:  # the first operand's chunks (regular where its are)
+        a, b = first, b.rechunk(first.chunks)
+    getattr(F, f"{name}_desc")(_shape(a), _shape(b), *extra)  # its checks, before any block
+    fn = functools.partial(_element_wise_block, name, extra, device)
+    return da.map_blocks(fn, a, b, dtype=a.dtype,
+                         name=f"dml-{name}-" + _da_token(a, b, extra, device))
+
+
+def _element_wise_block(name, extra, device, a, b):
+    return getattr(F, name)(np.ascontiguousarray(a), np.ascontiguousarray(b), *extra,
+                            device=device)
+
+
+def _da_token(*args):
+    import dask
+
+    return dask.base.tokenize(*args)
+
+
+def element_wise_add(a, b, fused_activation=None, *, device="cpu"):
+    """Lazy :func:`dml_numba.element_wise_add`: ``a + b`` (broadcast NumPy's way) block by
+    block, then the fused activation."""
+    return _element_wise("element_wise_add", a, b, (fused_activation,), device)
+
+
+def element_wise_multiply(a, b, *, device="cpu"):
+    """Lazy :func:`dml_numba.element_wise_multiply`: ``a * b`` block by block."""
+    return _element_wise("element_wise_multiply", a, b, (), device)
+
+
+def batch_normalization(x, mean, variance, scale, bias, epsilon=1e-5, fused_activation=None, *,
+                        device="cpu"):
+    """Lazy :func:`dml_numba.batch_normalization` of a Dask array; the parameters (in memory)
+    go whole to every block, the channel axis taken whole."""
+    x = _as_dask(x, "batch_normalization", "x")
+    _check_device(device)
+    params = [np.asarray(p.compute() if hasattr(p, "compute") else p, x.dtype)
+              for p in (mean, variance, scale, bias)]
+    params = [p.reshape(F.bias_sizes(p.shape, x.ndim)) if p.ndim == 1 else p for p in params]
+    if any(p.shape[2:] != (1,) * (x.ndim - 2) for p in params):
+        x = x.rechunk({i: -1 for i in range(2, x.ndim)})  # per-position parameters: whole
+    xb = x.rechunk({1: -1})
+    F.batch_normalization_desc(_shape(xb), *params, epsilon, fused_activation)
+    fn = functools.partial(_batch_normalization_block, params, epsilon, fused_activation, device)
+    return xb.map_blocks(fn, dtype=x.dtype, name="dml-batch_normalization-" + _da_token(
+        xb, params, epsilon, fused_activation, device))
+
+
+def _batch_normalization_block(params, epsilon, activation, device, x):
+    return F.batch_normalization(np.ascontiguousarray(x), *params, epsilon, activation,
+                                 device=device)
+
+
+def gemm(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0,
+         fused_activation=None, *, device="cpu"):
+    """Lazy :func:`dml_numba.gemm` of a Dask array ``a`` by ``b`` (in memory, or a Dask array):
+    block by block along ``a``'s batch axes and its M axis, K and N taken whole; ``b`` and
+    ``c`` (broadcast to the output) cut along the same batch blocks."""
+    da = _da()
+    a = _as_dask(a, "gemm", "a")
+    _check_device(device)
+    b = _lazy_operand(b, "gemm", "b").astype(a.dtype)
+    desc = F.gemm_desc(_shape(a), _shape(b), None, trans_a, trans_b, alpha, beta,
+                       fused_activation)
+    batch = [f"i{d}" for d in range(a.ndim - 2)]
+    a_ix = batch + (["k", "m"] if trans_a else ["m", "k"])
+    b_ix = batch + (["n", "k"] if trans_b else ["k", "n"])
+    a = a.rechunk({a_ix.index("k"): -1})
+    b = b.rechunk(a.chunks[:-2] + (-1, -1))
+    args = [a, tuple(a_ix), b, tuple(b_ix)]
+    if c is not None:
+        cz = _lazy_operand(c, "gemm", "c").astype(a.dtype)
+        cz = da.broadcast_to(cz, desc.output.sizes).rechunk(
+            a.chunks[:-2] + (a.chunks[a_ix.index("m")], -1))
+        args += [cz, tuple(batch + ["m", "n"])]
+    fn = functools.partial(_gemm_block, trans_a, trans_b, alpha, beta, fused_activation, device)
+    return da.blockwise(fn, tuple(batch + ["m", "n"]), *args, concatenate=True, dtype=a.dtype,
+                        name="dml-gemm-" + _da_token(*args[::2], desc, device))
+
+
+def _gemm_block(trans_a, trans_b, alpha, beta, activation, device, a, b, c=None):
+    return F.gemm(np.ascontiguousarray(a), np.ascontiguousarray(b),
+                  None if c is None else np.ascontiguousarray(c), trans_a, trans_b, alpha, beta,
+                  activation, device=device)
+
+
+def join(inputs, axis, *, device="cpu"):
+    """Lazy :func:`dml_numba.join`: checked as DirectML's JOIN, then Dask's own concatenation
+    (join moves whole blocks: each output block is one input's block, nothing to compute)."""
+    da = _da()
+    xs = [_as_dask(x, "join", f"inputs[{k}]") for k, x in enumerate(inputs)]
+    _check_device(device)
+    desc = F.join_desc([_shape(x) for x in xs], axis)
+    return da.concatenate(xs, axis=desc.axis)
 
 
 def convolution(x, filter, bias=None, strides=None, dilations=None, start_padding=None,

@@ -17,6 +17,9 @@ X = np.random.default_rng(0).standard_normal((2, 3, 11, 7)).astype(np.float32)
 W = np.random.default_rng(1).standard_normal((4, 3, 3, 2)).astype(np.float32)
 WT = np.random.default_rng(2).standard_normal((3, 2, 3, 3)).astype(np.float32)
 B = np.array([0.5, -1.0, 0.25, 2.0], np.float32)
+M2 = np.random.default_rng(3).standard_normal((2, 3, 7, 5)).astype(np.float32)  # a GEMM's B
+M2T = np.random.default_rng(4).standard_normal((2, 3, 5, 11)).astype(np.float32)  # transposed
+RELU = dml.ActivationReluOperatorDesc()
 #: the device the cases run on, in blocks and in memory (the mutation runs of the Dask layer set
 #: "numpy": the layer's arithmetic of blocks and halos is the same, and nothing is compiled per
 #: mutant)
@@ -75,6 +78,39 @@ CASES = [
                               direction=1, device=DEVICE),
      lambda x: dml.convolution(x, WT[:, :, :1, :1], strides=(8, 1), start_padding=(7, 0),
                                direction=1, device=DEVICE), False),
+    ("max pooling padded, dilated, ceil-size windows",
+     lambda x: dd.max_pooling(x, (3, 2), (2, 1), (1, 0), (2, 1), (1, 2), device=DEVICE),
+     lambda x: dml.max_pooling(x, (3, 2), (2, 1), (1, 0), (2, 1), (1, 2), device=DEVICE), True),
+    ("max pooling padding wider than the window",
+     lambda x: dd.max_pooling(x, (2, 2), (1, 2), (3, 3), (4, 2), device=DEVICE),
+     lambda x: dml.max_pooling(x, (2, 2), (1, 2), (3, 3), (4, 2), device=DEVICE), True),
+    ("average pooling, padding counted",
+     lambda x: dd.average_pooling(x, (3, 3), (2, 1), 1, 1, include_padding=True, device=DEVICE),
+     lambda x: dml.average_pooling(x, (3, 3), (2, 1), 1, 1, include_padding=True,
+                                   device=DEVICE), False),
+    ("average pooling, padding not counted, wider than the window",
+     lambda x: dd.average_pooling(x, (2, 2), (1, 2), (3, 3), (4, 2), device=DEVICE),
+     lambda x: dml.average_pooling(x, (2, 2), (1, 2), (3, 3), (4, 2), device=DEVICE), False),
+    ("element-wise add of a broadcast bias, relu",
+     lambda x: dd.element_wise_add(x, B[:3, None, None], RELU, device=DEVICE),
+     lambda x: dml.element_wise_add(x, B[:3, None, None], RELU, device=DEVICE), False),
+    ("element-wise multiply of two chunked arrays",
+     lambda x: dd.element_wise_multiply(x, da.from_array(X[:, :, ::-1], chunks=(1, 3, 5, 2)),
+                                        device=DEVICE),
+     lambda x: dml.element_wise_multiply(x, np.ascontiguousarray(X[:, :, ::-1]), device=DEVICE),
+     False),
+    ("batch normalization, relu",
+     lambda x: dd.batch_normalization(x, B[:3], B[1:] ** 2, B[:3], B[1:], 0.1, RELU,
+                                      device=DEVICE),
+     lambda x: dml.batch_normalization(x, B[:3], B[1:] ** 2, B[:3], B[1:], 0.1, RELU,
+                                       device=DEVICE), False),
+    ("gemm with c", lambda x: dd.gemm(x, M2, B[:1], False, False, 0.5, 2.0, device=DEVICE),
+     lambda x: dml.gemm(x, M2, B[:1], False, False, 0.5, 2.0, device=DEVICE), False),
+    ("gemm transposed a and b",
+     lambda x: dd.gemm(x, M2T, None, True, True, device=DEVICE),
+     lambda x: dml.gemm(x, M2T, None, True, True, device=DEVICE), False),
+    ("join along the channels", lambda x: dd.join([x, x[:, :2]], 1, device=DEVICE),
+     lambda x: dml.join([x, x[:, :2]], 1, device=DEVICE), True),
     ("transposed convolution",
      lambda x: dd.convolution(x, WT, strides=(2, 2), start_padding=(1, 1), direction=1,
                               device=DEVICE),
