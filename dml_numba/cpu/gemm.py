@@ -1,6 +1,12 @@
-"""GEMM on the CPU: per batch, the product through BLAS (``np.dot`` inside the kernel: Numba
-calls SciPy's BLAS), then one (parallel) pass for alpha, beta * C and the fused activation."""
+"""GEMM on the CPU. Up to :data:`LOOP_MACS` multiply-adds (a classifier head): a generated loop
+nest, parallel over the output's rows, each K sum a contiguous dot product where the operands
+allow (B transposed) or row updates (B as it is), alpha, beta * C and the fused activation on
+the way out. Larger: per batch the product through BLAS (``np.dot`` inside the kernel: Numba
+calls SciPy's BLAS, with its own threads), then a serial pass for the epilogue (a parallel one
+would hand the cores from BLAS's threads to Numba's and back: milliseconds a call)."""
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -11,9 +17,25 @@ from .._registry import register
 from ..ops.gemm import GemmOperatorDesc
 from ._emit import CpuKernel, header, make_key, run_in_accumulator
 
+#: products up to this many multiply-adds run as a generated loop nest, not through BLAS
+LOOP_MACS = 1 << 23
+
+
+def _epilogue(w, d, v, c, at):
+    """``y[at] =`` alpha * ``v`` + beta * C, then the fused activation."""
+    v = v if d.alpha == 1.0 else f"{d.alpha!r} * {v}"
+    if c and d.beta != 0.0:
+        v += " + " + (f"c3[{at}]" if d.beta == 1.0 else f"{d.beta!r} * c3[{at}]")
+    w(f"v = {v}")
+    if d.fused_activation is not None:
+        w(f"v = {d.fused_activation.expression('v')}")
+    w(f"y3[{at}] = v")
+
 
 def emit(key) -> str:
     d = key.desc
+    if key.kernel == "loops":
+        return emit_loops(key)
     *batch, m, n = d.output_tensor.sizes
     nb = prod(batch)
     a_s, b_s = d.a_tensor.sizes[-2:], d.b_tensor.sizes[-2:]
@@ -28,16 +50,50 @@ def emit(key) -> str:
             w(f"c3 = c.reshape(({nb}, {m}, {n}))")
         with w.block(f"for g in range({nb}):"):
             w(f"p = np.dot(a3[g]{'.T' if d.trans_a else ''}, b3[g]{'.T' if d.trans_b else ''})")
-            with w.block(f"for i in {loop}({m}):"):
+            with w.block(f"for i in range({m}):"):
                 with w.block(f"for j in range({n}):"):
-                    v = "p[i, j]" if d.alpha == 1.0 else f"{d.alpha!r} * p[i, j]"
-                    if c and d.beta != 0.0:
-                        v += " + " + ("c3[g, i, j]" if d.beta == 1.0 else
-                                      f"{d.beta!r} * c3[g, i, j]")
-                    w(f"v = {v}")
-                    if d.fused_activation is not None:
-                        w(f"v = {d.fused_activation.expression('v')}")
-                    w("y3[g, i, j] = v")
+                    _epilogue(w, d, "p[i, j]", c, "g, i, j")
+    del loop
+    return w.text()
+
+
+def emit_loops(key) -> str:
+    """The loop nest: a (parallel) loop over (batch, row); B transposed: each output a dot
+    product of two contiguous rows; else the row accumulated as K scaled rows of B (contiguous
+    updates); in the accumulator type."""
+    d = key.desc
+    *batch, m, n = d.output_tensor.sizes
+    nb = prod(batch)
+    a_s, b_s = d.a_tensor.sizes[-2:], d.b_tensor.sizes[-2:]
+    k = d.k
+    c = d.c_tensor is not None
+    acc = accumulator(d.a_tensor.data_type).name
+    arow = (lambda kk: f"a3[g, {kk}, i]") if d.trans_a else (lambda kk: f"a3[g, i, {kk}]")
+    w = SourceWriter()
+    loop = header(w, key)
+    with w.block(f"def kernel(a, b, {'c, ' if c else ''}y):"):
+        w(f"a3 = a.reshape(({nb}, {a_s[0]}, {a_s[1]}))")
+        w(f"b3 = b.reshape(({nb}, {b_s[0]}, {b_s[1]}))")
+        w(f"y3 = y.reshape(({nb}, {m}, {n}))")
+        if c:
+            w(f"c3 = c.reshape(({nb}, {m}, {n}))")
+        with w.block(f"for f in {loop}({nb * m}):"):
+            w(f"g = f // {m}")
+            w(f"i = f % {m}")
+            if d.trans_b:
+                with w.block(f"for j in range({n}):"):
+                    w(f"s = numba.{acc}(0.0)")
+                    with w.block(f"for kk in range({k}):"):
+                        w(f"s += {arow('kk')} * b3[g, j, kk]")
+                    _epilogue(w, d, "s", c, "g, i, j")
+            else:
+                w(f"row = np.zeros({n}, np.{acc})")
+                with w.block(f"for kk in range({k}):"):
+                    w(f"t = {arow('kk')}")
+                    with w.block(f"for j in range({n}):"):
+                        w("row[j] += t * b3[g, kk, j]")
+                with w.block(f"for j in range({n}):"):
+                    _epilogue(w, d, "row[j]", c, "g, i, j")
     return w.text()
 
 
@@ -47,8 +103,11 @@ class GemmKernel(CpuKernel):
         self.acc = accumulator(desc.a_tensor.data_type)
         rank = desc.a_tensor.rank
         count = 4 if desc.c_tensor is not None else 3
-        super().__init__(make_key(desc, options, desc.flops() // 2), emit,
-                         [(self.acc, rank)] * count, options)
+        macs = desc.flops() // 2
+        key = make_key(desc, options, macs, "loops" if macs <= LOOP_MACS else "main")
+        if key.kernel == "main":  # BLAS has its threads: the kernel around it runs serially
+            key = dataclasses.replace(key, parallel=False)
+        super().__init__(key, emit, [(self.acc, rank)] * count, options)
 
     def __call__(self, inputs, out):
         run_in_accumulator(self.acc, lambda xs, y: self.fn(

@@ -1,0 +1,97 @@
+"""ONNX CNNs exported by PyTorch (ResNet-18, MobileNetV2 at 224 x 224, a U-Net at 256 x 256;
+random weights, eval mode, ``torch.onnx.export`` at opset 17) through ``compile_model`` on the
+"cpu" device, against ONNX Runtime's CPU provider with the same thread count, in one run
+(alternating samples, medians); and the first load-and-run of a new process with a warm kernel
+cache.
+
+    python3 -m benchmarks.bench_cnn [--quick] [--batches 1 8] [--models resnet18 unet]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks._harness import Table, machine, paired_times
+
+SIZES = {"resnet18": 224, "mobilenet_v2": 224, "unet": 256}
+
+
+def _export(name: str, size: int) -> bytes:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests import cnn_models as C
+
+    return C.export(C.MODELS[name](), (1, 3, size, size), batch="n")
+
+
+def first_run_seconds(path: str, shape) -> float:
+    """A new process: import, load the model, compile (kernels from the disk cache) and run
+    once; the seconds from the start of the import to the result."""
+    import subprocess
+
+    code = (f"import time; t = time.perf_counter(); import numpy as np; "
+            f"from dml_numba.onnx import compile_model; "
+            f"m = compile_model({path!r}, 'cpu', input_shapes={{'x': {tuple(shape)!r}}}); "
+            f"m(np.zeros({tuple(shape)!r}, np.float32)); print(time.perf_counter() - t)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES)) -> Table:
+    import onnxruntime as ort
+
+    import numba
+
+    from dml_numba.onnx import compile_model
+
+    threads = numba.config.NUMBA_NUM_THREADS
+    table = Table(f"ONNX CNNs on the CPU against ONNX Runtime ({threads} threads each)",
+                  ["model", "input", "dml_numba ms", "ONNX Runtime ms", "speed-up",
+                   "max rel. error", "first run, new process (s)"])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    for name in models:
+        size = SIZES[name] // (2 if quick else 1)
+        data = _export(name, size)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, f"{name}.onnx")
+            Path(path).write_bytes(data)
+            session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+            for n in batches:
+                shape = (n, 3, size, size)
+                x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+                t0 = time.perf_counter()
+                model = compile_model(path, "cpu", input_shapes={"x": shape})
+                y = model(x)
+                build = time.perf_counter() - t0
+                ref = session.run(None, {"x": x})[0]
+                err = float(np.abs(y - ref).max() / np.abs(ref).max())
+                ours, theirs = paired_times(lambda: model(x), lambda: session.run(None, {"x": x}),
+                                            repeat=5 if quick else 9)
+                first = first_run_seconds(path, shape)
+                table.add(name, f"{n}x3x{size}x{size}", f"{ours * 1e3:.1f}",
+                          f"{theirs * 1e3:.1f}", f"{theirs / ours:.2f}", f"{err:.1e}",
+                          f"{first:.2f} (build here {build:.1f})")
+    return table
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="half the image sizes")
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    p.add_argument("--models", nargs="+", default=list(SIZES), choices=list(SIZES))
+    a = p.parse_args(argv)
+    print(machine())
+    table = run(a.quick, a.batches, a.models)
+    print(table.markdown())
+
+
+if __name__ == "__main__":
+    main()
