@@ -5,6 +5,11 @@ random weights, eval mode, ``torch.onnx.export`` at opset 17) through ``compile_
 cache.
 
     python3 -m benchmarks.bench_cnn [--quick] [--batches 1 8] [--models resnet18 unet]
+    python3 -m benchmarks.bench_cnn --device cuda   # on a GPU: against PyTorch (cuDNN)
+
+On "cuda" the input is a device array (no transfer timed) and the peer is the same network in
+PyTorch, eager on the GPU (cuDNN, TF32 off: float32 throughout, as ours); the result is checked
+against ONNX Runtime's CPU provider.
 """
 from __future__ import annotations
 
@@ -22,11 +27,65 @@ from benchmarks._harness import Table, machine, paired_times
 SIZES = {"resnet18": 224, "mobilenet_v2": 224, "unet": 256}
 
 
-def _export(name: str, size: int) -> bytes:
+def _models():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests import cnn_models as C
 
+    return C
+
+
+def _export(name: str, size: int) -> bytes:
+    C = _models()
     return C.export(C.MODELS[name](), (1, 3, size, size), batch="n")
+
+
+def run_cuda(quick: bool = False, batches=(1, 8), models=tuple(SIZES)) -> Table:
+    """Time per inference on the GPU against PyTorch eager (cuDNN) of the same network."""
+    import onnxruntime as ort
+    import torch
+    from numba import cuda
+
+    from dml_numba.onnx import compile_model
+
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    C = _models()
+    table = Table(f"ONNX CNNs on the GPU ({torch.cuda.get_device_name()}) against PyTorch eager "
+                  "(cuDNN, float32)", ["model", "input", "dml_numba ms", "PyTorch ms",
+                                       "speed-up", "max rel. error (ONNX Runtime CPU)",
+                                       "build (s)"])
+    for name in models:
+        size = SIZES[name] // (2 if quick else 1)
+        net = C.MODELS[name]()
+        data = C.export(net, (1, 3, size, size), batch="n")
+        session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        tnet = net.cuda()
+        for n in batches:
+            shape = (n, 3, size, size)
+            x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+            t0 = time.perf_counter()
+            model = compile_model(data, "cuda", input_shapes={"x": shape})
+            dx = cuda.to_device(x)
+            y = model(dx)
+            cuda.synchronize()
+            build = time.perf_counter() - t0
+            ref = session.run(None, {"x": x})[0]
+            err = float(np.abs(y.copy_to_host() - ref).max() / np.abs(ref).max())
+            tx = torch.from_numpy(x).cuda()
+
+            def ours():
+                model(dx)
+                cuda.synchronize()
+
+            def theirs():
+                with torch.no_grad():
+                    tnet(tx)
+                torch.cuda.synchronize()
+
+            a, b = paired_times(ours, theirs, repeat=9 if quick else 21)
+            table.add(name, f"{n}x3x{size}x{size}", f"{a * 1e3:.2f}", f"{b * 1e3:.2f}",
+                      f"{b / a:.2f}", f"{err:.1e}", f"{build:.1f}")
+    return table
 
 
 def first_run_seconds(path: str, shape) -> float:
@@ -87,9 +146,10 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="half the image sizes")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     p.add_argument("--models", nargs="+", default=list(SIZES), choices=list(SIZES))
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     a = p.parse_args(argv)
     print(machine())
-    table = run(a.quick, a.batches, a.models)
+    table = (run_cuda if a.device == "cuda" else run)(a.quick, a.batches, a.models)
     print(table.markdown())
 
 
