@@ -103,9 +103,8 @@ def first_run_seconds(path: str, shape) -> float:
 
 
 def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES)) -> Table:
-    import onnxruntime as ort
-
     import numba
+    import onnxruntime as ort
 
     from dml_numba.onnx import compile_model
 
