@@ -118,7 +118,8 @@ def _as_seen(a, seen, name):
 
 def compile_model(model, device: str = "cpu", *, input_shapes=None, constants=None,
                   **options) -> CompiledModel:
-    """Compile an ONNX ``model`` (a ModelProto, or a path to one) for ``device``.
+    """Compile an ONNX ``model`` (a ModelProto, a path to a file, or the serialised bytes) for
+    ``device``.
     ``constants``: model inputs to fix at load time by name (pads, repeats, starts... that a
     model takes as inputs, since DirectML's operators take them as parameters)."""
     graph, names, consts, (shapes, seen) = _load(model, input_shapes, constants)

@@ -207,6 +207,14 @@ def _pad_model(mode="reflect", node_name="p"):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def test_a_model_from_its_bytes():
+    model = _pad_model()
+    m = compile_model(model.SerializeToString(), "numpy")
+    np.testing.assert_array_equal(m(np.array([[1, 2, 3, 4]], np.float32)),
+                                  compile_model(model, "numpy")(np.array([[1, 2, 3, 4]],
+                                                                         np.float32)))
+
+
 def test_a_model_from_a_path_with_inputs_by_name(tmp_path):
     path = tmp_path / "pad.onnx"
     onnx.save(_pad_model(), str(path))

@@ -51,7 +51,9 @@ def attributes(onnx, node) -> dict:
 class Loader(mapped.Mappings):
     def __init__(self, model, input_shapes, constants=None):
         onnx = onnx_module()
-        if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+        if isinstance(model, (bytes, bytearray, memoryview)):  # a serialised model
+            model = onnx.load_from_string(bytes(model))
+        elif isinstance(model, str) or hasattr(model, "__fspath__"):
             model = onnx.load(model)
         self.onnx = onnx
         self.model = model
