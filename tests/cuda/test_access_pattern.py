@@ -12,7 +12,15 @@ import pytest
 
 import dml_numba as dml
 
-pytestmark = pytest.mark.cuda
+def _simulated() -> bool:
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(
+    not _simulated(), reason="a warp's accesses are recorded through the simulator's arrays; "
+                             "on a GPU they are a profiler's (ncu) to read")]
 F32 = dml.DataType.FLOAT32
 
 
