@@ -1,5 +1,4 @@
-"""DML_AVERAGE_POOLING_OPERATOR_DESC and AVERAGE_POOLING1 (docs/SEMANTICS.md, "Average
-pooling").
+"""DML_AVERAGE_POOLING_OPERATOR_DESC and AVERAGE_POOLING1 (docs/SEMANTICS.md §8).
 
 ``Y[n,c,o] = (sum over window taps inside the input of X[n,c,x]) / count`` with ``x = o*Strides
 + k*Dilations - StartPadding`` per spatial dimension; ``count`` is the number of taps inside the

@@ -1,4 +1,4 @@
-"""DML_BATCH_NORMALIZATION_OPERATOR_DESC (docs/SEMANTICS.md, "Batch normalization"), inference.
+"""DML_BATCH_NORMALIZATION_OPERATOR_DESC (docs/SEMANTICS.md §10), inference.
 
 ``Y = Scale * (X - Mean) / sqrt(Variance + Epsilon) + Bias``, then the fused activation. The
 four parameter tensors have the input's rank and sizes ``{1, C, 1, ...}`` when Spatial (one

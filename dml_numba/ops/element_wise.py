@@ -1,4 +1,4 @@
-"""DML_ELEMENT_WISE_ADD_OPERATOR_DESC, ADD1 and MULTIPLY (docs/SEMANTICS.md, "Element-wise").
+"""DML_ELEMENT_WISE_ADD_OPERATOR_DESC, ADD1 and MULTIPLY (docs/SEMANTICS.md §9).
 
 ``Y = A + B`` (ADD1: then its fused activation) and ``Y = A * B``, element by element. Every
 tensor has the output's sizes: broadcasting is a stride of 0 in a tensor's strides, as in

@@ -1,4 +1,4 @@
-"""DML_GEMM_OPERATOR_DESC (docs/SEMANTICS.md, "GEMM").
+"""DML_GEMM_OPERATOR_DESC (docs/SEMANTICS.md §11).
 
 ``Y = Alpha * op(A) @ op(B) + Beta * C``, then the fused activation, per batch: ``op`` is the
 transpose of the last two axes when TransA/TransB is TRANSPOSE. Tensors of 2 to 4 dimensions

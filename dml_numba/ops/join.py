@@ -1,4 +1,4 @@
-"""DML_JOIN_OPERATOR_DESC (docs/SEMANTICS.md, "Join"): the inputs concatenated along ``axis``.
+"""DML_JOIN_OPERATOR_DESC (docs/SEMANTICS.md §12): the inputs concatenated along ``axis``.
 
 Every input has the output's rank, data type and sizes but along ``axis``, where the output's
 size is their sum; input ``k`` lands at the sum of the earlier inputs' sizes there. Pure data

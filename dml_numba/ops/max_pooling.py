@@ -1,5 +1,4 @@
-"""DML_MAX_POOLING_OPERATOR_DESC, MAX_POOLING1 and MAX_POOLING2 (docs/SEMANTICS.md, "Max
-pooling").
+"""DML_MAX_POOLING_OPERATOR_DESC, MAX_POOLING1 and MAX_POOLING2 (docs/SEMANTICS.md §7).
 
 ``Y[n,c,o] = max over window taps inside the input of X[n,c,x]`` with ``x = o*Strides +
 k*Dilations - StartPadding`` per spatial dimension: the padding never wins (it is not a value:
