@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._errors import ValidationError
+from ._frozen import freeze
 from ._onnx.load import Loader
 from ._onnx.nodes import SUPPORTED
 from .graph import GraphDesc, compile_graph
@@ -57,7 +58,9 @@ class CompiledModel:
         self.graph = graph
         self.input_names = names
         self.compiled = compile_graph(graph, device, **options)
-        self._consts = list(consts.values())
+        # the model's own copies, read-only: kernels keep what they derive from them (a
+        # convolution's packed filter) from one call to the next
+        self._consts = [freeze(np.array(c)) for c in consts.values()]
         # a model output that is a view of a node's output (Flatten, Reshape...): its sizes
         self._shapes = [s if s != graph.output_tensor(k).sizes else None
                         for k, s in enumerate(output_shapes or [])]

@@ -21,6 +21,7 @@ import numpy as np
 from ...._cache import KernelKey
 from ...._dims import prod
 from ...._errors import ValidationError
+from ...._frozen import Derived
 from ..base import ConvolutionKernel, conv_key
 from . import depthwise, forward, transposed
 from .plan import BlockPlan, needs_copy, pack_filter, pointwise_as_1d
@@ -66,10 +67,11 @@ class BlockedKernel(ConvolutionKernel):
         planes = (1 if p.depthwise else sizes[1] // desc.group_count if p.staged
                   else prod(sizes[:2]))
         self.copy_size = planes * prod(p.padded) if needs_copy(self.kdesc) else 0
+        self._packed = Derived()  # the packed filter of a frozen (a model's own) filter
 
     def run(self, inputs, y):
         x = np.ascontiguousarray(inputs[0]).reshape(-1)
-        wp = pack_filter(self.kdesc, inputs[1], self.plan)
+        wp = self._packed.get(inputs[1], lambda w: pack_filter(self.kdesc, w, self.plan))
         bias = [inputs[2].reshape(-1)] if len(inputs) > 2 else []
         if self.plan.depthwise or self.plan.staged:  # a padded plane / group per slot
             import numba
