@@ -1,8 +1,9 @@
 """ONNX CNNs exported by PyTorch (ResNet-18, MobileNetV2 at 224 x 224, a U-Net at 256 x 256;
 random weights, eval mode, ``torch.onnx.export`` at opset 17) through ``compile_model`` on the
 "cpu" device, against ONNX Runtime's CPU provider with the same thread count, in one run
-(alternating samples, medians); and the first load-and-run of a new process with a warm kernel
-cache.
+(alternating samples, medians), once both have settled: each kernel's serial and parallel
+variants are timed against each other over its first calls (``settle`` calls, reported apart);
+and the first load-and-run of a new process with a warm kernel cache.
 
     python3 -m benchmarks.bench_cnn [--quick] [--batches 1 8] [--models resnet18 unet]
     python3 -m benchmarks.bench_cnn --device cuda   # on a GPU: against PyTorch (cuDNN)
@@ -102,7 +103,7 @@ def first_run_seconds(path: str, shape) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES)) -> Table:
+def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 40) -> Table:
     import numba
     import onnxruntime as ort
 
@@ -111,7 +112,7 @@ def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES)) -> Table:
     threads = numba.config.NUMBA_NUM_THREADS
     table = Table(f"ONNX CNNs on the CPU against ONNX Runtime ({threads} threads each)",
                   ["model", "input", "dml_numba ms", "ONNX Runtime ms", "speed-up",
-                   "max rel. error", "first run, new process (s)"])
+                   "max rel. error", "first calls ms (mean)", "first run, new process (s)"])
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
@@ -131,12 +132,16 @@ def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES)) -> Table:
                 build = time.perf_counter() - t0
                 ref = session.run(None, {"x": x})[0]
                 err = float(np.abs(y - ref).max() / np.abs(ref).max())
+                t0 = time.perf_counter()
+                for _ in range(settle):
+                    model(x)
+                early = (time.perf_counter() - t0) / settle
                 ours, theirs = paired_times(lambda: model(x), lambda: session.run(None, {"x": x}),
                                             repeat=5 if quick else 9)
                 first = first_run_seconds(path, shape)
                 table.add(name, f"{n}x3x{size}x{size}", f"{ours * 1e3:.1f}",
                           f"{theirs * 1e3:.1f}", f"{theirs / ours:.2f}", f"{err:.1e}",
-                          f"{first:.2f} (build here {build:.1f})")
+                          f"{early * 1e3:.1f}", f"{first:.2f} (build here {build:.1f})")
     return table
 
 

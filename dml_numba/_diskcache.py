@@ -32,6 +32,7 @@ import re
 import stat
 import sys
 import threading
+import time
 import types
 import warnings
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ MARKER_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
                "(python -m dml_numba cache clear).\n")
 PREFIX = "dml_numba_gen_"
 #: a recognised entry file: the module, Numba's index/data/temporary files, our temporaries
-_ENTRY = re.compile(r"^(dml_numba_gen_[a-z0-9_]+_[0-9a-f]{24})(\.py|[.-].*\.(nbi|nbc)|"
+ENTRY = re.compile(r"^(dml_numba_gen_[a-z0-9_]+_[0-9a-f]{24})(\.py|[.-].*\.(nbi|nbc)|"
                     r"[.-].*\.tmp\.[0-9a-f]+|\.[a-z0-9_]+\.tmp|\.cpython-.*\.pyc)$")
 TMP_MAX_AGE_S = 3600.0
 
@@ -158,8 +159,6 @@ def state() -> State:
             st = State(root, sub, sub is not None, why)
             if sub is not None:
                 _verified.add(str(sub))
-                from ._housekeeping import remove_stale_tmp
-
                 remove_stale_tmp(sub)
             else:
                 _warn_once(f"dml_numba: not using the disk cache: {why}; operators are compiled "
@@ -208,7 +207,7 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def _scan(*folders: Path) -> list[os.DirEntry]:
+def scan(*folders: Path) -> list[os.DirEntry]:
     """The entries of ``folders`` (a folder that cannot be read has none)."""
     entries = []
     for folder in folders:
@@ -220,7 +219,7 @@ def _scan(*folders: Path) -> list[os.DirEntry]:
 
 
 def _entry_files(sub: Path, name: str) -> list[Path]:
-    return [sub / f"{name}.py"] + [Path(e.path) for e in _scan(sub / "__pycache__")
+    return [sub / f"{name}.py"] + [Path(e.path) for e in scan(sub / "__pycache__")
                                    if e.name.startswith(name)]
 
 
@@ -398,3 +397,16 @@ def _install_locators() -> None:
         except (ImportError, AttributeError):  # pragma: no cover - another Numba layout
             continue
         _installed.add(modname)
+
+
+def remove_stale_tmp(sub: Path) -> None:
+    """Our temporaries older than TMP_MAX_AGE_S in the library folder (a writer that died):
+    removed when the folder is first verified in a process."""
+    now = time.time()
+    for e in scan(sub, sub / "__pycache__"):
+        if e.name.startswith(PREFIX) and ".tmp" in e.name:
+            try:
+                if now - e.stat(follow_symlinks=False).st_mtime > TMP_MAX_AGE_S:
+                    os.unlink(e.path)
+            except OSError:
+                pass

@@ -7,22 +7,10 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import time
 from pathlib import Path
 from typing import NamedTuple
 
-from ._diskcache import _ENTRY, PREFIX, TMP_MAX_AGE_S, _scan, state
-
-
-def remove_stale_tmp(sub: Path) -> None:
-    now = time.time()
-    for e in _scan(sub, sub / "__pycache__"):
-        if e.name.startswith(PREFIX) and ".tmp" in e.name:
-            try:
-                if now - e.stat(follow_symlinks=False).st_mtime > TMP_MAX_AGE_S:
-                    os.unlink(e.path)
-            except OSError:
-                pass
+from ._diskcache import ENTRY, scan, state
 
 
 class _File(NamedTuple):
@@ -38,8 +26,8 @@ def _entries(sub: Path) -> dict[str, list[_File]]:
     listed; a file that vanishes meanwhile (another process pruning or replacing it) is left
     out."""
     groups: dict[str, list] = {}
-    for e in _scan(sub, sub / "__pycache__"):
-        m = _ENTRY.match(e.name)
+    for e in scan(sub, sub / "__pycache__"):
+        m = ENTRY.match(e.name)
         if not m:
             continue
         try:

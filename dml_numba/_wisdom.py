@@ -54,10 +54,10 @@ class WisdomError(ValueError):
 
 def machine() -> dict:
     """What a tuned choice depends on besides its key (the pinned host's lanes and threads
-    where kernels are planned for another: :func:`~dml_numba.cpu._emit.planned_for`)."""
+    where kernels are planned for another: :func:`~dml_numba._host.planned_for`)."""
     import numba
 
-    from .cpu._emit import Host
+    from ._host import Host
 
     host = Host.current()
     return {"cpu": cpu_model(), "arch": platform.machine(), "lanes": host.lanes,

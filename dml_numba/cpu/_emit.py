@@ -6,9 +6,7 @@ nest shared by the data-movement operators.
 """
 from __future__ import annotations
 
-import contextvars
 import dataclasses
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -25,52 +23,9 @@ from .._gather import (
     inside,
     storage_dtype,
 )
+from .._host import Host, planned_for, planning_elsewhere  # noqa: F401 - used by the kernels
 from ._adaptive import AdaptiveKernel, ForkSafeKernel
 from ._warmstart import load_cached
-
-
-@dataclasses.dataclass(frozen=True)
-class Host:
-    """What generated CPU code is planned for: the float32 lanes of the widest vector registers
-    and the threads of Numba's pool. Plans read these, never the machine, and go into the
-    kernel's key, so ``emit(key)`` is a function of its key alone and the sources for another
-    machine can be generated here (``tests/golden``)."""
-
-    lanes: int
-    threads: int
-
-    @classmethod
-    def current(cls) -> Host:
-        """This machine (or the host pinned by :func:`planned_for`)."""
-        pinned = _PINNED.get()
-        if pinned is not None:
-            return pinned
-        import numba
-
-        from ._simd import vector_lanes
-
-        return cls(vector_lanes(), numba.config.NUMBA_NUM_THREADS)
-
-
-_PINNED: contextvars.ContextVar = contextvars.ContextVar("dml_numba_host", default=None)
-
-
-def planning_elsewhere() -> bool:
-    """Whether kernels are being planned for another host (:func:`planned_for`): nothing built
-    now is timed here (the tuner keeps to the static rule)."""
-    return _PINNED.get() is not None
-
-
-@contextmanager
-def planned_for(host: Host):
-    """Plan the kernels built inside for ``host`` instead of this machine (for generating the
-    sources another machine would run; such kernels are not for calling here)."""
-    token = _PINNED.set(host)
-    try:
-        yield host
-    finally:
-        _PINNED.reset(token)
-
 
 #: below this many output elements (times window taps for reductions) a serial loop nest is
 #: generated: waking the thread pool costs more than the work.

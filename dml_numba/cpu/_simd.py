@@ -34,13 +34,13 @@ checked: the generators prove every index in range.
 """
 from __future__ import annotations
 
-import functools
-
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.core.datamodel import models
 from numba.extending import intrinsic, register_model
+
+from .._host import vector_lanes as _host_lanes
 
 
 class FloatVector(types.Type):
@@ -375,18 +375,7 @@ def vstore_raw(typingctx, arr, index, vec):
     return types.none(arr, index, vec), _store_codegen(align=1)
 
 
-@functools.cache
 def vector_lanes() -> int:
-    """float32 lanes of the host's widest vector registers: 16 with AVX-512, 8 with AVX/AVX2,
-    4 otherwise (SSE, NEON, and any CPU LLVM does not describe)."""
-    try:
-        from llvmlite import binding as ll
-
-        features = ll.get_host_cpu_features()
-    except Exception:  # pragma: no cover  # noqa: BLE001 - no feature detection here
-        return 4
-    if features.get("avx512f"):
-        return 16
-    if features.get("avx"):
-        return 8
-    return 4
+    """float32 lanes of the host's widest vector registers (:func:`dml_numba._host.vector_lanes`:
+    a fact of the host, found below the backends)."""
+    return _host_lanes()

@@ -63,7 +63,7 @@ def describe() -> dict:
     """Everything but the load after the run and the threading layer (known only after)."""
     import numba
 
-    from ..cpu._emit import Host
+    from .._host import Host
 
     host = Host.current()
     return {

@@ -12,6 +12,7 @@ import pytest
 
 import dml_numba as dml
 
+
 def _simulated() -> bool:
     from numba import config
 

@@ -123,7 +123,7 @@ def test_module_names_hash_the_source_and_the_versions(monkeypatch):
     recognised entry."""
     a = _diskcache.module_name("x = 1\n", "CPU-Tile.v2")
     assert a.startswith(PREFIX + "cpu_tile_v2_") and len(a.rsplit("_", 1)[1]) == 24
-    assert _diskcache._ENTRY.match(a + ".py")
+    assert _diskcache.ENTRY.match(a + ".py")
     assert _diskcache.module_name("x = 1\n", "CPU-Tile.v2") == a
     assert _diskcache.module_name("x = 2\n", "CPU-Tile.v2") != a
     monkeypatch.setattr(_diskcache, "VERSION", "0.0.0-other")
@@ -160,7 +160,7 @@ def test_scan_lists_every_folder_and_skips_those_it_cannot_read(tmp_path):
     (tmp_path / "a" / "one").write_text("")
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "two").write_text("")
-    names = [e.name for e in _diskcache._scan(tmp_path / "a", tmp_path / "missing",
+    names = [e.name for e in _diskcache.scan(tmp_path / "a", tmp_path / "missing",
                                               tmp_path / "b")]
     assert names == ["one", "two"]
 
@@ -321,7 +321,7 @@ def test_only_our_temporaries_older_than_an_hour_are_removed(library):
         files["stale-link"] = library / f"{PREFIX}e.tmp"
         files["stale-link"].symlink_to(files["young"])
         os.utime(files["stale-link"], (old, old), follow_symlinks=False)
-    _housekeeping.remove_stale_tmp(library)
+    _diskcache.remove_stale_tmp(library)
     assert {n for n, p in files.items() if os.path.lexists(p)} == {"young", "foreign", "module"}
 
 

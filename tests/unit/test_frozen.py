@@ -2,6 +2,7 @@
 weights); a caller's array, even read-only, is derived again on every call, so writing it
 between calls is seen."""
 import numpy as np
+import pytest
 
 import dml_numba as dml
 from dml_numba._frozen import Derived, freeze, is_frozen
@@ -35,7 +36,7 @@ def test_a_callers_filter_written_between_calls_is_seen():
 
 
 def test_a_models_weights_are_frozen_and_its_results_unchanged_between_calls():
-    onnx = __import__("pytest").importorskip("onnx")
+    pytest.importorskip("onnx", reason="the onnx package is in the [test] extra")
     from onnx import TensorProto, helper, numpy_helper
 
     from dml_numba.onnx import compile_model
