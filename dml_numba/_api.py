@@ -76,10 +76,16 @@ class CompiledOperator:
 def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
     """Compile ``desc`` for ``device`` ("numpy", "cpu" or "cuda"); cached per desc and options.
 
-    Options (CPU): ``parallel`` = None (automatic by work size), True or False; convolution
-    also ``algorithm`` = None (automatic), "direct", "gemm" or "blocked". CUDA: convolution and
-    LP pooling take ``algorithm`` = None (automatic), "direct" or "tiled" (shared memory).
-    Unknown options and values are a ValidationError on every device.
+    Options (CPU): ``parallel`` = None (automatic by work size and then by measurement), True
+    or False; convolution also ``algorithm`` = None (automatic), "direct", "gemm" or "blocked",
+    and ``tune`` = None (``DML_NUMBA_TUNE``, default "estimate"), "off", "estimate", "quick" or
+    "exhaustive" (the README's "Kernels tuned to the machine"). CUDA: convolution and LP
+    pooling take ``algorithm`` = None (automatic), "direct" or "tiled" (shared memory).
+    Convolution and LP pooling take ``input_padding`` = None or a PaddingMode name but CONSTANT ("EDGE", "REFLECTION",
+    "SYMMETRIC", "WRAP") on "cpu" and "cuda": the descriptor's start and end padding read the
+    input through that mode instead of zeros (what a graph's padding node in front folds into;
+    the CPU's convolution takes it with the blocked and direct kernels). Unknown options and
+    values are a ValidationError on every device.
     """
     if type(desc) not in DESCRIPTOR_TYPES:
         base = next((b for b in type(desc).__mro__ if b in DESCRIPTOR_TYPES), None)

@@ -1,9 +1,12 @@
 """numba-cuda backend: the kernel key, module header, the grid-stride element loop, building,
 launching, and compiling to PTX with NVIDIA's compiler (no GPU needed for that).
 
-Every kernel is one grid-stride loop over the flat output index; each iteration decomposes the
-index into coordinates and computes one output element, with the same index maps
-(dml_numba._gather) and element bodies (dml_numba._codegen) as the CPU backend.
+Most kernels are one grid-stride loop over the flat output index (:func:`element_loop`): each
+iteration decomposes the index into coordinates and computes one output element, with the same
+index maps (``dml_numba._gather``) and element bodies (``dml_numba.elements``) as the CPU
+backend. The others are written for a fixed block: data movement row-wise, a warp to a chunk of
+a row (:func:`emit_gather`); the shared-memory tiles of a plane (``cuda/_planes.py``: LP
+pooling, depthwise convolution); the implicit GEMM (``cuda/convolution/implicit_gemm.py``).
 """
 from __future__ import annotations
 
