@@ -81,9 +81,9 @@ def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
     and ``tune`` = None (``DML_NUMBA_TUNE``, default "estimate"), "off", "estimate", "quick" or
     "exhaustive" (the README's "Kernels tuned to the machine"). CUDA: convolution and LP
     pooling take ``algorithm`` = None (automatic), "direct" or "tiled" (shared memory).
-    Convolution and LP pooling take ``input_padding`` = None or a PaddingMode name but CONSTANT ("EDGE", "REFLECTION",
-    "SYMMETRIC", "WRAP") on "cpu" and "cuda": the descriptor's start and end padding read the
-    input through that mode instead of zeros (what a graph's padding node in front folds into;
+    Convolution and LP pooling take ``input_padding`` = None or a PaddingMode name but CONSTANT
+    ("EDGE", "REFLECTION", "SYMMETRIC", "WRAP") on "cpu" and "cuda": the descriptor's start and
+    end padding read the input through that mode instead of zeros (what a graph's padding node in front folds into;
     the CPU's convolution takes it with the blocked and direct kernels). Unknown options and
     values are a ValidationError on every device.
     """
