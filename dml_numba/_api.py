@@ -83,9 +83,9 @@ def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
     pooling take ``algorithm`` = None (automatic), "direct" or "tiled" (shared memory).
     Convolution and LP pooling take ``input_padding`` = None or a PaddingMode name but CONSTANT
     ("EDGE", "REFLECTION", "SYMMETRIC", "WRAP") on "cpu" and "cuda": the descriptor's start and
-    end padding read the input through that mode instead of zeros (what a graph's padding node in front folds into;
-    the CPU's convolution takes it with the blocked and direct kernels). Unknown options and
-    values are a ValidationError on every device.
+    end padding read the input through that mode instead of zeros (what a graph's padding node
+    in front folds into; the CPU's convolution takes it with the blocked and direct kernels).
+    Unknown options and values are a ValidationError on every device.
     """
     if type(desc) not in DESCRIPTOR_TYPES:
         base = next((b for b in type(desc).__mro__ if b in DESCRIPTOR_TYPES), None)
