@@ -345,18 +345,9 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
 def lp_pooling_desc(x, window_size, strides=None, start_padding=None, end_padding=None,
                     dilations=None, p=2):
     """The descriptor :func:`lp_pooling` runs, from anything with ``shape`` and ``dtype``."""
-    inp = TensorDesc.like(x)
-    nd = max(inp.rank - 2, 0)
-    ones, zeros = (1,) * nd, (0,) * nd
-    args = tuple(_per_axis(v, nd, default) for v, default in (
-        (strides, ones), (window_size, None), (start_padding, zeros), (end_padding, zeros),
-        (dilations, ones)))
-    p = _scalar(p)
-    if inp.rank < 3:  # the descriptor names the rank rule
-        return LpPooling1OperatorDesc(inp, inp, *args, p)
-    ranges = _pool.output_ranges(Checker("lp_pooling"), inp.sizes, *args)
-    outp = TensorDesc(inp.data_type, inp.sizes[:2] + tuple(lo for lo, _ in ranges))
-    return LpPooling1OperatorDesc(inp, outp, *args, p)
+    inp, args, outp = _pooled("lp_pooling", x, window_size, strides, start_padding, end_padding,
+                              dilations)
+    return LpPooling1OperatorDesc(inp, outp, *args, _scalar(p))
 
 
 def convolution(x, filter, bias=None, strides=None, dilations=None, start_padding=None,

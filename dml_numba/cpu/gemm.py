@@ -32,28 +32,32 @@ def _epilogue(w, d, v, c, at):
     w(f"y3[{at}] = v")
 
 
+def _prelude(w, d, c: bool, nb: int, m: int, n: int) -> None:
+    """Every tensor viewed as (batch, rows, columns)."""
+    a_s, b_s = d.a_tensor.sizes[-2:], d.b_tensor.sizes[-2:]
+    w(f"a3 = a.reshape(({nb}, {a_s[0]}, {a_s[1]}))")
+    w(f"b3 = b.reshape(({nb}, {b_s[0]}, {b_s[1]}))")
+    w(f"y3 = y.reshape(({nb}, {m}, {n}))")
+    if c:
+        w(f"c3 = c.reshape(({nb}, {m}, {n}))")
+
+
 def emit(key) -> str:
     d = key.desc
     if key.kernel == "loops":
         return emit_loops(key)
     *batch, m, n = d.output_tensor.sizes
     nb = prod(batch)
-    a_s, b_s = d.a_tensor.sizes[-2:], d.b_tensor.sizes[-2:]
     c = d.c_tensor is not None
     w = SourceWriter()
-    loop = header(w, key)
+    header(w, key)  # serial: BLAS has the threads
     with w.block(f"def kernel(a, b, {'c, ' if c else ''}y):"):
-        w(f"a3 = a.reshape(({nb}, {a_s[0]}, {a_s[1]}))")
-        w(f"b3 = b.reshape(({nb}, {b_s[0]}, {b_s[1]}))")
-        w(f"y3 = y.reshape(({nb}, {m}, {n}))")
-        if c:
-            w(f"c3 = c.reshape(({nb}, {m}, {n}))")
+        _prelude(w, d, c, nb, m, n)
         with w.block(f"for g in range({nb}):"):
             w(f"p = np.dot(a3[g]{'.T' if d.trans_a else ''}, b3[g]{'.T' if d.trans_b else ''})")
             with w.block(f"for i in range({m}):"):
                 with w.block(f"for j in range({n}):"):
                     _epilogue(w, d, "p[i, j]", c, "g, i, j")
-    del loop
     return w.text()
 
 
@@ -64,7 +68,6 @@ def emit_loops(key) -> str:
     d = key.desc
     *batch, m, n = d.output_tensor.sizes
     nb = prod(batch)
-    a_s, b_s = d.a_tensor.sizes[-2:], d.b_tensor.sizes[-2:]
     k = d.k
     c = d.c_tensor is not None
     acc = accumulator(d.a_tensor.data_type).name
@@ -72,11 +75,7 @@ def emit_loops(key) -> str:
     w = SourceWriter()
     loop = header(w, key)
     with w.block(f"def kernel(a, b, {'c, ' if c else ''}y):"):
-        w(f"a3 = a.reshape(({nb}, {a_s[0]}, {a_s[1]}))")
-        w(f"b3 = b.reshape(({nb}, {b_s[0]}, {b_s[1]}))")
-        w(f"y3 = y.reshape(({nb}, {m}, {n}))")
-        if c:
-            w(f"c3 = c.reshape(({nb}, {m}, {n}))")
+        _prelude(w, d, c, nb, m, n)
         with w.block(f"for f in {loop}({nb * m}):"):
             w(f"g = f // {m}")
             w(f"i = f % {m}")

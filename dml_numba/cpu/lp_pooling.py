@@ -7,29 +7,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from .._codegen import SourceWriter, decompose
 from .._dims import prod
 from .._dtypes import accumulator
 from .._registry import register
 from ..elements.lp_pooling import fold_of, pool_element
 from ..ops._base import FOLDS, Fold
 from ..ops.lp_pooling import LpPooling1OperatorDesc
-from ._emit import CpuKernel, header, make_key, run_in_accumulator
+from ._emit import CpuKernel, make_key, run_in_accumulator
+from ._pooling import emit_pooling
 
 
 def emit(key) -> str:
-    d = key.desc
-    n_, c_ = d.input_tensor.sizes[:2]
-    out = d.output_tensor.sizes[2:]
-    o = [f"o{i}" for i in range(len(out))]
-    w = SourceWriter()
-    loop = header(w, key)
-    with w.block("def kernel(x, y):"):
-        with w.block(f"for f in {loop}({n_ * c_ * prod(out[:-1])}):"):
-            decompose(w, "f", ["n", "c"] + o[:-1], [n_, c_] + list(out[:-1]))
-            with w.block(f"for {o[-1]} in range({out[-1]}):"):
-                pool_element(w, d, o, fold=fold_of(key))
-    return w.text()
+    fold = fold_of(key)
+    return emit_pooling(key, lambda w, d, o, acc: pool_element(w, d, o, fold=fold))
 
 
 class LpPoolingKernel(CpuKernel):

@@ -50,3 +50,12 @@ def open_window_loops(w: SourceWriter, stack, taps, coords, sizes, *, starts, st
             stack.enter_context(w.block(f"if {a} < {n}:"))
         findex.append(f"{kernel[d] - 1} - {k}" if flip else k)
     return findex
+
+
+def open_pool_window(w: SourceWriter, stack, desc, o, a, fold=None) -> None:
+    """The loops over a pooling's window taps (``desc``: window_size, strides, dilations,
+    start_padding) inside its input, at output ``o``; ``a`` names the input coordinates."""
+    open_window_loops(w, stack, [f"k{i}" for i in range(len(o))], a, desc.input_tensor.sizes[2:],
+                      starts={"o": o, "k": desc.window_size, "pad": desc.start_padding},
+                      steps=desc.strides, dilations=desc.dilations, transposed=False, flip=False,
+                      fold=fold)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 from .._codegen import SourceWriter, affine, index
-from . import open_window_loops
+from . import open_pool_window
 
 
 def _counts(w: SourceWriter, desc, o) -> str:
@@ -31,10 +31,7 @@ def pool_element(w: SourceWriter, desc, o, *, load=lambda e: e, **_) -> None:
     count = _counts(w, desc, o)
     w("acc = numba.float64(0.0)")
     with ExitStack() as stack:
-        open_window_loops(w, stack, [f"k{i}" for i in range(nd)], a, desc.input_tensor.sizes[2:],
-                          starts={"o": o, "k": desc.window_size, "pad": desc.start_padding},
-                          steps=desc.strides, dilations=desc.dilations, transposed=False,
-                          flip=False)
+        open_pool_window(w, stack, desc, o, a)
         w(f"acc += numba.float64({load('x[' + index('n', 'c', *a) + ']')})")
     with w.block(f"if {count} > 0:"):
         w(f"y[{index('n', 'c', *o)}] = acc / ({count})")

@@ -5,7 +5,7 @@ from contextlib import ExitStack
 
 from .._codegen import SourceWriter, index
 from .._dtypes import DataType
-from . import open_window_loops
+from . import open_pool_window
 
 
 def accumulate_power(v: str, p: int) -> str:
@@ -56,12 +56,7 @@ def pool_element(w: SourceWriter, desc, o, *, load=lambda e: e, window=None, fol
         w(f"acc = numba.{acc_type}(0.0)")
         with ExitStack() as stack:
             if window is None:
-                open_window_loops(w, stack, [f"k{i}" for i in range(nd)], a,
-                                  desc.input_tensor.sizes[2:],
-                                  starts={"o": o, "k": desc.window_size,
-                                          "pad": desc.start_padding},
-                                  steps=desc.strides, dilations=desc.dilations, transposed=False,
-                                  flip=False, fold=fold)
+                open_pool_window(w, stack, desc, o, a, fold=fold)
                 xin = load("x[" + index("n", "c", *a) + "]")
             else:
                 xin = window(w, stack)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 from .._codegen import SourceWriter, index
-from . import open_window_loops
+from . import open_pool_window
 
 
 def pool_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> None:
@@ -19,10 +19,7 @@ def pool_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> Non
     w(f"acc = -numba.{acc}(math.inf)" if kind == "f" else
       f"acc = numba.{acc}({int(np.iinfo(np.dtype(acc)).min)})")
     with ExitStack() as stack:
-        open_window_loops(w, stack, [f"k{i}" for i in range(nd)], a, desc.input_tensor.sizes[2:],
-                          starts={"o": o, "k": desc.window_size, "pad": desc.start_padding},
-                          steps=desc.strides, dilations=desc.dilations, transposed=False,
-                          flip=False)
+        open_pool_window(w, stack, desc, o, a)
         w(f"v = numba.{acc}({load('x[' + index('n', 'c', *a) + ']')})")
         with w.block("if v > acc or v != v:" if kind == "f" else "if v > acc:"):
             w("acc = v")
