@@ -198,7 +198,7 @@ def test_cli_refuses_to_time_the_simulator(capsys):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--ops", "gemm"], "unknown --ops"),
+    (["--ops", "softmax"], "unknown --ops"),
     (["--dtype", "complex64"], "--dtype 'complex64' is invalid"),
     (["--devices", "tpu"], "device 'tpu' is not usable"),
 ])
