@@ -119,6 +119,20 @@ CASES = [
 ]
 
 
+#: cases computed block by block with no halo (the chunks' arithmetic is Dask's own): one
+#: chunking by default, every chunking and scheduler with --runslow
+BLOCKWISE = {"element-wise add of a broadcast bias, relu",
+             "element-wise multiply of two chunked arrays", "batch normalization, relu",
+             "gemm with c", "gemm transposed a and b", "join along the channels"}
+
+
+def _sampled(chunkings):
+    """(case, chunking) parameters: a blockwise case on its first chunking only by default."""
+    return [pytest.param(*case, chunking, id=f"{case[0]}-{chunking}",
+                         marks=pytest.mark.slow if case[0] in BLOCKWISE and chunking !=
+                         chunkings[0] else ()) for case in CASES for chunking in chunkings]
+
+
 def _check(lazy, eager, exact, chunks, **compute):
     y = lazy(da.from_array(X, chunks=chunks))
     assert isinstance(y, da.Array)
@@ -126,8 +140,8 @@ def _check(lazy, eager, exact, chunks, **compute):
     (assert_exact if exact else lambda a, b: assert_close(a, b, np.float32))(got, ref)
 
 
-@pytest.mark.parametrize("chunking", list(CHUNKINGS))
-@pytest.mark.parametrize("name,lazy,eager,exact", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,lazy,eager,exact,chunking", _sampled(["ragged", "one chunk",
+                                                                     "smaller than the halo"]))
 def test_threaded_scheduler(name, lazy, eager, exact, chunking):
     _check(lazy, eager, exact, CHUNKINGS[chunking], scheduler="threads")
 
@@ -143,7 +157,8 @@ def process_pool():
         yield pool
 
 
-@pytest.mark.parametrize("name,lazy,eager,exact", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,lazy,eager,exact", [
+    pytest.param(*c, id=c[0], marks=pytest.mark.slow if c[0] in BLOCKWISE else ()) for c in CASES])
 def test_process_scheduler(name, lazy, eager, exact, process_pool):
     _check(lazy, eager, exact, CHUNKINGS["ragged"], scheduler="processes", pool=process_pool)
 
@@ -153,8 +168,9 @@ def test_distributed_local_cluster():
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=40) as cluster, Client(cluster) as client:
-        for _, lazy, eager, exact in CASES:  # chunk corners: the threaded tests above
-            _check(lazy, eager, exact, CHUNKINGS["ragged"])
+        for name, lazy, eager, exact in CASES:  # chunk corners: the threaded tests above
+            if name not in BLOCKWISE or name == "gemm with c":
+                _check(lazy, eager, exact, CHUNKINGS["ragged"])
         g, x, params, _ = DASK_GRAPHS["pipeline"]  # a graph, block by block on the workers
         got = dd.graph(g, da.from_array(x, chunks=(1, 2, 4, 5)), *params).compute()
         assert_close(got, dml.compile_graph(g, "numpy")(x, *params), np.float32)

@@ -11,7 +11,7 @@ import pytest
 
 import dml_numba as dml
 import dml_numba.dask as dd
-from tests.test_dask import CASES, DASK_GRAPHS, B, W, X
+from tests.test_dask import BLOCKWISE, CASES, DASK_GRAPHS, B, W, X
 
 
 def _blocks_match(y):
@@ -22,7 +22,8 @@ def _blocks_match(y):
         assert block.shape == tuple(c[i] for c, i in zip(y.chunks, index)), index
 
 
-@pytest.mark.parametrize("name,lazy,eager,exact", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,lazy,eager,exact", [
+    pytest.param(*c, id=c[0], marks=pytest.mark.slow if c[0] in BLOCKWISE else ()) for c in CASES])
 def test_every_block_is_the_shape_its_chunks_say(name, lazy, eager, exact):
     _blocks_match(lazy(da.from_array(X, chunks=(1, 2, 4, 3))))
 

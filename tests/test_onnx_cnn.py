@@ -58,7 +58,7 @@ def test_networks_match_onnx_runtime_on_numpy(exports, name, fold):
     assert "BatchNormalizationOperatorDesc" not in kinds  # folded, whoever folded them
 
 
-@pytest.mark.parametrize("name", ["tiny_resnet", "unet"])
+@pytest.mark.parametrize("name", ["tiny_resnet", pytest.param("unet", marks=pytest.mark.slow)])
 def test_small_networks_on_cpu_run_fused(exports, name):
     """On the CPU, compiled and fused: every batch norm folded, every ReLU fused into the
     convolution or the residual addition before it; a batch of 2."""
