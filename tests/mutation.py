@@ -41,11 +41,21 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
     # drivers, intrinsics, launches), with the slow ones (every tile and variant of a case)
     "emitters": (["dml_numba/cpu/_emit.py", "dml_numba/cpu/_simd.py",
                   "dml_numba/cpu/lp_pooling.py", "dml_numba/cpu/convolution/*",
+                  "dml_numba/cpu/_pooling.py", "dml_numba/cpu/max_pooling.py",
+                  "dml_numba/cpu/average_pooling.py", "dml_numba/cpu/element_wise.py",
+                  "dml_numba/cpu/batch_normalization.py", "dml_numba/cpu/gemm.py",
+                  "dml_numba/cpu/join.py", "dml_numba/elements/*",
                   "dml_numba/cuda/_emit.py", "dml_numba/cuda/_planes.py",
-                  "dml_numba/cuda/lp_pooling.py", "dml_numba/cuda/convolution/*"],
+                  "dml_numba/cuda/lp_pooling.py", "dml_numba/cuda/convolution/*",
+                  "dml_numba/cuda/_pooling.py", "dml_numba/cuda/element_wise.py",
+                  "dml_numba/cuda/batch_normalization.py", "dml_numba/cuda/gemm.py",
+                  "dml_numba/cuda/join.py"],
                  ["tests/test_golden.py", "tests/unit/test_simd.py", "tests/test_kernel_corners.py",
                   "tests/ops/test_convolution_blocked.py",
                   "tests/ops/test_convolution_algorithms.py", "tests/ops/test_lp_pooling.py",
+                  "tests/ops/test_max_pooling.py", "tests/ops/test_average_pooling.py",
+                  "tests/ops/test_element_wise.py", "tests/ops/test_batch_normalization.py",
+                  "tests/ops/test_gemm.py", "tests/ops/test_join.py",
                   *(f"tests/test_graph.py::test_mode_padding_folds_into_{k}"
                     for k in ("the_blocked_convolution", "lp_pooling", "the_direct_kernel")),
                   "tests/test_tune.py::test_the_cost_model_is_the_documented_formula",
@@ -69,6 +79,11 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
     "tune": (["dml_numba/cpu/convolution/tune.py", "dml_numba/_wisdom.py",
               "dml_numba/_machine.py"],
              ["tests/test_tune.py"]),
+    # the ONNX loader: its mappings, the constant evaluation, the patterns, the views
+    "onnx": (["dml_numba/onnx.py", "dml_numba/_onnx/*"],
+             ["tests/test_onnx.py", "tests/test_onnx_cnn.py", "-m", "not cuda and not slow"]),
+    # the gradients, through PyTorch's checks
+    "grad": (["dml_numba/grad/*"], ["tests/test_torch_ops.py"]),
     # the Dask layer, on the threaded scheduler (forked schedulers hang under the tool), its
     # blocks on the vectorised device (tests/conftest.py sets it under mutation: nothing is
     # compiled again per mutant)

@@ -117,10 +117,11 @@ def test_operator_names_appear_outside_their_slices_only_in_the_api_modules():
     """Adding an operator edits no list but the public ones: in code, an operator's name (its
     slice, its functional name, its descriptor class) appears only in modules (or packages) of
     its own name and in the modules that give it a public function (``functional.py``,
-    ``dask.py``, ``torch.py``, whose custom operators' schemas name their parameters, and
-    ``onnx.py``, which maps ONNX's operators onto ours), and, as parts of other words only
-    (``start_padding``), in the window trait (``ops/_base.py``) and the graph's rules and
-    blocks (which name no operator class: tests/test_graph_rules.py)."""
+    ``dask.py``, ``torch.py``, whose custom operators' schemas name their parameters, and the
+    ONNX loader, ``onnx.py`` and ``_onnx/``, which maps ONNX's operators onto ours), and, as
+    parts of other words only (``start_padding``), in the window trait (``ops/_base.py``), the
+    pooling shape rule (``ops/_pooling.py``) and the graph's rules and blocks (which name no
+    operator class: tests/test_graph_rules.py)."""
     root = Path(dml.__file__).parent
     slices = {t.__module__.rsplit(".", 1)[1] for t in DESCRIPTOR_TYPES}
     names = slices | set(dml.functional.__all__) | {t.__name__ for t in DESCRIPTOR_TYPES}
