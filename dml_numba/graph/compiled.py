@@ -10,6 +10,7 @@ from .._api import CompiledOperator, check_allocatable, compile_operator
 from .._binding import overlaps
 from .._cache import cache, freeze
 from .._errors import ValidationError
+from .._frozen import Derived
 from .._registry import check_device_name, get_device, split_device
 from .desc import GraphDesc
 from .plan import describe, plan
@@ -30,6 +31,7 @@ class CompiledGraph:
         self._local = threading.local()
         self._cuda = split_device(device)[0] == "cuda"
         self._views = [_views(graph, step) for step in steps]
+        self._uploads = Derived()  # the device copies of frozen host inputs (CUDA)
 
     # -- what it runs -------------------------------------------------------------------------
     @property
@@ -106,7 +108,9 @@ class CompiledGraph:
 
     def _run_cuda(self, host, outs, out, kind):
         dev = get_device(self.device)  # its arrays, through the device (no backend import)
-        dev_in = [a if not isinstance(a, np.ndarray) else dev.to_device(a) for a in host]
+        # host inputs copied to the GPU; a frozen one (a model's weights) once, kept
+        dev_in = [a if not isinstance(a, np.ndarray) else self._uploads.get(a, dev.to_device)
+                  for a in host]
         results = []
         for k, o in enumerate(outs):
             o = _interop.to_host(o) if o is not None else None
