@@ -225,3 +225,21 @@ def test_views_between_operators_and_of_model_inputs():
     for y, ref in zip(m(x), s.run(None, {"x": x})):
         _close(y, ref)
     assert m.graph.reshaping_edges()  # the Flatten between Add and Gemm
+
+
+def test_an_output_that_is_a_view_is_written_into_out():
+    """A model output that is a view of a node's output (Flatten) comes back with the model's
+    sizes, and ``out=`` of those sizes is written in place."""
+    w = np.random.default_rng(7).standard_normal((2, 3, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+             helper.make_node("Flatten", ["c"], ["y"])]
+    m = compile_model(_model(nodes, [("x", [1, 3, 4, 4])], [("y", [1, 8])],
+                             [numpy_helper.from_array(w, "w")]), "numpy")
+    x = np.random.default_rng(8).standard_normal((1, 3, 4, 4)).astype(np.float32)
+    ref = dml.convolution(x, w, device="numpy").reshape(1, 8)
+    y = m(x)
+    assert y.shape == (1, 8)
+    np.testing.assert_allclose(y, ref, rtol=1e-6)
+    out = np.full((1, 8), np.nan, np.float32)
+    assert m(x, out=out) is out
+    np.testing.assert_allclose(out, ref, rtol=1e-6)
