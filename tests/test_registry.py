@@ -120,8 +120,8 @@ def test_operator_names_appear_outside_their_slices_only_in_the_api_modules():
     ``dask.py``, ``torch.py``, whose custom operators' schemas name their parameters, and the
     ONNX loader, ``onnx.py`` and ``_onnx/``, which maps ONNX's operators onto ours), and, as
     parts of other words only (``start_padding``), in the window trait (``ops/_base.py``), the
-    pooling shape rule (``ops/_pooling.py``) and the graph's rules and blocks (which name no
-    operator class: tests/test_graph_rules.py)."""
+    pooling shape rule (``ops/_pooling.py``), the window loops (``elements/__init__.py``) and
+    the graph's rules and blocks (which name no operator class: tests/test_graph_rules.py)."""
     root = Path(dml.__file__).parent
     slices = {t.__module__.rsplit(".", 1)[1] for t in DESCRIPTOR_TYPES}
     names = slices | set(dml.functional.__all__) | {t.__name__ for t in DESCRIPTOR_TYPES}
@@ -136,8 +136,8 @@ def test_operator_names_appear_outside_their_slices_only_in_the_api_modules():
             found[str(path.relative_to(root))] = sorted(hits)
     assert set(found) <= {"functional.py", "dask.py", "torch.py", "onnx.py", "graph/plan.py",
                           "graph/blocks.py", "graph/rules.py", "ops/_base.py",
-                          "ops/_pooling.py", "_onnx/nodes.py", "_onnx/load.py",
-                          "_onnx/patterns.py"}, found
+                          "ops/_pooling.py", "elements/__init__.py", "_onnx/nodes.py",
+                          "_onnx/load.py", "_onnx/patterns.py"}, found
     assert found.get("functional.py")  # the test sees names where they are
 
 
