@@ -167,3 +167,11 @@ def draw_window(draw, st, shape, steps):
         sizes.append(draw(st.integers(1, n - o)))
         strides.append(draw(st.sampled_from(steps)))
     return tuple(offs), tuple(sizes), tuple(strides)
+
+
+def every_type_on_each_device(types, sample):
+    """(device, dtype) parameters: every type on "numpy", the ``sample`` on "cpu" (each type
+    there compiles a kernel of its own: the rest with --runslow)."""
+    return [pytest.param("numpy", t, id=f"numpy-{np.dtype(t).name}") for t in types] + [
+        pytest.param("cpu", t, id=f"cpu-{np.dtype(t).name}",
+                     marks=() if t in sample else pytest.mark.slow) for t in types]

@@ -7,7 +7,7 @@ import pytest
 
 import dml_numba as dml
 from dml_numba._dims import pooled_size, pooled_size_ceil
-from tests.helpers import assert_exact, onnx_run, random_array
+from tests.helpers import assert_exact, every_type_on_each_device, onnx_run, random_array
 
 CASES = [  # shape, window, strides, start, end, dilations, ceil
     ((2, 3, 9, 10), (3, 2), (2, 3), (1, 0), (1, 1), (1, 1), False),
@@ -56,9 +56,9 @@ def test_matches_onnx_reference(device, case):
     assert_exact(y, ref)
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.uint8,
-                                   np.int16, np.uint16, np.int32, np.uint32, np.int64,
-                                   np.uint64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("device, dtype", every_type_on_each_device(
+    [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int16, np.uint16, np.int32,
+     np.uint32, np.int64, np.uint64], {np.float16, np.float32, np.int64, np.uint8}))
 def test_brute_force_every_type(device, dtype):
     x = random_array((2, 3, 6, 7), dtype)
     d = _desc(x, (3, 2), (2, 1), (1, 1), (0, 1), (1, 2))
