@@ -334,12 +334,8 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
     >>> lp_pooling(np.array([[[-1., -2.]]], np.float32), (2,), p=1, device="numpy")
     array([[[3.]]], dtype=float32)
     """
-    x0, x = x, as_array(x, "lp_pooling", "x")
-    window = _tuple(window_size)
-    if isinstance(window, tuple):
-        _batch_axis(x, len(window) + 2, "window_size", "lp_pooling")
-    args = (window_size, strides, start_padding, end_padding, dilations, p)
-    return run("lp_pooling", (x,), args, lp_pooling_desc, (x,), device, out, x0)
+    params = (window_size, strides, start_padding, end_padding, dilations, p)
+    return _pooling_call("lp_pooling", lp_pooling_desc, x, params, device, out)
 
 
 def lp_pooling_desc(x, window_size, strides=None, start_padding=None, end_padding=None,
@@ -478,6 +474,16 @@ def slice1_desc(x, offsets, sizes, strides=None):
     return Slice1OperatorDesc(inp, TensorDesc(inp.data_type, out_sizes), offsets, window, steps)
 
 
+def _pooling_call(name, make, x, params, device, out):
+    """A pooling's call: ``x`` as an array (a missing batch axis named), its ``params``
+    (``window_size`` first), its descriptor from ``make``."""
+    x0, x = x, as_array(x, name, "x")
+    window = _tuple(params[0])
+    if isinstance(window, tuple):
+        _batch_axis(x, len(window) + 2, "window_size", name)
+    return run(name, (x,), params, make, (x,), device, out, x0)
+
+
 def _pooled(owner, x, window_size, strides, start_padding, end_padding, dilations):
     """A pooling's input desc, its window fields per axis (defaults: stride 1, no padding,
     dilation 1) and its output desc through the shape rule (floor mode)."""
@@ -501,12 +507,8 @@ def max_pooling(x, window_size, strides=None, start_padding=None, end_padding=No
     >>> max_pooling(np.array([[[1., 3., 2., 0.]]], np.float32), (2,), strides=2, device="numpy")
     array([[[3., 2.]]], dtype=float32)
     """
-    x0, x = x, as_array(x, "max_pooling", "x")
-    window = _tuple(window_size)
-    if isinstance(window, tuple):
-        _batch_axis(x, len(window) + 2, "window_size", "max_pooling")
-    args = (window_size, strides, start_padding, end_padding, dilations)
-    return run("max_pooling", (x,), args, max_pooling_desc, (x,), device, out, x0)
+    params = (window_size, strides, start_padding, end_padding, dilations)
+    return _pooling_call("max_pooling", max_pooling_desc, x, params, device, out)
 
 
 def max_pooling_desc(x, window_size, strides=None, start_padding=None, end_padding=None,
@@ -528,12 +530,8 @@ def average_pooling(x, window_size, strides=None, start_padding=None, end_paddin
     ...                 device="numpy")
     array([[[1., 2.]]], dtype=float32)
     """
-    x0, x = x, as_array(x, "average_pooling", "x")
-    window = _tuple(window_size)
-    if isinstance(window, tuple):
-        _batch_axis(x, len(window) + 2, "window_size", "average_pooling")
-    args = (window_size, strides, start_padding, end_padding, dilations, include_padding)
-    return run("average_pooling", (x,), args, average_pooling_desc, (x,), device, out, x0)
+    params = (window_size, strides, start_padding, end_padding, dilations, include_padding)
+    return _pooling_call("average_pooling", average_pooling_desc, x, params, device, out)
 
 
 def average_pooling_desc(x, window_size, strides=None, start_padding=None, end_padding=None,
