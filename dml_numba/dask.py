@@ -461,15 +461,14 @@ def average_pooling(x, window_size, strides=None, start_padding=None, end_paddin
     return _pooling(x, "average_pooling", desc, device, 0 if desc.include_padding else np.nan)
 
 
-def _shape(x, shape=None):
+def _shape(x):
     """Shape and dtype only: what a descriptor builder reads (no array of that size made)."""
     from types import SimpleNamespace
 
-    shape = tuple(x.shape) if shape is None else tuple(shape)
-    return SimpleNamespace(shape=shape, ndim=len(shape), dtype=np.dtype(x.dtype))
+    return SimpleNamespace(shape=tuple(x.shape), ndim=x.ndim, dtype=np.dtype(x.dtype))
 
 
-def _lazy_operand(value, owner, field):
+def _lazy_operand(value):
     """A Dask array as it is, anything else as a NumPy array (a Dask array of one chunk)."""
     da = _da()
     if isinstance(value, da.Array):
@@ -482,7 +481,7 @@ def _element_wise(name, a, b, extra, device):
     da = _da()
     a = _as_dask(a, name, "a")
     _check_device(device)
-    b = _lazy_operand(b, name, "b").astype(a.dtype, casting="same_kind")
+    b = _lazy_operand(b).astype(a.dtype, casting="same_kind")
     first = a
     a, b = da.broadcast_arrays(a, b)
     if a.shape == first.shape:  # the first operand's chunks (regular where its are)
@@ -546,7 +545,7 @@ def gemm(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0,
     da = _da()
     a = _as_dask(a, "gemm", "a")
     _check_device(device)
-    b = _lazy_operand(b, "gemm", "b").astype(a.dtype)
+    b = _lazy_operand(b).astype(a.dtype)
     desc = F.gemm_desc(_shape(a), _shape(b), None, trans_a, trans_b, alpha, beta,
                        fused_activation)
     batch = [f"i{d}" for d in range(a.ndim - 2)]
@@ -556,7 +555,7 @@ def gemm(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0,
     b = b.rechunk(a.chunks[:-2] + (-1, -1))
     args = [a, tuple(a_ix), b, tuple(b_ix)]
     if c is not None:
-        cz = _lazy_operand(c, "gemm", "c").astype(a.dtype)
+        cz = _lazy_operand(c).astype(a.dtype)
         cz = da.broadcast_to(cz, desc.output.sizes).rechunk(
             a.chunks[:-2] + (a.chunks[a_ix.index("m")], -1))
         args += [cz, tuple(batch + ["m", "n"])]

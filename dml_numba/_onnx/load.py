@@ -188,10 +188,9 @@ class Loader(mapped.Mappings):
             fail = Fail(node, k)
             a = attributes(self.onnx, node)
             ins = [i for i in node.input if i]
-            if node.op_type == "Constant":
+            if node.op_type == "Constant":  # read before the patterns looked (__init__)
                 if "value" not in a:
                     fail("attribute", sorted(a), "expected a 'value' tensor")
-                self.consts[node.output[0]] = self.onnx.numpy_helper.to_array(a["value"])
             elif node.op_type in ("Shape", "Size") and ins and ins[0] not in self.consts:
                 self._static_shape(node, fail, a)
             elif ins and all(i in self.consts for i in ins) and node.op_type != "Identity":

@@ -230,7 +230,7 @@ class Mappings:
             out.append(size)
 
         def build():
-            inp = TensorDesc.like(SimpleShape(x))
+            inp = TensorDesc.like(x)
             outp = TensorDesc(inp.data_type, tuple(x.shape[:2]) + tuple(out))
             if kind == "max":
                 return MaxPooling2OperatorDesc(inp, outp, None, strides, k, start, end, dil)
@@ -414,7 +414,7 @@ class Mappings:
         self.shapes[node.output[0]] = self.shapes[node.input[0]]
         return True
 
-    def _gemm(self, node, fail, a, alpha=None):
+    def _gemm(self, node, fail, a):
         asrc, at = self.tensor(node.input[0], fail, "input[0]")
         bsrc, bt = self.tensor(node.input[1], fail, "input[1]")
         ta, tb = a.get("transA", 0), a.get("transB", 0)
@@ -510,10 +510,3 @@ def _broadcasts(shape, to) -> bool:
         return tuple(np.broadcast_shapes(tuple(shape), tuple(to))) == tuple(to)
     except ValueError:
         return False
-
-
-class SimpleShape:
-    """What TensorDesc.like reads of a value: its shape and dtype."""
-
-    def __init__(self, x):
-        self.shape, self.dtype = tuple(x.shape), x.dtype

@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._interop import reduce_to
 from ..ops.batch_normalization import BatchNormalizationOperatorDesc
 from . import gradient
-
-
-def _reduce(g, shape):
-    axes = tuple(i for i, (n, m) in enumerate(zip(g.shape, shape)) if m == 1 and n != 1)
-    return g.sum(axis=axes, keepdims=True).reshape(shape)
 
 
 @gradient(BatchNormalizationOperatorDesc)
@@ -22,6 +18,6 @@ def batch_normalization_backward(d, inputs, grad):
     root = np.sqrt(var + d.epsilon)
     k = scale / root
     centred = x - mean
-    return [grad * k, _reduce(-grad * k, mean.shape),
-            _reduce(grad * scale * centred * -0.5 / (root * root * root), var.shape),
-            _reduce(grad * centred / root, scale.shape), _reduce(grad, bias.shape)]
+    return [grad * k, reduce_to(-grad * k, mean.shape),
+            reduce_to(grad * scale * centred * -0.5 / (root * root * root), var.shape),
+            reduce_to(grad * centred / root, scale.shape), reduce_to(grad, bias.shape)]
