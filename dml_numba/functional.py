@@ -651,13 +651,14 @@ def gemm(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0,
     inputs = [a, b]
     if c is not None:
         c = _like(a, c, "gemm", "c")
-        if isinstance(a, np.ndarray) and isinstance(c, np.ndarray):
-            desc = gemm_desc(a, b, None, trans_a, trans_b, alpha, beta)
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and \
+                isinstance(c, np.ndarray) and a.ndim == b.ndim >= 2:  # else the desc says why
+            sizes = _gemm.output_sizes(a.shape, b.shape, _scalar(trans_a), _scalar(trans_b))
             try:
-                c = np.broadcast_to(c, desc.output_tensor.sizes)
+                c = np.broadcast_to(c, sizes)
             except ValueError:
                 Checker("gemm").fail("c.shape", tuple(c.shape), "expected a shape that "
-                                     f"broadcasts to the product's {desc.output_tensor.sizes}")
+                                     f"broadcasts to the product's {sizes}")
         inputs.append(c)
     return run("gemm", (a, b, c), (trans_a, trans_b, alpha, beta, fused_activation), gemm_desc,
                tuple(inputs), device, out, a0, (a0, b0) + ((c0,) if c0 is not None else ()))
