@@ -18,8 +18,9 @@ fit and how the choice it makes compares with the best candidate):
 * ``direct``: per output row and input channel, the row's vectors (as the kernel's own plan
   sums them: the whole row, or its interior with the edge pixels one by one, or scalar code on
   strided rows) times the taps, plus a read and write of the row; its rows shared out;
-* ``gemm``: BLAS at its own rate over the threads a product has enough work for, its column
-  matrix written and read through memory, and a call per image and group.
+* ``gemm``: BLAS at its own rate in the calling thread (:mod:`dml_numba._blas`: its own pool
+  would fight Numba's for the cores), its column matrix written and read through memory (by
+  the parallel im2col), and a call per image and group.
 """
 from __future__ import annotations
 
@@ -50,8 +51,6 @@ class Costs:
     gather: float = 1.0  # ... more where a strided last axis is split into phases (gathers)
     store: float = 1.0  # a blocked kernel's output vector (stored once, with its epilogue)
     scatter: float = 4.0  # ... a channels tile's, scattered a lane per output plane
-    blas_thread: float = 1e6  # BLAS's multiply-adds a thread in one product (fewer: fewer
-    # threads take part)
     pool: float = 2000.0  # waking the thread pool for one parallel call
     # a call's fixed cost on the host side (arguments, buffers), per algorithm
     direct_call: float = 2000.0
@@ -62,7 +61,7 @@ class Costs:
 #: fitted on the crossover grid (see the module's docstring)
 COSTS = Costs(load=0.3, plane=0.17, direct=3.5, scalar=7.1, loop=3.0, row=12.0, gemm=0.7,
               column=16.0, call=38000.0, copy=3.6, gather=5.6, store=16.0, scatter=18.0,
-              blas_thread=1700000.0, pool=350.0, direct_call=36.0, blocked_call=41000.0,
+              pool=350.0, direct_call=36.0, blocked_call=41000.0,
               gemm_call=160000.0)
 
 
@@ -92,9 +91,7 @@ def estimate(desc, algorithm: str, plan=None, host: Host | None = None, *,
         columns = 0 if pointwise else batch * geo.in_channels * geo.taps * prod(
             out[2:] if geo.forward else desc.input_tensor.sizes[2:]) * desc.group_count
         calls = batch * desc.group_count
-        # a product shares its work out over as many threads as it has enough for
-        blas = min(max(1.0, vec * host.lanes / calls / costs.blas_thread), host.threads)
-        return costs.gemm * vec / blas + costs.column * columns / host.threads \
+        return costs.gemm * vec + costs.column * columns / host.threads \
             + costs.call * calls + (costs.pool if host.threads > 1 else 0.0) + costs.gemm_call
     if algorithm == "direct":
         rows = batch * out[1] * prod(out[2:-1])

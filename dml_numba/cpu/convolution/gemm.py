@@ -1,6 +1,7 @@
-"""``algorithm="gemm"``: the work goes to BLAS (NumPy's ``matmul``), with generated kernels
-around it. FORWARD: a batched im2col (skipped for unpadded stride-1 1x1 convolutions, whose input
-already is the matrix), one ``matmul`` per image and group written straight into the output,
+"""``algorithm="gemm"``: the work goes to BLAS (NumPy's ``matmul``, in the calling thread:
+:func:`dml_numba._blas.one_thread`), with generated kernels (parallel or not) around it.
+FORWARD: a batched im2col (skipped for unpadded stride-1 1x1 convolutions, whose input already
+is the matrix), one ``matmul`` per image and group written straight into the output,
 then a fused bias + activation pass. BACKWARD: ``matmul`` of the transposed filter with the input
 gives every tap's contribution ("columns"), then col2im gathers them per output element
 (race-free) with bias and activation fused in. CONVOLUTION mode flips the filter once per call.
@@ -11,6 +12,7 @@ from contextlib import ExitStack
 
 import numpy as np
 
+from ... import _blas
 from ..._cache import KernelKey
 from ..._codegen import SourceWriter, affine, decompose, flat_index, index
 from ..._dims import prod
@@ -194,10 +196,11 @@ class GemmKernel(ConvolutionKernel):
         if self.desc.mode == ConvolutionMode.CONVOLUTION:
             w = w[(Ellipsis,) + (slice(None, None, -1),) * (x.ndim - 2)]
         w = np.ascontiguousarray(w)
-        if self.desc.direction == ConvolutionDirection.FORWARD:
-            self._forward(x, w, b, y)
-        else:
-            self._backward(x, w, b, y)
+        with _blas.one_thread():  # one thread pool at a time: Numba's around BLAS's product
+            if self.desc.direction == ConvolutionDirection.FORWARD:
+                self._forward(x, w, b, y)
+            else:
+                self._backward(x, w, b, y)
 
     def _forward(self, x, w, b, y):
         g = self.desc.group_count
