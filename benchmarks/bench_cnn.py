@@ -1,9 +1,10 @@
 """ONNX CNNs exported by PyTorch (ResNet-18, MobileNetV2 at 224 x 224, a U-Net at 256 x 256;
 random weights, eval mode, ``torch.onnx.export`` at opset 17) through ``compile_model`` on the
 "cpu" device, against ONNX Runtime's CPU provider with the same thread count, in one run
-(alternating samples, medians), once both have settled: each kernel's serial and parallel
-variants are timed against each other over its first calls (``settle`` calls, reported apart);
-and the first load-and-run of a new process with a warm kernel cache.
+(alternating blocks of calls, medians: :func:`benchmarks._harness.block_times`), once both have
+settled: each kernel's serial and parallel variants are timed against each other over its first
+calls (``settle`` calls, reported apart); and the first load-and-run of a new process with a
+warm kernel cache.
 
     python3 -m benchmarks.bench_cnn [--quick] [--batches 1 8] [--models resnet18 unet]
     python3 -m benchmarks.bench_cnn --device cuda   # on a GPU: against PyTorch (cuDNN)
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._harness import Table, machine, paired_times
+from benchmarks._harness import Table, block_times, machine, paired_times
 
 SIZES = {"resnet18": 224, "mobilenet_v2": 224, "unet": 256}
 
@@ -136,8 +137,9 @@ def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 
                 for _ in range(settle):
                     model(x)
                 early = (time.perf_counter() - t0) / settle
-                ours, theirs = paired_times(lambda: model(x), lambda: session.run(None, {"x": x}),
-                                            repeat=5 if quick else 9)
+                ours, theirs = block_times(lambda: model(x),
+                                           lambda: session.run(None, {"x": x}),
+                                           rounds=3 if quick else 5)
                 first = first_run_seconds(path, shape)
                 table.add(name, f"{n}x3x{size}x{size}", f"{ours * 1e3:.1f}",
                           f"{theirs * 1e3:.1f}", f"{theirs / ours:.2f}", f"{err:.1e}",
