@@ -1,6 +1,6 @@
 """GEMM on the CPU. Up to :data:`LOOP_MACS` multiply-adds (a classifier head): a generated loop
-nest, parallel over the output's rows, each K sum a contiguous dot product where the operands
-allow (B transposed) or row updates (B as it is), alpha, beta * C and the fused activation on
+nest, parallel over the output's rows and blocks of its columns, each K sum a contiguous dot
+product summed in vectors where the operands allow (B transposed) or row updates (B as it is), alpha, beta * C and the fused activation on
 the way out. Larger: per batch the product through BLAS (``np.dot`` inside the kernel: Numba
 calls SciPy's BLAS, with its own threads), then a serial pass for the epilogue (a parallel one
 would hand the cores from BLAS's threads to Numba's and back: milliseconds a call)."""
@@ -61,9 +61,21 @@ def emit(key) -> str:
     return w.text()
 
 
+#: the loop nest's parallel items: (batch, row, column block), the columns cut into blocks
+#: until there are this many items (a classifier at batch 1 is one row: 1,000 columns)
+ITEMS = 16
+
+
+def column_blocks(items: int, n: int) -> int:
+    """Blocks the ``n`` columns are cut into so that ``items`` (batch x rows) x blocks reaches
+    :data:`ITEMS` (no block under 16 columns)."""
+    return max(1, min(-(-ITEMS // items), n // 16))
+
+
 def emit_loops(key) -> str:
-    """The loop nest: a (parallel) loop over (batch, row); B transposed: each output a dot
-    product of two contiguous rows; else the row accumulated as K scaled rows of B (contiguous
+    """The loop nest: a (parallel) loop over (batch, row, column block). B transposed: each
+    output the dot product of two contiguous rows (``dot``: reassociated, so LLVM sums it in
+    vectors); else the block of the row accumulated as K scaled runs of B's rows (contiguous
     updates); in the accumulator type."""
     d = key.desc
     *batch, m, n = d.output_tensor.sizes
@@ -71,28 +83,49 @@ def emit_loops(key) -> str:
     k = d.k
     c = d.c_tensor is not None
     acc = accumulator(d.a_tensor.data_type).name
-    arow = (lambda kk: f"a3[g, {kk}, i]") if d.trans_a else (lambda kk: f"a3[g, i, {kk}]")
+    blocks = column_blocks(nb * m, n)
+    width = -(-n // blocks)
     w = SourceWriter()
     loop = header(w, key)
     with w.block(f"def kernel(a, b, {'c, ' if c else ''}y):"):
         _prelude(w, d, c, nb, m, n)
-        with w.block(f"for f in {loop}({nb * m}):"):
-            w(f"g = f // {m}")
-            w(f"i = f % {m}")
+        with w.block(f"for f in {loop}({nb * m * blocks}):"):
+            w(f"g = f // {m * blocks}")
+            w(f"i = f // {blocks} % {m}")
+            w(f"j0 = f % {blocks} * {width}")
+            w(f"j1 = min(j0 + {width}, {n})")
             if d.trans_b:
-                with w.block(f"for j in range({n}):"):
-                    w(f"s = numba.{acc}(0.0)")
+                if d.trans_a:  # A's row i is a column: copied once for contiguous dot products
+                    w(f"ai = np.empty({k}, np.{acc})")
                     with w.block(f"for kk in range({k}):"):
-                        w(f"s += {arow('kk')} * b3[g, j, kk]")
+                        w("ai[kk] = a3[g, kk, i]")
+                else:
+                    w("ai = a3[g, i]")
+                with w.block("for j in range(j0, j1):"):
+                    w("s = dot(ai, b3[g, j])")
                     _epilogue(w, d, "s", c, "g, i, j")
             else:
-                w(f"row = np.zeros({n}, np.{acc})")
+                arow = (lambda kk: f"a3[g, {kk}, i]") if d.trans_a else (
+                    lambda kk: f"a3[g, i, {kk}]")
+                w(f"row = np.zeros({width}, np.{acc})")
                 with w.block(f"for kk in range({k}):"):
                     w(f"t = {arow('kk')}")
-                    with w.block(f"for j in range({n}):"):
-                        w("row[j] += t * b3[g, kk, j]")
-                with w.block(f"for j in range({n}):"):
-                    _epilogue(w, d, "row[j]", c, "g, i, j")
+                    with w.block("for j in range(j0, j1):"):
+                        w("row[j - j0] += t * b3[g, kk, j]")
+                with w.block("for j in range(j0, j1):"):
+                    _epilogue(w, d, "row[j - j0]", c, "g, i, j")
+    if d.trans_b:
+        w()
+        w()
+        w("# the sum reassociated (fastmath's reassoc and contract only: no other IEEE rule "
+          "relaxed), so LLVM keeps it in vector accumulators")
+        w("@numba.njit(cache=__dml_disk_cache__, nogil=True, boundscheck=False, "
+          "error_model='numpy', fastmath={'reassoc', 'contract'})")
+        with w.block("def dot(u, v):"):
+            w(f"s = numba.{acc}(0.0)")
+            with w.block(f"for kk in range({k}):"):
+                w("s += u[kk] * v[kk]")
+            w("return s")
     return w.text()
 
 

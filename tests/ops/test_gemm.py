@@ -66,3 +66,22 @@ def test_c_of_another_shape_is_named():
                                                   r"is invalid; expected \(3, 2\)"):
         dml.GemmOperatorDesc(t(1, (3, 4)), t(1, (4, 2)), t(1, (1, 2)), t(1, (3, 2)), 0, 0, 1.0,
                              1.0)
+
+
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("m, k, n", [(1, 37, 1000), (2, 19, 33), (3, 8, 17)])
+def test_rows_cut_into_column_blocks_against_matmul(trans_a, trans_b, m, k, n):
+    """The loop nest's items are (batch, row, column block): a classifier's one row over
+    1,000 columns in 16 blocks of 63 (the last 55), uneven blocks, and a row too narrow to
+    cut (17 columns: one block); each transposition, against float64 matmul."""
+    from dml_numba.cpu.gemm import column_blocks
+
+    assert column_blocks(m, n) == {1000: 16, 33: 2, 17: 1}[n]
+    rng = np.random.default_rng(n)
+    a = random_array((k, m) if trans_a else (m, k), np.float32, rng)
+    b = random_array((n, k) if trans_b else (k, n), np.float32, rng)
+    c = random_array((n,), np.float32, rng)
+    y = dml.gemm(a, b, c, trans_a, trans_b, 1.5, 0.5, device="cpu")
+    ref = 1.5 * (a.T if trans_a else a).astype(np.float64) @ (b.T if trans_b else b) + 0.5 * c
+    assert_close(y, ref, np.float32)
