@@ -1,9 +1,10 @@
 """GEMM on the CPU. Up to :data:`LOOP_MACS` multiply-adds (a classifier head): a generated loop
 nest, parallel over the output's rows and blocks of its columns, each K sum a contiguous dot
-product summed in vectors where the operands allow (B transposed) or row updates (B as it is), alpha, beta * C and the fused activation on
-the way out. Larger: per batch the product through BLAS (``np.dot`` inside the kernel: Numba
-calls SciPy's BLAS, with its own threads), then a serial pass for the epilogue (a parallel one
-would hand the cores from BLAS's threads to Numba's and back: milliseconds a call)."""
+product summed in vectors where the operands allow (B transposed) or row updates (B as it is),
+alpha, beta * C and the fused activation on the way out. Larger: per batch the product through
+BLAS (``np.dot`` inside the kernel: Numba calls SciPy's BLAS, with its own threads), then a
+serial pass for the epilogue (a parallel one would hand the cores from BLAS's threads to
+Numba's and back: milliseconds a call)."""
 from __future__ import annotations
 
 import dataclasses
