@@ -1,6 +1,8 @@
-"""Run every benchmark and write benchmarks/RESULTS.md (the machine and command included).
+"""Run every CPU benchmark suite; ``--write`` adds the run (its date, machine and command) at
+the top of benchmarks/HISTORY.md, the logbook. benchmarks/RESULTS.md, the current figures of
+each area, is edited by hand from the runs it quotes.
 
-    python3 -m benchmarks.run_all [--quick] [--write]
+    python3 -m benchmarks.run_all [--quick] [--write] [--only bench_dispatch ...]
 """
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ from pathlib import Path
 
 from benchmarks._harness import machine
 
-MARKER = "<!-- analysis: kept when the tables above are regenerated -->"
 SUITES = ["bench_data_movement", "bench_lp_pooling", "bench_dispatch", "bench_convolution",
           "bench_threading", "bench_latency", "bench_memory", "bench_dask", "bench_graph"]
 
@@ -19,7 +20,7 @@ SUITES = ["bench_data_movement", "bench_lp_pooling", "bench_dispatch", "bench_co
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--write", action="store_true", help="write benchmarks/RESULTS.md")
+    ap.add_argument("--write", action="store_true", help="add the run to benchmarks/HISTORY.md")
     ap.add_argument("--only", nargs="*", default=SUITES)
     args = ap.parse_args(argv)
     parts = []
@@ -28,15 +29,14 @@ def main(argv=None):
         mod = importlib.import_module(f"benchmarks.{name}")
         parts.append(mod.run(quick=args.quick).markdown())
     if args.write:
-        path = Path(__file__).with_name("RESULTS.md")
-        kept = ""
-        if path.exists() and MARKER in path.read_text():
-            kept = path.read_text().split(MARKER, 1)[1]  # the hand-written analysis survives
-        cmd = "python3 -m benchmarks.run_all --write" + (" --quick" if args.quick else "")
-        head = (f"# Benchmark results\n\nMeasured {datetime.date.today()} on {machine()}.\n"
-                f"Command: `{cmd}`. Every ratio compares timings taken in the same run "
-                "(medians); the machine is shared and noisy, so read ratios, not single times.\n\n")
-        path.write_text(head + "\n".join(parts) + "\n" + MARKER + kept)
+        path = Path(__file__).with_name("HISTORY.md")
+        head, _, rest = path.read_text().partition("\n## ")
+        cmd = "python3 -m benchmarks.run_all --write" + (" --quick" if args.quick else "") + (
+            f" --only {' '.join(args.only)}" if args.only != SUITES else "")
+        run = (f"## A run of the suites ({datetime.date.today()})\n\nMachine: {machine()}. "
+               f"Command: `{cmd}`. Every ratio compares timings taken in the same run (medians); "
+               "the machine may be shared and noisy, so read ratios, not single times.\n\n")
+        path.write_text(head.rstrip("\n") + "\n\n" + run + "\n".join(parts) + "\n\n## " + rest)
 
 
 if __name__ == "__main__":

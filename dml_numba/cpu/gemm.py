@@ -2,15 +2,18 @@
 nest, parallel over the output's rows and blocks of its columns, each K sum a contiguous dot
 product summed in vectors where the operands allow (B transposed) or row updates (B as it is),
 alpha, beta * C and the fused activation on the way out. Larger: per batch the product through
-BLAS (``np.dot`` inside the kernel: Numba calls SciPy's BLAS, with its own threads), then a
-serial pass for the epilogue (a parallel one would hand the cores from BLAS's threads to
-Numba's and back: milliseconds a call)."""
+BLAS (``np.dot`` inside the kernel: Numba calls SciPy's BLAS), then the epilogue, all in the
+calling thread (:func:`dml_numba._blas.one_thread`): BLAS's pool spinning after a product
+took the cores from the parallel kernels after it (MobileNetV2's classifier at batch 8: 8.7 ms
+a call beside Numba's pool, 0.8 ms alone, and the convolutions after it slowed too)."""
 from __future__ import annotations
 
 import dataclasses
+from contextlib import nullcontext
 
 import numpy as np
 
+from .. import _blas
 from .._codegen import SourceWriter
 from .._dims import prod
 from .._dtypes import accumulator
@@ -138,10 +141,11 @@ class GemmKernel(CpuKernel):
         count = 4 if desc.c_tensor is not None else 3
         macs = desc.flops() // 2
         key = make_key(desc, options, macs, "loops" if macs <= LOOP_MACS else "main")
-        if key.kernel == "main":  # BLAS has its threads: the kernel around it runs serially
+        if key.kernel == "main":  # BLAS in the calling thread, the kernel around it serial
             key = dataclasses.replace(key, parallel=False)
         super().__init__(key, emit, [(self.acc, rank)] * count, options)
 
     def __call__(self, inputs, out):
-        run_in_accumulator(self.acc, lambda xs, y: self.fn(
-            *[np.ascontiguousarray(a) for a in xs], y), inputs, out)
+        with _blas.one_thread() if self.key.kernel == "main" else nullcontext():
+            run_in_accumulator(self.acc, lambda xs, y: self.fn(
+                *[np.ascontiguousarray(a) for a in xs], y), inputs, out)

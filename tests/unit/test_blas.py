@@ -116,3 +116,30 @@ def test_the_gemm_convolution_multiplies_in_one_thread(two_threads, monkeypatch,
     np.testing.assert_allclose(y, dml.functional.convolution(x, w, direction=direction,
                                                              device="numpy"), rtol=1e-5,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("m, expect", [(64, [{1}]), (2, [])])
+def test_the_gemm_operator_multiplies_through_blas_in_one_thread(two_threads, monkeypatch, m,
+                                                                 expect):
+    """GEMM above the loop nest's bound (64 x 512 x 300: 9.8 M multiply-adds) calls BLAS
+    inside :func:`_blas.one_thread`; the loop nest (2 rows) calls no BLAS and does not enter."""
+    from contextlib import contextmanager
+
+    from dml_numba.cpu import gemm as cpu_gemm
+
+    real, entered = _blas.one_thread, []
+
+    @contextmanager
+    def recorded():
+        with real():
+            entered.append(set(_blas.threads().values()))
+            yield
+
+    monkeypatch.setattr(cpu_gemm._blas, "one_thread", recorded)
+    rng = np.random.default_rng(m)
+    a = rng.standard_normal((m, 512)).astype(np.float32)
+    b = rng.standard_normal((512, 300)).astype(np.float32)
+    y = dml.gemm(a, b, device="cpu")
+    assert entered == expect
+    assert (a.shape[0] * 512 * 300 > cpu_gemm.LOOP_MACS) == bool(expect)
+    np.testing.assert_allclose(y, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
