@@ -4,7 +4,7 @@ Numba's default threading layer here is ``omp`` (libgomp), whose worker threads 
 while after each parallel region. On a machine where anything else runs (a second process with
 parallel kernels, Dask workers, pytest-xdist), the spinning pools take each other's cores and a
 forced-parallel call can cost a scheduler quantum (~8 ms) whatever its size. Measured
-(``benchmarks/bench_threading.py``, ``benchmarks/RESULTS.md``) over every layer and wait policy:
+(``benchmarks/bench_threading.py``, ``benchmarks/HISTORY.md``) over every layer and wait policy:
 
 * libgomp's own wait keeps the idle speed-up (the spin is what makes a 0.5 ms call 1.5x faster
   on two cores); a passive wait loses it for small kernels (each region pays the wake-up);

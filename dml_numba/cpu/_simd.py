@@ -1,7 +1,7 @@
 """Explicit SIMD for generated CPU kernels: LLVM vector types reached from Numba.
 
 LLVM does not vectorise a register-blocked convolution tile written as scalar code (a seventh of
-the speed of explicit vectors: ``benchmarks/RESULTS.md``), so the blocked
+the speed of explicit vectors: ``benchmarks/HISTORY.md``), so the blocked
 convolution kernels hold their accumulators in ``<L x float>`` values: a Numba type of our own
 (:class:`FloatVector`) whose data model is the LLVM vector, and five intrinsics over it:
 

@@ -42,3 +42,31 @@ def test_nothing_points_outside_the_repository():
     outside = "/".join(("..", "shared"))  # spelled apart, so this file does not name it
     offenders = [str(p.relative_to(ROOT)) for p in files if outside in p.read_text(errors="ignore")]
     assert not offenders
+
+
+#: numbers with a unit in the README that are settings, not measurements (each says which)
+SETTINGS = {
+    "0.1 s",  # how often the load watch reads /proc/stat
+    "2 s",  # the tuner's budget a process
+    "30%",  # the CPU share above which the profiler warns
+}
+
+
+def _figures(text: str) -> list:
+    """Every measured figure of ``text`` outside code blocks: a number or a range with a unit
+    (x, us, ms, s, %)."""
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    return re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?(?:x\b| us\b| ms\b| s\b|%)",
+                      prose)
+
+
+def test_every_figure_the_readme_quotes_is_on_the_results_page():
+    """The README quotes benchmarks/RESULTS.md, the current figures with their machine, date
+    and command: each figure it gives (a number or a range, as written) is on that page."""
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text()
+    figures = [f for f in _figures((ROOT / "README.md").read_text()) if f not in SETTINGS]
+    assert len(figures) >= 30, figures
+    missing = [f for f in figures
+               if not re.search(r"(?<![\w.])" + re.escape(re.match(r"[\d.-]+", f).group(0))
+                                + r"(?![\d])", results)]
+    assert not missing, missing

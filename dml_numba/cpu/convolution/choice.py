@@ -3,7 +3,7 @@ the algorithm the cost model (:mod:`.cost`) expects to run ``desc`` fastest on t
 those that can (``blocked`` where the planner has a tile for it, ``direct`` and ``gemm``
 always). The model reads the host's vector width and thread count, so the choice moves with
 them on machines nobody measured; its constants were fitted to the crossover grid in
-``benchmarks/RESULTS.md`` ("The static choice from the cost model")."""
+``benchmarks/HISTORY.md`` ("The static choice from the cost model")."""
 from __future__ import annotations
 
 from .._emit import Host

@@ -5,7 +5,7 @@ host's vector width and thread count. It makes the static choice (``DML_NUMBA_TU
 candidates; measurement decides where the tuner runs.
 
 What each kernel costs (the constants, :data:`COSTS`, were fitted to every candidate's time on
-the crossover grid by ``python3 -m benchmarks.fit_cost``; ``benchmarks/RESULTS.md`` gives the
+the crossover grid by ``python3 -m benchmarks.fit_cost``; ``benchmarks/HISTORY.md`` gives the
 fit and how the choice it makes compares with the best candidate):
 
 * the work is a descriptor's multiply-adds over the host's lanes, shared out over the threads

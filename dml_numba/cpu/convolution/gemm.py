@@ -144,9 +144,9 @@ def emit_epilogue(key) -> str:
 
 class GemmKernel(ConvolutionKernel):
     """BLAS with the generated helpers around it (:meth:`run` drives them; their keys are its
-    :meth:`compiled_keys`); the helpers are serial unless forced: BLAS
-    runs on every core between them, and two thread pools handing the cores back and forth
-    cost more than the helpers gain (``benchmarks/RESULTS.md``)."""
+    :meth:`compiled_keys`); the helpers are serial unless forced (``parallel=True``), BLAS
+    runs in the calling thread (:mod:`dml_numba._blas`): two thread pools handing the cores
+    back and forth cost more than either gains (``benchmarks/HISTORY.md``)."""
 
     algorithm = "gemm"
 

@@ -1,6 +1,6 @@
 """The blocked kernels' plan (the tile the planner chooses for a host) and the layout their
 emitters read off a key. Measured reasons for the planner's numbers are in
-``benchmarks/RESULTS.md`` ("Convolution: the blocked kernels' tile choices")."""
+``benchmarks/HISTORY.md`` ("Convolution: the measurements behind the kernels' choices")."""
 from __future__ import annotations
 
 import dataclasses
