@@ -51,7 +51,7 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
                   "dml_numba/cuda/batch_normalization.py", "dml_numba/cuda/gemm.py",
                   "dml_numba/cuda/join.py"],
                  ["tests/test_golden.py", "tests/unit/test_simd.py", "tests/test_kernel_corners.py",
-                  "tests/ops/test_convolution_blocked.py",
+                  "tests/ops/test_convolution_blocked.py", "tests/unit/test_blocked_plan.py",
                   "tests/ops/test_convolution_algorithms.py", "tests/ops/test_lp_pooling.py",
                   "tests/ops/test_max_pooling.py", "tests/ops/test_average_pooling.py",
                   "tests/ops/test_element_wise.py", "tests/ops/test_batch_normalization.py",

@@ -47,7 +47,8 @@ CASES = {
 }
 
 
-ACTIVATIONS = {  # formulas of the two activations used above (all of them: test_activations)
+# formulas of the two activations used above (all of them: tests/ops/test_activation.py)
+ACTIVATIONS = {
     dml.ActivationLeakyReluOperatorDesc: lambda v: np.where(v < 0, 0.3 * v, v),
     dml.ActivationReluOperatorDesc: lambda v: np.maximum(v, 0.0),
 }

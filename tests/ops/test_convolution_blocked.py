@@ -12,7 +12,6 @@ import dml_numba as dml
 from dml_numba.cpu import convolution as cpu_conv
 from dml_numba.cpu._emit import Host
 from dml_numba.cpu.convolution.blocked import plan as planner
-from dml_numba.ops.convolution import geometry
 from tests.cases import CV, catalogue, compare, conv_case
 from tests.helpers import sampled
 
@@ -265,110 +264,16 @@ def test_channels_tiles_in_the_parallel_loop_and_in_float16():
     compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))
 
 
-def test_channels_planner():
-    """Pixels fill the registers left, the count that wastes the fewest pixels in the upper
-    half of the range (ties to the larger): 56-pixel rows of 3 taps take 8 pixels with two
-    vectors of 16 channels (12 fit, 8 divides 56) and 28 with one; 28-pixel rows at stride 2,
-    7 with two. Lanes halve until they divide a group's channels; None for BACKWARD, float64,
-    and a group's channels that 4 does not divide."""
-    def case(cout, hw=56, s=1, k=3, g=1, cin=8, direction=0, dtype=np.float32):
-        ws = (cout, cin // g, k, k) if direction == 0 else (cin, cout // g, k, k)
-        return conv_case((1, cin, hw, hw), ws, (s, s), (1, 1), (1, 1), (1, 1), g, direction,
-                         dtype=dtype)[0]
-
-    def plan(desc, host=None, **kw):
-        p = planner.channel_plan(desc, host or Host(16, 2), **kw)
-        return p and (p.lanes, p.vectors, p.pixels)
-
-    assert plan(case(64)) == (16, 2, 8)
-    assert plan(case(64), vectors=1) == (16, 1, 28)
-    assert plan(case(128, s=2)) == (16, 2, 7)
-    assert plan(case(48)) == (16, 1, 28)        # 48 = 3 vectors: no pairs
-    assert plan(case(24, g=2, cin=8)) == (4, 1, 28)  # 12 a group: 4 lanes
-    assert plan(case(64), Host(8, 2)) == (8, 2, 4)  # 16 registers: 6 weights, 8 accumulators
-    # 7 weights leave 8 accumulators; 4 divides the 52-pixel rows
-    assert plan(case(64, k=7), Host(8, 2)) == (8, 1, 4)
-    assert plan(case(8, hw=2)) == (8, 1, 2)  # rows of 2 pixels
-    assert plan(case(6)) is None and plan(case(64, direction=1)) is None
-    assert plan(case(64, dtype=np.float64)) is None
-    assert plan(case(48), vectors=2) is None  # 48 channels are no pairs of 16
-    # the range and the waste: 25-pixel rows take 9 (27 computed) of 6-12, not 5 (below half
-    # the room); 13-pixel rows 7 (14), not 13 (more than the room); one pixel, one
-    assert plan(case(32, hw=25)) == (16, 2, 9) and plan(case(32, hw=13)) == (16, 2, 7)
-    assert plan(case(32, hw=1)) == (16, 2, 1)
-    # two vectors while a row's weights leave room for 4 pixels: 12 taps on 32 registers
-    # (31 - 24 = 7) and 4 on 16 (15 - 8 = 7) take one
-    assert plan(case(32, k=12, hw=20)) == (16, 1, 11) and plan(case(16, k=4), Host(8, 2))[1] == 1
-
-
-def test_the_tile_is_the_cost_models_pick_for_the_host_given():
-    """``blocked_plan`` plans both tiles for the host passed (not this machine) and takes the
-    one the constants given price lower: a scatter priced out, the pixels tile."""
-    import dataclasses
-
-    from dml_numba.cpu.convolution.cost import COSTS
-
-    dense = conv_case((8, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)[0]
-    for host in (Host(16, 2), Host(8, 2), Host(4, 1)):
-        plan = cpu_conv.blocked_plan(dense, host)
-        assert plan.lanes == host.lanes and plan.pixels
-        dear = dataclasses.replace(COSTS, scatter=1e6)
-        assert cpu_conv.blocked_plan(dense, host, dear) == planner.block_plan(dense, host)
-
-
-def test_the_dense_layers_static_tile_is_the_channels_tile():
-    """The cost model's pick between the planner's two tiles for the benchmark set's dense and
-    strided 3x3 layers on a 16-lane, two-thread host: the channels tile (measured on the Intel
-    Xeon: 1.03-1.18x PyTorch against 0.88-0.94x for the pixels tile)."""
-    dense = conv_case((8, 64, 56, 56), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)[0]
-    strided = conv_case((8, 64, 56, 56), (128, 64, 3, 3), (2, 2), (1, 1), (1, 1), (1, 1), 1)[0]
-    for desc in (dense, strided):
-        assert cpu_conv.blocked_plan(desc, Host(16, 2)).pixels
-
-
-def test_tile_rows_divide_the_height_where_they_can():
-    """Row blocks from half the room to the room: the fewest rows computed twice by the
-    overlapping last block, ties to the taller tile; never more than the height or the room."""
-    rows = planner.tile_rows
-    assert [rows(h, 4) for h in (56, 28, 14, 7, 9, 3, 1)] == [4, 4, 2, 4, 3, 3, 1]
-    assert [rows(h, 3) for h in (28, 11, 2)] == [2, 3, 2]
-    assert rows(14, 6) == 5 and rows(100, 1) == 1
-    for h in range(1, 40):
-        for room in range(1, 9):
-            assert 1 <= rows(h, room) <= min(h, room)
-
-
-def test_depthwise_planner_takes_rows_and_vectors_within_the_unroll_bound():
-    """Four rows share each loaded vector; a 1-D row takes several vectors; a window too large
-    to unroll on one row block falls back to the dense tile (one channel a block)."""
-    plan = cpu_conv.block_plan(conv_case(*DEPTHWISE["2d-3x3"])[0], lanes=8, budget=24)
-    assert (plan.rows, plan.vectors, plan.depthwise) == (4, 2, True)
-    plan = cpu_conv.block_plan(conv_case(*DEPTHWISE["1d"])[0], lanes=8)
-    assert (plan.rows, plan.vectors) == (1, 4)
-    big = conv_case((1, 2, 8, 9, 20), (2, 1, 7, 7, 7), (1, 1, 1), (1, 1, 1), (3, 3, 3), (3, 3, 3), 2)[0]
-    plan = cpu_conv.block_plan(big, lanes=8)
-    assert not plan.depthwise and plan.mb == 1
-    plan = cpu_conv.block_plan(conv_case((1, 2, 9, 20), (2, 1, 9, 9), (1, 1), (1, 1), (4, 4), (4, 4), 2)[0],
-                               lanes=8)
-    assert plan.depthwise and plan.rows * plan.vectors * 81 <= planner.DEPTHWISE_UNROLL
-
-
-@pytest.mark.parametrize("k, expected", [
-    # (window, (rows, vectors)) of an 8-channel depthwise convolution over 32 x 64 outputs,
-    # 16 lanes, 28 accumulators, worked by hand: rows = min(4, height, budget) = 4, vectors =
-    # min(28 // (3 * 4), 64 // 16) = 2; then rows drop while taps x rows x vectors exceed the
-    # unroll bound of 256, and vectors are cut to 256 // (taps x rows)
-    (3, (4, 2)),  # 9 x 4 x 2 = 72
-    (7, (2, 2)),  # 49 x 4 x 2 = 392, x 3 x 2 = 294, x 2 x 2 = 196 (ConvNeXt's window)
-    (11, (1, 2)),  # 121 x 1 x 2 = 242: one row, two vectors
-    (13, (1, 1)),  # 169: one row, 256 // 169 = 1 vector
-])
-def test_depthwise_planner_rows_and_vectors_by_window(k, expected):
-    desc = conv_case((1, 8, 32, 64), (8, 1, k, k), (1, 1), (1, 1), (k // 2,) * 2, (k // 2,) * 2,
-                     8)[0]
-    plan = cpu_conv.block_plan(desc, lanes=16, budget=28)
-    assert plan.depthwise and (plan.rows, plan.vectors) == expected
-    assert type(plan.rows) is int and type(plan.vectors) is int  # sizes in the source
+def test_transposed_stride2_tiles_hold_both_phases_where_they_match():
+    """Stride 2 with an even output width: both last-axis phases in one tile, stored
+    interleaved (the plan's phases); an odd width or another stride: a phase a tile."""
+    phases = {name: cpu_conv.block_plan(conv_case(*args)[0], lanes=8).phases
+              for name, args in TRANSPOSED.items()}
+    assert phases == {"2d-stride2": 2, "2d-stride3-dil-outpad": 1, "2d-stride1": 1,
+                      "2d-stride2-odd": 1, "2d-stride2-leaky": 2, "1d": 2, "3d": 2}
+    kernel = blocked_kernel(conv_case(*TRANSPOSED["2d-stride2"])[0], 8, 12, parallel=False)
+    assert kernel.key.plan.phases == 2 and "vinterleave(" in kernel.source
+    assert "vscatter(" not in kernel.source.split("def tile")[1]
 
 
 @pytest.mark.parametrize("parallel", [True, False])
@@ -396,18 +301,6 @@ def test_a_3d_flattened_tile_with_an_activation_pass():
     y = np.empty(desc.output_tensor.sizes, F32)
     kernel(list(inputs), y)
     np.testing.assert_allclose(y, leaky(desc, brute_force(desc, *inputs)), rtol=1e-4, atol=1e-4)
-
-
-def test_transposed_stride2_tiles_hold_both_phases_where_they_match():
-    """Stride 2 with an even output width: both last-axis phases in one tile, stored
-    interleaved (the plan's phases); an odd width or another stride: a phase a tile."""
-    phases = {name: cpu_conv.block_plan(conv_case(*args)[0], lanes=8).phases
-              for name, args in TRANSPOSED.items()}
-    assert phases == {"2d-stride2": 2, "2d-stride3-dil-outpad": 1, "2d-stride1": 1,
-                      "2d-stride2-odd": 1, "2d-stride2-leaky": 2, "1d": 2, "3d": 2}
-    kernel = blocked_kernel(conv_case(*TRANSPOSED["2d-stride2"])[0], 8, 12, parallel=False)
-    assert kernel.key.plan.phases == 2 and "vinterleave(" in kernel.source
-    assert "vscatter(" not in kernel.source.split("def tile")[1]
 
 
 @pytest.mark.parametrize("name", [k for k in SHAPES if k not in ("1x1-unpadded", "no-padding-exact")])
@@ -456,64 +349,6 @@ def test_flattened_tiles_agree_with_brute_force(name, lanes, staged):
     y = np.full(desc.output_tensor.sizes, np.nan, F32)
     kernel(list(inputs), y)
     np.testing.assert_allclose(y, leaky(desc, brute_force(desc, *inputs)), rtol=1e-4, atol=1e-4)
-
-
-def test_flattened_tiles_where_they_save_positions():
-    """56-pixel rows in 16 lanes: flattened (3,264 positions against 3,584); 28-pixel rows:
-    whole rows (896 either way), as 12-pixel rows in 8 lanes (192 either way); strided: never."""
-    def plan(hw, s=1, lanes=16):
-        return cpu_conv.block_plan(conv_case((1, 8, hw, hw), (8, 8, 3, 3), (s, s), (1, 1), (1, 1),
-                                             (1, 1), 1)[0], lanes=lanes, budget=16)
-
-    assert plan(56).flat and (plan(56).rows, plan(56).vectors) == (1, 4)
-    assert not plan(28).flat and plan(28).rows == 4
-    assert not plan(56, s=2).flat
-    assert not plan(12, lanes=16).flat and plan(12, lanes=16).lanes == 8
-
-
-def test_staged_padding_rule():
-    """Staged where every thread gets four (image, group) pairs and a group's padded planes fit
-    in 1 MiB; the whole input padded first otherwise; never where nothing is padded."""
-    def plan(n, c, g, hw, pad=1):
-        return cpu_conv.block_plan(conv_case((n, c, hw, hw), (c, c // g, 3, 3), (1, 1), (1, 1),
-                                             (pad, pad), (pad, pad), g)[0], Host(16, 2))
-
-    assert plan(8, 256, 8, 28).staged            # 64 pairs, 115 KB a group
-    assert plan(8, 64, 1, 56).staged             # 8 pairs, 861 KB a group
-    assert not plan(4, 64, 1, 56).staged         # 4 pairs for 2 threads
-    assert not plan(8, 128, 1, 56).staged        # 1.7 MB a group
-    assert not plan(8, 256, 8, 28, pad=0).staged  # read in place
-
-
-def test_transposed_phases_cover_every_tap_once():
-    """Each tap reaches exactly one residue class per axis; a stride larger than the kernel
-    leaves phases with no tap (those outputs are the bias alone)."""
-    desc, _ = conv_case(*TRANSPOSED["2d-stride3-dil-outpad"])
-    phases = geometry(desc).transposed_phases()
-    for axis, k_n in zip(phases, desc.filter_tensor.sizes[2:]):
-        assert sorted(k for taps in axis for k, _ in taps) == list(range(k_n))
-    assert () in phases[0]
-
-
-def test_the_planner_covers_remainders_and_several_vectors():
-    """The cases above include a channel block with a remainder (6 = 4 + 2), rows not a
-    multiple of the row block, rows narrower than the widest vector, and several vectors."""
-    plans = {name: cpu_conv.block_plan(conv_case(*args)[0], lanes=8, budget=12)
-             for name, args in SHAPES.items()}
-    assert plans["2d-tails"].mb == 4 and 6 % plans["2d-tails"].mb
-    strided = conv_case(*SHAPES["2d-groups-rowstride-dil"])[0]
-    plan = plans["2d-groups-rowstride-dil"]
-    assert not plan.flat and strided.output_tensor.sizes[-2] % plan.rows  # overlapping block
-    assert strided.output_tensor.sizes[-1] % plan.lanes  # overlapping vector
-    assert plans["2d-asym-pad-convmode"].flat  # 18-pixel rows in 8 lanes: flattened
-    assert plans["1d"].rows == 1 and plans["1d"].vectors > 1
-    assert cpu_conv.block_plan(conv_case(*SHAPES["1x1-unpadded"])[0], lanes=16).lanes == 16
-    # one tap: 8 channels share a loaded vector (12 = 8 + a block of 4), never more than budget
-    pointwise = cpu_conv.pointwise_as_1d(conv_case(*SHAPES["1x1-unpadded"])[0])
-    assert cpu_conv.block_plan(pointwise, lanes=8, budget=12).mb == 8
-    assert cpu_conv.block_plan(pointwise, lanes=8, budget=4).mb == 4
-    assert cpu_conv.block_plan(conv_case((1, 1, 3, 6), (4, 1, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1)[0],
-                               lanes=16).lanes == 4
 
 
 @pytest.mark.parametrize("parallel", [True, False])

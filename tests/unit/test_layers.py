@@ -126,3 +126,46 @@ def test_an_import_outside_the_row_is_found():
     assert _imports_of("from .. import _blas, ops\n", graph) == {"_blas", "ops"}
     assert _imports_of("from . import rules\n", graph) == {"graph"}
     assert "cpu" not in _imports(PACKAGE / "graph" / "plan.py")
+
+
+def _test_rows() -> list:
+    """``(patterns, test files)`` of each row of tests/README.md's table."""
+    text = (ROOT / "tests" / "README.md").read_text()
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("| `dml_numba/"):
+            continue
+        module_cell, tests_cell = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        folder, patterns = "", []
+        for token in re.findall(r"`([^`]+)`", module_cell):
+            if token.startswith("dml_numba/"):
+                folder = token.rsplit("/", 1)[0] + "/" if not token.endswith("/") else (
+                    token.rsplit("/", 2)[0] + "/")
+                patterns.append(token)
+            else:
+                patterns.append(folder + token)
+        rows.append((patterns, re.findall(r"`(tests/[^`]+)`", tests_cell)))
+    return rows
+
+
+OPERATORS = sorted(p.stem for p in (PACKAGE / "ops").iterdir()
+                   if not p.name.startswith("_") and (p.suffix == ".py" or p.is_dir()))
+
+
+def _expand(path: str) -> list:
+    return [path.replace("<op>", op) for op in OPERATORS] if "<op>" in path else [path]
+
+
+def test_every_module_has_tests_named_and_every_test_file_is_named():
+    """tests/README.md: every module of the package falls under a row, every test file a row
+    names exists (``<op>``: each operator's), and every test file of the suite is named by a
+    row, so a reader finds a module's tests from its path."""
+    rows = _test_rows()
+    assert len(rows) >= 20
+    unnamed = [m.relative_to(ROOT).as_posix() for m in MODULES
+               if not any(_specificity(p, m) is not None for ps, _ in rows for p in ps)]
+    assert not unnamed, unnamed
+    named = {path for _, tests in rows for t in tests for path in _expand(t)}
+    assert not {p for p in named if not (ROOT / p).is_file()}
+    files = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("test_*.py")}
+    assert not files - named, sorted(files - named)
