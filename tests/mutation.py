@@ -72,7 +72,7 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
                "tests/test_cache_paths.py", "tests/test_cache.py",
                "-k", "not new_process and not racing"]),
     # the functional layer's argument forms and memo
-    "functional": (["dml_numba/functional.py"],
+    "functional": (["dml_numba/functional/*"],
                    ["tests/test_functional_parameters.py", "tests/ops/test_seeds.py",
                     "tests/test_interop.py", "-m", "not cuda", "-k", "not dask"]),
     # the tuner and its wisdom: a fake clock and fake kernels, and one real tuning
