@@ -87,7 +87,7 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
     # the Dask layer, on the threaded scheduler (forked schedulers hang under the tool), its
     # blocks on the vectorised device (tests/conftest.py sets it under mutation: nothing is
     # compiled again per mutant)
-    "dask": (["dml_numba/dask.py"],
+    "dask": (["dml_numba/dask/*"],
              ["tests/test_dask.py", "tests/test_dask_parts.py", "tests/test_kernel_corners.py",
               "-m", "not cuda",
               "-k", "dask and not process and not distributed and not cluster and not zarr"]),
