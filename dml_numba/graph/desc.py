@@ -171,106 +171,13 @@ class GraphDesc:
 
     # -- validation ---------------------------------------------------------------------------
     def _check_edges(self, c: Checker) -> None:
-        n_nodes = len(self.nodes)
-        fed: dict = {}  # (node, input) -> edge label
-
-        def node_ref(field, edge, attr):
-            k = getattr(edge, attr)
-            if k >= n_nodes:
-                c.fail(f"{field}.{attr}", k, f"expected a node index below {n_nodes} (the number "
-                                             "of nodes)")
-            return k
-
-        def input_slot(field, edge, node):
-            slots = self.node_inputs(node)
-            k = edge.to_node_input_index
-            if k >= len(slots):
-                c.fail(f"{field}.to_node_input_index", k,
-                       f"expected an input index below {len(slots)} (the inputs of "
-                       f"{self.node_label(node)}, {type(self.nodes[node].operator).__name__}: "
-                       f"{', '.join(f for f, _ in slots)})")
-            fname, t = slots[k]
-            if t is None:
-                c.fail(f"{field}.to_node_input_index", k,
-                       f"{self.node_label(node)}'s {fname} is absent from its operator; expected "
-                       "no edge to it")
-            if (node, k) in fed:
-                c.fail(f"{field}.to_node_input_index", k,
-                       f"{self.node_label(node)}'s {fname} is already fed by {fed[(node, k)]}; "
-                       "expected exactly one edge to each node input")
-            fed[(node, k)] = field
-            return fname, t
-
-        def output_slot(field, edge, node):
-            if edge.from_node_output_index != 0:
-                c.fail(f"{field}.from_node_output_index", edge.from_node_output_index,
-                       f"expected 0 ({self.node_label(node)} has one output)")
-            return self.nodes[node].operator.output
-
-        def same(field, t, ref, ref_what):
-            if t.data_type != ref.data_type or t.sizes != ref.sizes:
-                c.fail(field, f"{t.data_type.name} {t.sizes}",
-                       f"expected {ref.data_type.name} {ref.sizes}, {ref_what}")
-
-        graph_inputs: dict = {}
-        for k, e in enumerate(self.input_edges):
-            field = _where("input_edges", k, e)
-            if e.graph_input_index >= self.input_count:
-                c.fail(f"{field}.graph_input_index", e.graph_input_index,
-                       f"expected an index below input_count ({self.input_count})")
-            node = node_ref(field, e, "to_node_index")
-            fname, t = input_slot(field, e, node)
-            if e.graph_input_index in graph_inputs:
-                ref, what = graph_inputs[e.graph_input_index]
-                same(f"{field} ({self.node_label(node)}.{fname})", t, ref,
-                     f"the tensor graph input {e.graph_input_index} is to {what}")
-            else:
-                graph_inputs[e.graph_input_index] = (t, f"{self.node_label(node)}.{fname}")
-        for g in range(self.input_count):
-            if g not in graph_inputs:
-                c.fail("input_edges", f"graph input {g}", "expected an input edge from every "
-                                                          "graph input (it feeds no node)")
-        consumers = {k: [] for k in range(n_nodes)}
-        used = set()
-        for k, e in enumerate(self.intermediate_edges):
-            field = _where("intermediate_edges", k, e)
-            src = node_ref(field, e, "from_node_index")
-            dst = node_ref(field, e, "to_node_index")
-            out = output_slot(field, e, src)
-            fname, t = input_slot(field, e, dst)
-            if not reshapes(out, t):
-                same(f"{field} ({self.node_label(dst)}.{fname})", t, out,
-                     f"the output tensor of {self.node_label(src)} (or its element count, "
-                     "both packed: a view with other sizes)")
-            consumers[src].append(dst)
-            used.add(src)
-        produced: dict = {}
-        for k, e in enumerate(self.output_edges):
-            field = _where("output_edges", k, e)
-            if e.graph_output_index >= self.output_count:
-                c.fail(f"{field}.graph_output_index", e.graph_output_index,
-                       f"expected an index below output_count ({self.output_count})")
-            src = node_ref(field, e, "from_node_index")
-            output_slot(field, e, src)
-            if e.graph_output_index in produced:
-                c.fail(f"{field}.graph_output_index", e.graph_output_index,
-                       f"graph output {e.graph_output_index} is already produced by "
-                       f"{produced[e.graph_output_index]}; expected exactly one edge to each "
-                       "graph output")
-            produced[e.graph_output_index] = field
-            used.add(src)
-        for g in range(self.output_count):
-            if g not in produced:
-                c.fail("output_edges", f"graph output {g}", "expected an output edge to every "
-                                                            "graph output (nothing produces it)")
-        for k in range(n_nodes):
-            for i, (fname, t) in enumerate(self.node_inputs(k)):
-                if t is not None and (k, i) not in fed:
-                    c.fail(f"{self.node_label(k)}.{fname}", "unconnected",
-                           "expected an input or intermediate edge to every present node input")
-            if k not in used:
-                c.fail(f"{self.node_label(k)}.output", "unconnected",
-                       "expected an intermediate or output edge from every node output")
+        """Every edge names real nodes and slots, feeds each present node input and graph
+        output exactly once, with the tensor its source has; then the order (no cycle)."""
+        edges = _Edges(self, c)
+        edges.inputs()
+        consumers, used = edges.intermediates()
+        used |= edges.outputs()
+        edges.connected(used)
         object.__setattr__(self, "_order", self._toposort(c, consumers))
         firsts: tuple = ({}, {})  # graph input / output index -> its first edge
         for e in self.input_edges:
@@ -314,3 +221,130 @@ def reshapes(out, t) -> bool:
     reads the same elements in the same order)."""
     return (out.sizes != t.sizes and out.data_type == t.data_type and out.strides is None
             and t.strides is None and out.element_count == t.element_count)
+
+
+class _Edges:
+    """The edge checks of one graph (:meth:`GraphDesc._check_edges`), sharing the node inputs
+    fed so far."""
+
+    def __init__(self, graph: GraphDesc, c: Checker):
+        self.g, self.c = graph, c
+        self.fed: dict = {}  # (node, input) -> the label of the edge feeding it
+
+    def node_ref(self, field, edge, attr) -> int:
+        k, n_nodes = getattr(edge, attr), len(self.g.nodes)
+        if k >= n_nodes:
+            self.c.fail(f"{field}.{attr}", k, f"expected a node index below {n_nodes} (the "
+                                              "number of nodes)")
+        return k
+
+    def input_slot(self, field, edge, node):
+        g, c = self.g, self.c
+        slots = g.node_inputs(node)
+        k = edge.to_node_input_index
+        if k >= len(slots):
+            c.fail(f"{field}.to_node_input_index", k,
+                   f"expected an input index below {len(slots)} (the inputs of "
+                   f"{g.node_label(node)}, {type(g.nodes[node].operator).__name__}: "
+                   f"{', '.join(f for f, _ in slots)})")
+        fname, t = slots[k]
+        if t is None:
+            c.fail(f"{field}.to_node_input_index", k,
+                   f"{g.node_label(node)}'s {fname} is absent from its operator; expected "
+                   "no edge to it")
+        if (node, k) in self.fed:
+            c.fail(f"{field}.to_node_input_index", k,
+                   f"{g.node_label(node)}'s {fname} is already fed by {self.fed[(node, k)]}; "
+                   "expected exactly one edge to each node input")
+        self.fed[(node, k)] = field
+        return fname, t
+
+    def output_slot(self, field, edge, node):
+        if edge.from_node_output_index != 0:
+            self.c.fail(f"{field}.from_node_output_index", edge.from_node_output_index,
+                        f"expected 0 ({self.g.node_label(node)} has one output)")
+        return self.g.nodes[node].operator.output
+
+    def same(self, field, t, ref, ref_what) -> None:
+        if t.data_type != ref.data_type or t.sizes != ref.sizes:
+            self.c.fail(field, f"{t.data_type.name} {t.sizes}",
+                        f"expected {ref.data_type.name} {ref.sizes}, {ref_what}")
+
+    def inputs(self) -> None:
+        """Input edges: a graph input below input_count, every one used, one tensor each."""
+        g, c = self.g, self.c
+        seen: dict = {}
+        for k, e in enumerate(g.input_edges):
+            field = _where("input_edges", k, e)
+            if e.graph_input_index >= g.input_count:
+                c.fail(f"{field}.graph_input_index", e.graph_input_index,
+                       f"expected an index below input_count ({g.input_count})")
+            node = self.node_ref(field, e, "to_node_index")
+            fname, t = self.input_slot(field, e, node)
+            if e.graph_input_index in seen:
+                ref, what = seen[e.graph_input_index]
+                self.same(f"{field} ({g.node_label(node)}.{fname})", t, ref,
+                          f"the tensor graph input {e.graph_input_index} is to {what}")
+            else:
+                seen[e.graph_input_index] = (t, f"{g.node_label(node)}.{fname}")
+        for i in range(g.input_count):
+            if i not in seen:
+                c.fail("input_edges", f"graph input {i}", "expected an input edge from every "
+                                                          "graph input (it feeds no node)")
+
+    def intermediates(self) -> tuple[dict, set]:
+        """Intermediate edges, each the producer's tensor (or a packed view of it); returns
+        each node's consumers and the nodes whose output is read."""
+        g = self.g
+        consumers = {k: [] for k in range(len(g.nodes))}
+        used = set()
+        for k, e in enumerate(g.intermediate_edges):
+            field = _where("intermediate_edges", k, e)
+            src = self.node_ref(field, e, "from_node_index")
+            dst = self.node_ref(field, e, "to_node_index")
+            out = self.output_slot(field, e, src)
+            fname, t = self.input_slot(field, e, dst)
+            if not reshapes(out, t):
+                self.same(f"{field} ({g.node_label(dst)}.{fname})", t, out,
+                          f"the output tensor of {g.node_label(src)} (or its element count, "
+                          "both packed: a view with other sizes)")
+            consumers[src].append(dst)
+            used.add(src)
+        return consumers, used
+
+    def outputs(self) -> set:
+        """Output edges: each graph output produced exactly once; returns the producers."""
+        g, c = self.g, self.c
+        produced: dict = {}
+        used = set()
+        for k, e in enumerate(g.output_edges):
+            field = _where("output_edges", k, e)
+            if e.graph_output_index >= g.output_count:
+                c.fail(f"{field}.graph_output_index", e.graph_output_index,
+                       f"expected an index below output_count ({g.output_count})")
+            src = self.node_ref(field, e, "from_node_index")
+            self.output_slot(field, e, src)
+            if e.graph_output_index in produced:
+                c.fail(f"{field}.graph_output_index", e.graph_output_index,
+                       f"graph output {e.graph_output_index} is already produced by "
+                       f"{produced[e.graph_output_index]}; expected exactly one edge to each "
+                       "graph output")
+            produced[e.graph_output_index] = field
+            used.add(src)
+        for i in range(g.output_count):
+            if i not in produced:
+                c.fail("output_edges", f"graph output {i}", "expected an output edge to every "
+                                                            "graph output (nothing produces it)")
+        return used
+
+    def connected(self, used: set) -> None:
+        """Every present node input fed, every node output read."""
+        g, c = self.g, self.c
+        for k in range(len(g.nodes)):
+            for i, (fname, t) in enumerate(g.node_inputs(k)):
+                if t is not None and (k, i) not in self.fed:
+                    c.fail(f"{g.node_label(k)}.{fname}", "unconnected",
+                           "expected an input or intermediate edge to every present node input")
+            if k not in used:
+                c.fail(f"{g.node_label(k)}.output", "unconnected",
+                       "expected an intermediate or output edge from every node output")
