@@ -145,9 +145,8 @@ def emit(key) -> str:
     plan = tile_plan(d)
     grid = gemm_grid(d, plan)
     nd = d.input_tensor.rank - 2
-    forward = d.direction == ConvolutionDirection.FORWARD
     g, cg = d.group_count, geometry(d).in_channels
-    isz, osz, ksz = d.input_tensor.sizes[2:], d.output_tensor.sizes[2:], d.filter_tensor.sizes[2:]
+    osz, ksz = d.output_tensor.sizes[2:], d.filter_tensor.sizes[2:]
     pixels, reduction, tiles_m, tiles_p = grid.pixels, grid.reduction, grid.tiles_m, grid.tiles_p
     acc = accumulator(d.input_tensor.data_type).name
     load = half_load(d.input_tensor.data_type)
@@ -163,36 +162,11 @@ def emit(key) -> str:
         decompose(w, "tile", ["g", "tm", "tp"], [g, tiles_m, tiles_p])
         _emit_load_pixel(w, plan, str(pixels))
         decompose(w, "p", ["n"] + o, [d.output_tensor.sizes[0], *osz])
-        for i in range(nd):  # the pixel's window origin
-            if forward:
-                w(f"b{i} = {affine([(o[i], d.strides[i])], -d.start_padding[i])}")
-            else:
-                w(f"b{i} = {affine([(o[i], 1)], d.start_padding[i])}")
-
+        _window_origins(w, d, o)
         fold = getattr(key.plan, "kind", None)  # a padding operator in front, folded
 
         def load_a():
-            decompose(w, "r", ["c"] + k, [cg, *ksz])
-            conds, coords = [], []
-            if fold:  # FORWARD: the padded coordinate p read through the padding's map
-                extent = geometry(d).padded_sizes()
-                for i in range(nd):
-                    w(f"p{i} = " + affine([(f"b{i}", 1), (k[i], d.dilations[i])],
-                                          d.start_padding[i]))
-                    emit_map(w, AxisMap(fold, isz[i], extent[i], d.start_padding[i]),
-                             f"p{i}", f"a{i}")
-                    conds.append(f"p{i} < {extent[i]}")
-                    coords.append(f"a{i}")
-                return " and ".join(conds), coords
-            for i in range(nd):
-                s = 1 if forward else d.strides[i]
-                w(f"a{i} = " + affine([(f"b{i}", 1), (k[i], d.dilations[i] if forward
-                                                     else -d.dilations[i])]))
-                # BACKWARD: the tap is real where o + pad - k*dilation = a*stride, 0 <= a < size
-                conds.append(f"a{i} >= 0" + (f" and a{i} % {s} == 0" if s != 1 else "")
-                             + f" and a{i} < {isz[i] * s}")
-                coords.append(f"a{i} // {s}" if s != 1 else f"a{i}")
-            return " and ".join(conds), coords
+            return _gathered_input(w, d, k, fold)
 
         def load_b():
             decompose(w, "r", ["c"] + k, [cg, *ksz])
@@ -206,6 +180,45 @@ def emit(key) -> str:
 
         _emit_store(w, d, plan, str(pixels), output, load)
     return w.text()
+
+
+def _window_origins(w, d, o) -> None:
+    """``b<i>``: where output pixel ``o`` starts reading along each axis (FORWARD: the stride
+    times ``o`` less the start padding; BACKWARD, in the gather form: ``o`` plus it)."""
+    forward = d.direction == ConvolutionDirection.FORWARD
+    for i in range(len(o)):
+        if forward:
+            w(f"b{i} = {affine([(o[i], d.strides[i])], -d.start_padding[i])}")
+        else:
+            w(f"b{i} = {affine([(o[i], 1)], d.start_padding[i])}")
+
+
+def _gathered_input(w, d, k, fold) -> tuple:
+    """The reduction index ``r`` as (channel, taps) and the input element the pixel reads
+    there: ``(condition, coordinates)`` of the load (zeros where the condition fails). FORWARD
+    with a ``fold`` (an AxisMap kind): the padded coordinate read through the padding's map;
+    BACKWARD: a tap is real where ``o + pad - k*dilation = a*stride``, ``0 <= a < size``."""
+    nd = len(k)
+    forward = d.direction == ConvolutionDirection.FORWARD
+    isz, ksz = d.input_tensor.sizes[2:], d.filter_tensor.sizes[2:]
+    decompose(w, "r", ["c"] + k, [geometry(d).in_channels, *ksz])
+    conds, coords = [], []
+    if fold:
+        extent = geometry(d).padded_sizes()
+        for i in range(nd):
+            w(f"p{i} = " + affine([(f"b{i}", 1), (k[i], d.dilations[i])], d.start_padding[i]))
+            emit_map(w, AxisMap(fold, isz[i], extent[i], d.start_padding[i]), f"p{i}", f"a{i}")
+            conds.append(f"p{i} < {extent[i]}")
+            coords.append(f"a{i}")
+        return " and ".join(conds), coords
+    for i in range(nd):
+        s = 1 if forward else d.strides[i]
+        w(f"a{i} = " + affine([(f"b{i}", 1), (k[i], d.dilations[i] if forward
+                                             else -d.dilations[i])]))
+        conds.append(f"a{i} >= 0" + (f" and a{i} % {s} == 0" if s != 1 else "")
+                     + f" and a{i} < {isz[i] * s}")
+        coords.append(f"a{i} // {s}" if s != 1 else f"a{i}")
+    return " and ".join(conds), coords
 
 
 def emit_phases(key) -> str:
