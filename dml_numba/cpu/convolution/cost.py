@@ -31,7 +31,8 @@ from ...ops.convolution import geometry
 from .._emit import Host, resolve_parallel
 from .base import conv_work
 from .blocked.plan import needs_copy, padded_geometry, pointwise_as_1d
-from .direct import _Row, _vector_span, _vector_starts, row_plan
+from .direct import row_plan
+from .direct_rows import Row, vector_span, vector_starts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,11 +149,11 @@ def _direct_row(desc, host: Host, costs: Costs) -> float:
     plan = row_plan(desc, {}, host)
     span = None
     if plan is not None and plan.lanes:
-        row = _Row(desc)
-        span = _vector_span(row, row.column(None), row.combos, plan.lanes)
+        row = Row(desc)
+        span = vector_span(row, row.column(None), row.combos, plan.lanes)
     if span is None:
         return o * (geo.taps * costs.loop + costs.row / host.lanes)
-    whole, tail = _vector_starts(span, plan.lanes)
+    whole, tail = vector_starts(span, plan.lanes)
     vectors = len(whole) + (tail is not None)
     pixels = o - (span[1] - span[0])
     return (vectors * (geo.taps * costs.direct * (1 + costs.load) + costs.row)
