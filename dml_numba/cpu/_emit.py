@@ -36,8 +36,11 @@ def resolve_parallel(option, work: int) -> bool:
     return bool(option) if option is not None else work >= PARALLEL_MIN_WORK
 
 
-def make_key(desc, options, work: int, kernel: str = "main") -> KernelKey:
-    """The key of a CPU kernel (options were checked by the registry)."""
+def make_key(desc, options, kernel: str = "main", *, work: int | None = None) -> KernelKey:
+    """The key of a CPU kernel (options were checked by the registry; the same signature as
+    the CUDA backend's): ``kernel`` names one of an operator's kernels; ``work`` (default: the
+    output's elements) decides the parallel variant where ``options`` leaves it open."""
+    work = desc.output_tensor.element_count if work is None else work
     return KernelKey("cpu", desc, kernel, resolve_parallel(options.get("parallel"), work))
 
 
@@ -160,7 +163,7 @@ class RowReads:
 
 def gather_key(desc, options, host: Host | None = None) -> KernelKey:
     """The key of a data-movement kernel, its row reads planned for ``host`` (this one)."""
-    key = make_key(desc, options, desc.output_tensor.element_count)
+    key = make_key(desc, options)
     lanes = strided_lanes(desc.gather_plan(), storage_dtype(desc.input_tensor.data_type).itemsize,
                           host)
     return dataclasses.replace(key, plan=RowReads(lanes))

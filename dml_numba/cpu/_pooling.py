@@ -38,7 +38,8 @@ class PoolingKernel(CpuKernel):
     element = None  # the operator's element body
 
     def __init__(self, desc, options):
-        key = make_key(desc, options, desc.output_tensor.element_count * prod(desc.window_size))
+        key = make_key(desc, options,
+                       work=desc.output_tensor.element_count * prod(desc.window_size))
         self.acc = compute_type(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
         super().__init__(key, lambda k: emit_pooling(k, type(self).element),

@@ -57,7 +57,7 @@ class BatchNormalizationKernel(CpuKernel):
     def __init__(self, desc, options):
         self.acc = accumulator(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
-        super().__init__(make_key(desc, options, desc.output_tensor.element_count), emit,
+        super().__init__(make_key(desc, options), emit,
                          [(self.acc, rank)] * 6, options)
 
     def __call__(self, inputs, out):

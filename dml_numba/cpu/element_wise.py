@@ -36,7 +36,7 @@ class ElementWiseKernel(CpuKernel):
         dt = desc.a_tensor.data_type
         self.acc = np.dtype(np.float32) if dt == DataType.FLOAT16 else dt.numpy
         rank = desc.a_tensor.rank
-        super().__init__(make_key(desc, options, desc.output_tensor.element_count), emit,
+        super().__init__(make_key(desc, options), emit,
                          [(self.acc, rank)] * 3, options)
 
     def __call__(self, inputs, out):

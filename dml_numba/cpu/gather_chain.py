@@ -179,7 +179,7 @@ class GatherChainKernel(MoveKernel):
 
     def __init__(self, desc, options):
         tiled = trailing_tile(desc)
-        key = dataclasses.replace(make_key(desc, options, desc.output_tensor.element_count),
+        key = dataclasses.replace(make_key(desc, options),
                                   plan=RowReads(row_lanes(tiled[0] if tiled else desc)))
         super().__init__(key, emit, desc, options)
 

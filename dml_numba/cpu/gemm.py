@@ -140,7 +140,7 @@ class GemmKernel(CpuKernel):
         rank = desc.a_tensor.rank
         count = 4 if desc.c_tensor is not None else 3
         macs = desc.flops() // 2
-        key = make_key(desc, options, macs, "loops" if macs <= LOOP_MACS else "main")
+        key = make_key(desc, options, "loops" if macs <= LOOP_MACS else "main", work=macs)
         if key.kernel == "main":  # BLAS in the calling thread, the kernel around it serial
             key = dataclasses.replace(key, parallel=False)
         super().__init__(key, emit, [(self.acc, rank)] * count, options)

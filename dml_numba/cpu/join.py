@@ -35,7 +35,7 @@ class JoinKernel(CpuKernel):
     def __init__(self, desc, options):
         self.dt = storage_dtype(desc.output_tensor.data_type)
         rank = desc.output_tensor.rank
-        super().__init__(make_key(desc, options, desc.output_tensor.element_count), emit,
+        super().__init__(make_key(desc, options), emit,
                          [(self.dt, rank)] * (len(desc.input_tensors) + 1), options)
 
     def __call__(self, inputs, out):

@@ -25,7 +25,7 @@ def emit(key) -> str:
 class LpPoolingKernel(CpuKernel):
     def __init__(self, desc, options):
         work = desc.output_tensor.element_count * prod(desc.window_size)
-        key = make_key(desc, options, work)
+        key = make_key(desc, options, work=work)
         mode = options.get("input_padding")
         if mode is not None:
             key = dataclasses.replace(key, plan=Fold(FOLDS[mode]))

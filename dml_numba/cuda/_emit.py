@@ -29,9 +29,10 @@ def simulator() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
-def make_key(desc, options, kernel: str = "main") -> KernelKey:
-    """The key of a CUDA kernel (options were checked by the registry); ``kernel`` names one of
-    an operator's kernels (convolution's "tiled")."""
+def make_key(desc, options, kernel: str = "main", *, work: int | None = None) -> KernelKey:
+    """The key of a CUDA kernel (options were checked by the registry; the same signature as
+    the CPU backend's): ``kernel`` names one of an operator's kernels (convolution's "tiled");
+    ``work`` decides nothing here (a CUDA kernel has one variant)."""
     return KernelKey("cuda", desc, kernel)
 
 

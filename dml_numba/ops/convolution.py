@@ -84,7 +84,7 @@ def output_sizes(c: Checker, input_sizes, filter_sizes, direction, strides, dila
     d = c.int_tuple("dilations", dilations, length=nd, lo=1)
     a = c.int_tuple("start_padding", start_padding, length=nd, lo=0)
     b = c.int_tuple("end_padding", end_padding, length=nd, lo=0)
-    op = c.int_tuple("output_padding", output_padding, length=nd, lo=0)
+    out_pad = c.int_tuple("output_padding", output_padding, length=nd, lo=0)
     g = c.integer("group_count", group_count, lo=1)
     if len(filter_sizes) != len(input_sizes):
         hint = ("; is the input's batch axis missing? x[None] adds it"
@@ -96,13 +96,13 @@ def output_sizes(c: Checker, input_sizes, filter_sizes, direction, strides, dila
     if cin % g:
         c.fail("group_count", g, f"expected a divisor of the input channel count {cin}")
     if direction == ConvolutionDirection.FORWARD:
-        cout, ranges = _forward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g)
+        cout, ranges = _forward_ranges(c, input_sizes, filter_sizes, s, d, a, b, out_pad, g)
     else:
-        cout, ranges = _backward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g)
+        cout, ranges = _backward_ranges(c, input_sizes, filter_sizes, s, d, a, b, out_pad, g)
     return (n_, cout) + tuple(r[0] for r in ranges), ranges
 
 
-def _forward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g):
+def _forward_ranges(c, input_sizes, filter_sizes, s, d, a, b, out_pad, g):
     """FORWARD's output channels and, per spatial axis, the one size it may declare."""
     cin, (fb, fc), k = input_sizes[1], filter_sizes[:2], filter_sizes[2:]
     ranges = []
@@ -114,8 +114,8 @@ def _forward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g):
     if cout % g:
         c.fail("filter_tensor.sizes", tuple(filter_sizes),
                f"expected FilterBatchCount ({fb}) divisible by group_count {g}")
-    if any(op):
-        c.fail("output_padding", op, "expected zeros for FORWARD (output padding only "
+    if any(out_pad):
+        c.fail("output_padding", out_pad, "expected zeros for FORWARD (output padding only "
                                      "applies to BACKWARD convolution)")
     for i in range(len(k)):
         if dilated_extent(k[i], d[i]) > input_sizes[i + 2] + a[i] + b[i]:
@@ -127,7 +127,7 @@ def _forward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g):
     return cout, ranges
 
 
-def _backward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g):
+def _backward_ranges(c, input_sizes, filter_sizes, s, d, a, b, out_pad, g):
     """BACKWARD's output channels and, per spatial axis, the sizes it may declare."""
     cin, (fb, fc), k = input_sizes[1], filter_sizes[:2], filter_sizes[2:]
     ranges = []
@@ -138,15 +138,15 @@ def _backward_ranges(c, input_sizes, filter_sizes, s, d, a, b, op, g):
     cout = fc * g
     for i in range(len(k)):
         o_min = transposed_size(input_sizes[i + 2], a[i], b[i], k[i], s[i], d[i])
-        if op[i] >= max(s[i], d[i]):
-            c.fail(f"output_padding[{i}]", op[i],
+        if out_pad[i] >= max(s[i], d[i]):
+            c.fail(f"output_padding[{i}]", out_pad[i],
                    f"expected less than max(stride, dilation) = {max(s[i], d[i])}")
         if o_min < 1:
             c.fail(f"start_padding[{i}]", a[i],
                    f"the natural transposed size (in-1)*stride + (k-1)*dilation + 1 - "
                    f"start - end = {o_min} must be >= 1")
-        if op[i]:
-            ranges.append((o_min + op[i], o_min + op[i],
+        if out_pad[i]:
+            ranges.append((o_min + out_pad[i], o_min + out_pad[i],
                            f"natural size {o_min} + output_padding"))
         else:
             ranges.append((o_min, o_min + s[i] - 1,

@@ -292,7 +292,7 @@ def test_a_long_chain_s_code_does_not_grow_with_it():
                 if not ln.lstrip().startswith(("#", "A", "V"))]
 
     def key(d):
-        return dataclasses.replace(make_key(d, {"parallel": False}, 1), plan=RowReads(0))
+        return dataclasses.replace(make_key(d, {"parallel": False}, work=1), plan=RowReads(0))
 
     cpu = lambda d: emit(key(d))  # noqa: E731
     cuda = lambda d: emit_cuda(dataclasses.replace(key(d), backend="cuda"))  # noqa: E731

@@ -19,7 +19,7 @@ def conv_work(desc) -> int:
 def conv_key(desc, options):
     """The key of a convolution's main kernel: serial or parallel from its multiply-adds
     (:func:`conv_work`), unless ``options`` says."""
-    return make_key(desc, options, conv_work(desc))
+    return make_key(desc, options, work=conv_work(desc))
 
 
 class ConvolutionKernel(CpuKernel):
