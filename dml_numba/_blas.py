@@ -2,11 +2,11 @@
 
 NumPy's and SciPy's BLAS (OpenBLAS, MKL, BLIS...) keep thread pools of their own whose workers
 spin for a while after each product, as Numba's OpenMP workers spin after each parallel region.
-A convolution that calls BLAS between our parallel kernels hands the cores from one spinning
-pool to the other and back: on two cores a 0.3 ms product then cost 6-10 ms, and the parallel
-kernels after it several milliseconds each (a ResNet-18 at batch 1: 63 ms against 23 ms with
-BLAS in the calling thread). Inside :func:`one_thread`, every BLAS library of the process runs
-its products in the calling thread; the parallelism is Numba's pool's, around the product.
+A kernel that calls BLAS between our parallel kernels would hand the cores from one spinning
+pool to the other and back, slowing the product and the parallel kernels after it (measured in
+``benchmarks/HISTORY.md``, "ONNX CNNs: one thread pool at a time"). Inside :func:`one_thread`,
+every BLAS library of the process runs its products in the calling thread; the parallelism is
+Numba's pool's, around the product.
 
 The libraries are found by ``threadpoolctl`` (a dependency), once, after SciPy's BLAS is loaded
 (Numba's ``np.dot`` calls it). Thread-safe: the first thread in sets one thread and the last one

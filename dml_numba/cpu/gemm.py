@@ -4,8 +4,7 @@ product summed in vectors where the operands allow (B transposed) or row updates
 alpha, beta * C and the fused activation on the way out. Larger: per batch the product through
 BLAS (``np.dot`` inside the kernel: Numba calls SciPy's BLAS), then the epilogue, all in the
 calling thread (:func:`dml_numba._blas.one_thread`): BLAS's pool spinning after a product
-took the cores from the parallel kernels after it (MobileNetV2's classifier at batch 8: 8.7 ms
-a call beside Numba's pool, 0.8 ms alone, and the convolutions after it slowed too)."""
+would take the cores from the parallel kernels after it."""
 from __future__ import annotations
 
 import dataclasses
