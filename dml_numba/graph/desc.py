@@ -238,6 +238,11 @@ class _Edges:
                                               "number of nodes)")
         return k
 
+    def graph_ref(self, field, edge, attr, count) -> None:
+        k, n = getattr(edge, attr), getattr(self.g, count)
+        if k >= n:
+            self.c.fail(f"{field}.{attr}", k, f"expected an index below {count} ({n})")
+
     def input_slot(self, field, edge, node):
         g, c = self.g, self.c
         slots = g.node_inputs(node)
@@ -276,9 +281,7 @@ class _Edges:
         seen: dict = {}
         for k, e in enumerate(g.input_edges):
             field = _where("input_edges", k, e)
-            if e.graph_input_index >= g.input_count:
-                c.fail(f"{field}.graph_input_index", e.graph_input_index,
-                       f"expected an index below input_count ({g.input_count})")
+            self.graph_ref(field, e, "graph_input_index", "input_count")
             node = self.node_ref(field, e, "to_node_index")
             fname, t = self.input_slot(field, e, node)
             if e.graph_input_index in seen:
@@ -319,9 +322,7 @@ class _Edges:
         used = set()
         for k, e in enumerate(g.output_edges):
             field = _where("output_edges", k, e)
-            if e.graph_output_index >= g.output_count:
-                c.fail(f"{field}.graph_output_index", e.graph_output_index,
-                       f"expected an index below output_count ({g.output_count})")
+            self.graph_ref(field, e, "graph_output_index", "output_count")
             src = self.node_ref(field, e, "from_node_index")
             self.output_slot(field, e, src)
             if e.graph_output_index in produced:

@@ -23,18 +23,24 @@ def _rows() -> list:
         if not line.startswith("| `dml_numba/"):
             continue
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        folder, patterns = "", []
-        for token in re.findall(r"`([^`]+)`", cells[0]):
-            if token.startswith("dml_numba/"):
-                folder = token.rsplit("/", 1)[0] + "/" if not token.endswith("/") else (
-                    token.rsplit("/", 2)[0] + "/")
-                patterns.append(token)
-            else:
-                patterns.append(folder + token)
         last = cells[-1]
         allowed = None if last == "anything" else set(re.findall(r"`(\w+)`", last))
-        rows.append((patterns, allowed))
+        rows.append((_patterns(cells[0]), allowed))
     return rows
+
+
+def _patterns(cell: str) -> list:
+    """A table's module cell: its backticked paths, a bare name continuing the folder of the
+    path before it."""
+    folder, patterns = "", []
+    for token in re.findall(r"`([^`]+)`", cell):
+        if token.startswith("dml_numba/"):
+            folder = token.rsplit("/", 1)[0] + "/" if not token.endswith("/") else (
+                token.rsplit("/", 2)[0] + "/")
+            patterns.append(token)
+        else:
+            patterns.append(folder + token)
+    return patterns
 
 
 def _specificity(pattern: str, module: Path):
@@ -136,15 +142,7 @@ def _test_rows() -> list:
         if not line.startswith("| `dml_numba/"):
             continue
         module_cell, tests_cell = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        folder, patterns = "", []
-        for token in re.findall(r"`([^`]+)`", module_cell):
-            if token.startswith("dml_numba/"):
-                folder = token.rsplit("/", 1)[0] + "/" if not token.endswith("/") else (
-                    token.rsplit("/", 2)[0] + "/")
-                patterns.append(token)
-            else:
-                patterns.append(folder + token)
-        rows.append((patterns, re.findall(r"`(tests/[^`]+)`", tests_cell)))
+        rows.append((_patterns(module_cell), re.findall(r"`(tests/[^`]+)`", tests_cell)))
     return rows
 
 
