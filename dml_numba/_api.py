@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _interop
 from ._binding import HostDevice
-from ._cache import cache, freeze
+from ._cache import cache, operator_key
 from ._errors import ValidationError
 from ._registry import check_device_name, check_options, get_device, get_lowering
 from .ops._base import DESCRIPTOR_TYPES, OperatorDesc
@@ -95,7 +95,7 @@ def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
                               (f", not a subclass of {base.__name__}" if base else ""))
     check_device_name(device)
     opts = tuple(sorted(options.items())) if options else ()
-    return cache.get_or_build(("operator", freeze(desc), device, freeze(opts) if opts else ()),
+    return cache.get_or_build(operator_key(desc, device, opts),
                               lambda: _build(desc, device, dict(opts)))
 
 

@@ -8,6 +8,19 @@ pattern is one entry) and ``True`` is kept apart from ``1``, so a cached value i
 reused for an identical request. The on-disk table of generated modules lives in
 :mod:`dml_numba._diskcache`.
 
+Keys, one scheme: every key of the one cache names its family first, so entries of different
+families never compare equal, and holds, frozen, exactly what decides the entry:
+
+* :class:`KernelKey` (its class is its family): a generated kernel: backend, canonical
+  descriptor, which of the operator's kernels, serial or parallel, plan, library version;
+* :func:`operator_key`, ``("operator", desc, device, options)``: a compiled operator
+  (``compile_operator``), the kernel its lowering chose for the options;
+* :func:`graph_key`, ``("graph", graph, device, fuse, options)``: a compiled graph;
+* :func:`call_key`, ``("functional", name, tensors, params, device)``: the operator a
+  functional call runs, keyed by its inputs' kinds, shapes and dtypes and its parameters'
+  values, without building the descriptor (a memo of recent ones sits in front of the cache:
+  :mod:`dml_numba.functional`).
+
 ``DML_NUMBA_MEMORY_CACHE_SIZE`` bounds the number of entries (default 2048); the least recently
 used entry goes first. Compiled kernels are also kept apart for the life of the process: Numba
 cannot free machine code, so a kernel evicted and asked for again is taken back rather than
@@ -68,6 +81,23 @@ def freeze(value):
         a = np.asarray(value)
         return ("np", a.dtype.str, a.tobytes())
     return value
+
+
+def operator_key(desc, device, options: tuple) -> tuple:
+    """The key of ``compile_operator(desc, device, **options)``: ``options`` its sorted items."""
+    return ("operator", freeze(desc), device, freeze(options) if options else ())
+
+
+def graph_key(graph, device, fuse: bool, options: dict) -> tuple:
+    """The key of ``compile_graph(graph, device, fuse=fuse, **options)``."""
+    return ("graph", freeze(graph), device, bool(fuse), freeze(tuple(sorted(options.items()))))
+
+
+def call_key(name: str, tensors: tuple, params, device) -> tuple:
+    """The key of a functional call's operator: ``tensors`` the inputs' keys (kind, shape,
+    dtype), ``params`` the parameters (as they are where plain and hashable, else each one
+    keyed by value)."""
+    return ("functional", name, tensors, params, device)
 
 
 @dataclass(frozen=True, eq=False)

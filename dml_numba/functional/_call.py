@@ -10,7 +10,7 @@ import numpy as np
 from .. import _interop
 from .._api import compile_operator
 from .._binding import as_array
-from .._cache import cache, freeze
+from .._cache import cache, call_key, freeze
 from .._errors import Checker, ValidationError
 from ..ops.padding import PaddingMode
 
@@ -113,8 +113,8 @@ def run(name, tensors, params, make_desc, inputs, device, out, like=None, origin
     for one input): PyTorch tensors among them that require grad make the call a node of
     PyTorch's autograd graph."""
     simple = _simple(params) and type(device) is str
-    key = ("functional", name, tuple([_tensor_key(a) for a in tensors]),
-           params if simple else tuple([_param_key(p) for p in params]), device)
+    key = call_key(name, tuple([_tensor_key(a) for a in tensors]),
+                   params if simple else tuple([_param_key(p) for p in params]), device)
     if not simple:
         try:
             hash(key)

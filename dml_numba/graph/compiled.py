@@ -8,7 +8,7 @@ import numpy as np
 from .. import _interop
 from .._api import CompiledOperator, check_allocatable, compile_operator
 from .._binding import overlaps
-from .._cache import cache, freeze
+from .._cache import cache, graph_key
 from .._errors import ValidationError
 from .._frozen import Derived
 from .._registry import check_device_name, get_device, split_device
@@ -210,8 +210,8 @@ def compile_graph(graph: GraphDesc, device: str = "cpu", *, fuse: bool = True,
         raise ValidationError(f"compile_graph.graph: {type(graph).__name__} is invalid; expected "
                               "a GraphDesc")
     check_device_name(device)
-    key = ("graph", freeze(graph), device, bool(fuse), freeze(tuple(sorted(options.items()))))
-    return cache.get_or_build(key, lambda: _build(graph, device, fuse, options))
+    return cache.get_or_build(graph_key(graph, device, fuse, options),
+                              lambda: _build(graph, device, fuse, options))
 
 
 def _build(graph, device, fuse, options):
