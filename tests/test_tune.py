@@ -683,8 +683,7 @@ def test_a_candidate_builds_its_kernel_with_the_options_it_stands_for(monkeypatc
     def fake(name):
         return lambda desc, opts, **kw: made.append((name, dict(opts), kw)) or name
 
-    for name in ("BlockedKernel", "DirectKernel", "GemmKernel"):
-        monkeypatch.setattr(tune, name, fake(name))
+    monkeypatch.setattr(tune, "KERNELS", {a: fake(k.__name__) for a, k in tune.KERNELS.items()})
     d = _desc((2, 16, 56, 56), (16, 16, 3, 3))  # parallel by default
     plan = tune.block_plan(d, Host(16, 2))
     opts = {"tune": "quick", "parallel": None}
@@ -693,8 +692,8 @@ def test_a_candidate_builds_its_kernel_with_the_options_it_stands_for(monkeypatc
     tune.Candidate("direct").build(d, opts)
     tune.Candidate("direct", parallel=False).build(d, opts, timed=True)
     tune.Candidate("blocked", plan).build(d, {"parallel": True}, timed=True)
-    assert made[0][:2] == ("DirectKernel", {"parallel": True})
-    assert made[1][:2] == ("GemmKernel", {"parallel": None})  # BLAS's helpers: serial
+    assert made[0] == ("DirectKernel", {"parallel": True}, {"plan": None})
+    assert made[1] == ("GemmKernel", {"parallel": None}, {"plan": None})  # BLAS's helpers: serial
     assert made[2][:2] == ("DirectKernel", {"parallel": None})  # automatic when it runs
     assert made[3][:2] == ("DirectKernel", {"parallel": False})
     assert made[4] == ("BlockedKernel", {"parallel": True}, {"plan": plan})

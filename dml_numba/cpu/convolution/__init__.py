@@ -21,28 +21,22 @@ from ..._errors import ValidationError
 from ..._registry import register
 from ...ops.convolution import FOLDS, ConvolutionDirection, ConvolutionOperatorDesc
 from .._emit import planning_elsewhere
-from . import direct, gemm, tune
+from . import tune
 from .blocked import BlockedKernel
-from .blocked import emit as emit_blocked
 from .blocked.plan import BlockPlan, block_plan, can_fold, pack_filter, pointwise_as_1d
 from .choice import blocked_plan, choose, choose_algorithm, estimates
 from .direct import DirectKernel
 from .gemm import GemmKernel
+from .kernels import EMITTERS, KERNELS
 
 __all__ = ["emit", "make_kernel", "choose_algorithm", "estimates", "block_plan", "blocked_plan",
            "BlockPlan", "pack_filter", "pointwise_as_1d", "DirectKernel", "GemmKernel",
            "BlockedKernel"]
 
-KERNELS = {"direct": DirectKernel, "gemm": GemmKernel, "blocked": BlockedKernel}
-
-
 def emit(key) -> str:
-    """The source of any convolution kernel of the CPU backend, from its key alone."""
-    if key.kernel == "main":
-        return direct.emit(key)
-    if key.kernel.startswith("blocked"):
-        return emit_blocked(key)
-    return gemm.emit(key)
+    """The source of any convolution kernel of the CPU backend, from its key alone (the emitter
+    its kernel class declares for ``key.kernel``)."""
+    return EMITTERS[key.kernel](key)
 
 
 def make_kernel(desc, options):
@@ -75,11 +69,10 @@ def make_kernel(desc, options):
                                       and choose_algorithm(desc) == "blocked"):
             return BlockedKernel(desc, options, plan=plan)
         return DirectKernel(desc, options)
+    plan = None
     if algorithm is None:
         algorithm, plan = choose(desc)
-        if plan is not None:
-            return BlockedKernel(desc, options, plan=plan)
-    return KERNELS[algorithm](desc, options)
+    return KERNELS[algorithm](desc, options, plan=plan)
 
 
 def folded_plan(desc, mode: str):

@@ -275,8 +275,9 @@ class DirectKernel(ConvolutionKernel):
     """The direct loop nest of ``desc``."""
 
     algorithm = "direct"
+    emitters = {"main": emit}  # key.kernel -> the emitter of that kernel
 
-    def __init__(self, desc, options):
+    def __init__(self, desc, options, plan=None):  # one kernel: no plan to take
         self.desc = desc
         self.acc = accumulator(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank

@@ -30,8 +30,7 @@ COLUMNS_BUDGET_BYTES = 8 << 20
 
 def emit(key) -> str:
     """A GEMM helper kernel: ``im2col``, ``col2im`` or ``epilogue``."""
-    emitters = {"im2col": emit_im2col, "col2im": emit_col2im, "epilogue": emit_epilogue}
-    return emitters[key.kernel](key)
+    return GemmKernel.emitters[key.kernel](key)
 
 
 def emit_im2col(key) -> str:
@@ -150,7 +149,7 @@ class GemmKernel(ConvolutionKernel):
 
     algorithm = "gemm"
 
-    def __init__(self, desc, options):
+    def __init__(self, desc, options, plan=None):  # BLAS chooses its own blocking: no plan
         d, geo = desc, geometry(desc)
         self.desc = desc
         self.acc = accumulator(d.input_tensor.data_type)
@@ -235,3 +234,7 @@ class GemmKernel(ConvolutionKernel):
             cols = self.buffer((n1 - n0, g, cog * taps, size_in))
             np.matmul(wt, xg[n0:n1], out=cols)
             self.col2im(*((cols, n0, b, y) if b is not None else (cols, n0, y)))
+
+
+#: key.kernel -> the emitter of that helper
+GemmKernel.emitters = {"im2col": emit_im2col, "col2im": emit_col2im, "epilogue": emit_epilogue}

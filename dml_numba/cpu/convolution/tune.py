@@ -36,7 +36,6 @@ from ..._machine import CpuShare
 from ...ops.convolution import FOLDS, ConvolutionDirection, geometry
 from .._emit import COMPILED_HERE, Host, resolve_parallel
 from .base import conv_work
-from .blocked import BlockedKernel
 from .blocked.plan import (
     FLAT_GAIN,
     BlockPlan,
@@ -48,8 +47,7 @@ from .blocked.plan import (
 )
 from .choice import choose
 from .cost import estimate
-from .direct import DirectKernel
-from .gemm import GemmKernel
+from .kernels import KERNELS
 
 MODES = ("off", "estimate", "quick", "exhaustive")
 #: candidates timed in quick mode: the static choice and this many more (its tile with the
@@ -115,9 +113,7 @@ class Candidate:
             opts["parallel"] = self.parallel
         elif timed and opts.get("parallel") is None and self.algorithm != "gemm":
             opts["parallel"] = _parallel_by_default(desc)  # (BLAS's helpers: serial unless forced)
-        if self.algorithm == "blocked":
-            return BlockedKernel(desc, opts, plan=self.plan)
-        return {"direct": DirectKernel, "gemm": GemmKernel}[self.algorithm](desc, opts)
+        return KERNELS[self.algorithm](desc, opts, plan=self.plan)
 
 
 def static(desc, host: Host | None = None) -> Candidate:

@@ -40,6 +40,7 @@ class BlockedKernel(ConvolutionKernel):
     """The blocked kernel of ``desc`` for this host (or for ``plan``, the tile to use)."""
 
     algorithm = "blocked"
+    emitters = EMITTERS  # key.kernel (the plan's kind) -> its emitter
 
     def __init__(self, desc, options, plan: BlockPlan | None = None):
         self.desc = desc
