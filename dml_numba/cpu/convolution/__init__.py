@@ -33,6 +33,7 @@ __all__ = ["emit", "make_kernel", "choose_algorithm", "estimates", "block_plan",
            "BlockPlan", "pack_filter", "pointwise_as_1d", "DirectKernel", "GemmKernel",
            "BlockedKernel"]
 
+
 def emit(key) -> str:
     """The source of any convolution kernel of the CPU backend, from its key alone (the emitter
     its kernel class declares for ``key.kernel``)."""
