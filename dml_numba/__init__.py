@@ -15,7 +15,7 @@ _threads.apply()  # before Numba starts its thread pool: see dml_numba/_threads.
 import numba  # noqa: E402,F401 - the default device's compiler; the first call should not wait
 
 from . import functional, graph, ops  # noqa: E402
-from ._api import CompiledOperator, compile_operator  # noqa: E402
+from ._api import ChosenOperator, CompiledOperator, choose_operator, compile_operator  # noqa: E402
 from ._cache import cache  # noqa: E402
 from ._dtypes import DataType  # noqa: E402
 from ._errors import DeviceUnavailableError, ValidationError  # noqa: E402
@@ -26,7 +26,8 @@ from .graph import *  # noqa: F403, E402 - GraphDesc, compile_graph, ...
 from .ops import *  # noqa: F403, E402 - the descriptors, enums and activations
 from .tensor import TensorDesc  # noqa: E402
 
-__all__ = ["DataType", "TensorDesc", "compile_operator", "CompiledOperator", "ValidationError",
+__all__ = ["DataType", "TensorDesc", "compile_operator", "CompiledOperator", "choose_operator",
+           "ChosenOperator", "ValidationError",
            "DeviceUnavailableError", "cache", "available_devices", "device_status",
            "__version__"] + graph.__all__ + ops.__all__ + functional.__all__ + \
     list(functional.OTHER_NAMES)

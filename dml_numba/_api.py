@@ -87,16 +87,61 @@ def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
     in front folds into; the CPU's convolution takes it with the blocked and direct kernels).
     Unknown options and values are a ValidationError on every device.
     """
-    if type(desc) not in DESCRIPTOR_TYPES:
-        base = next((b for b in type(desc).__mro__ if b in DESCRIPTOR_TYPES), None)
-        names = ", ".join(sorted(t.__name__ for t in DESCRIPTOR_TYPES))
-        raise ValidationError(f"compile_operator.desc: {type(desc).__name__} is invalid; expected "
-                              f"one of dml_numba's operator descriptors ({names})" +
-                              (f", not a subclass of {base.__name__}" if base else ""))
+    _check_desc(desc)
     check_device_name(device)
     opts = tuple(sorted(options.items())) if options else ()
     return cache.get_or_build(operator_key(desc, device, opts),
                               lambda: _build(desc, device, dict(opts)))
+
+
+class ChosenOperator:
+    """What :func:`compile_operator` would build, chosen and generated but not compiled: the
+    descriptor, the device, the kernel chosen (its ``key`` and plan where it has them) and its
+    ``source``; ``build()`` compiles it (through the cache, as ``compile_operator``)."""
+
+    def __init__(self, desc, device: str, options: dict, kernel):
+        self.desc, self.device, self.options, self.kernel = desc, device, options, kernel
+
+    @property
+    def source(self) -> str | None:
+        """The generated source of the chosen kernel (None for the vectorised device)."""
+        return getattr(self.kernel, "source", None)
+
+    @property
+    def key(self):
+        """The chosen kernel's ``KernelKey`` (its plan included), or None where it has none."""
+        return getattr(self.kernel, "key", None)
+
+    def build(self) -> CompiledOperator:
+        return compile_operator(self.desc, self.device, **self.options)
+
+    def __repr__(self):
+        label = getattr(self.key, "op", None) or type(self.desc).__name__
+        return f"<ChosenOperator {label} on {self.device!r}: not compiled>"
+
+
+def choose_operator(desc, device: str = "cpu", **options) -> ChosenOperator:
+    """The stages :func:`compile_operator` runs, without the last: the descriptor checked
+    (describe), the kernel chosen for this machine and its source generated (choose: the
+    tuner's wisdom or the static rule, nothing timed), nothing compiled (build: ``.build()``).
+    For reading what would run, and for tools that need sources without a compiler. Options as
+    :func:`compile_operator`'s."""
+    from ._diskcache import choosing
+
+    _check_desc(desc, "choose_operator")
+    check_device_name(device)
+    with choosing():
+        op = _build(desc, device, dict(options))
+    return ChosenOperator(desc, device, dict(options), op.kernel)
+
+
+def _check_desc(desc, owner: str = "compile_operator") -> None:
+    if type(desc) not in DESCRIPTOR_TYPES:
+        base = next((b for b in type(desc).__mro__ if b in DESCRIPTOR_TYPES), None)
+        names = ", ".join(sorted(t.__name__ for t in DESCRIPTOR_TYPES))
+        raise ValidationError(f"{owner}.desc: {type(desc).__name__} is invalid; expected "
+                              f"one of dml_numba's operator descriptors ({names})" +
+                              (f", not a subclass of {base.__name__}" if base else ""))
 
 
 @functools.cache

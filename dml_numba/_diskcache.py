@@ -26,6 +26,7 @@ and Numba versions. The folder is trusted the way pip and OpenSSH trust theirs:
 """
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import os
 import re
@@ -35,6 +36,7 @@ import threading
 import time
 import types
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -329,11 +331,36 @@ def load_module(source: str, prefix: str, *, disk: bool = True) -> types.ModuleT
     return compile_source(source, prefix, lambda mod: mod, disk=disk)
 
 
+#: set while kernels are only chosen (:func:`choosing`): their keys and sources made, nothing
+#: compiled, loaded or cached
+_CHOOSING: contextvars.ContextVar = contextvars.ContextVar("dml_numba_choosing", default=False)
+
+
+@contextmanager
+def choosing():
+    """Within: kernels are chosen and their sources generated, and :func:`compile_kernel`
+    returns None instead of building (what :func:`dml_numba.choose_operator` and the golden
+    sources run under)."""
+    token = _CHOOSING.set(True)
+    try:
+        yield
+    finally:
+        _CHOOSING.reset(token)
+
+
+def only_choosing() -> bool:
+    """Whether kernels are only being chosen now (:func:`choosing`): nothing is built."""
+    return _CHOOSING.get()
+
+
 def compile_kernel(key, source: str, finish, *, disk: bool = True):
     """The one build path of every backend: ``finish(module)`` of the generated ``source``,
     built once per ``key`` (a :class:`~dml_numba._cache.KernelKey`) and process in the kernel
     cache (kept through eviction), its source kept for inspection, from the disk cache when it
-    is usable and ``disk``."""
+    is usable and ``disk``. None while :func:`choosing`."""
+    if _CHOOSING.get():
+        return None
+
     def build():
         cache.record_source(key, source)
         return compile_source(source, f"{key.backend}_{key.op}", finish, disk=disk)

@@ -132,7 +132,7 @@ def build_variants(key: KernelKey, source: str, emit, arg_types, *, automatic: b
     by measurement when the variant was ``automatic`` (:class:`AdaptiveKernel`), used only in a
     forked child where GNU OpenMP cannot run otherwise (:class:`ForkSafeKernel`)."""
     fn = build(key, source, arg_types)
-    if not key.parallel:
+    if not key.parallel or fn is None:  # serial, or only chosen (_diskcache.choosing)
         return fn
     serial = dataclasses.replace(key, parallel=False)
     build_serial = lambda: build(serial, emit(serial), arg_types)  # noqa: E731

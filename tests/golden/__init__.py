@@ -22,17 +22,13 @@ HOST = (16, 2)  # lanes of the widest float32 vector, threads
 
 @contextmanager
 def emit_only():
-    """Build kernels without compiling them (their ``source`` only), planned for :data:`HOST`."""
+    """Kernels chosen and their sources generated, nothing compiled (the library's choose
+    stage: ``dml_numba._diskcache.choosing``), planned for :data:`HOST`."""
+    from dml_numba._diskcache import choosing
     from dml_numba.cpu import _emit as cpu_emit
-    from dml_numba.cpu.convolution import gemm
 
-    saved = cpu_emit.build_variants, gemm.build_variants
-    cpu_emit.build_variants = gemm.build_variants = lambda *args, **kw: None
-    try:
-        with cpu_emit.planned_for(cpu_emit.Host(*HOST)):
-            yield
-    finally:
-        cpu_emit.build_variants, gemm.build_variants = saved
+    with choosing(), cpu_emit.planned_for(cpu_emit.Host(*HOST)):
+        yield
 
 
 def _cpu_sources(out: dict, prefix: str, canon, kind: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..._diskcache import only_choosing
 from ..._errors import ValidationError
 from ..._registry import register
 from ...ops.convolution import FOLDS, ConvolutionDirection, ConvolutionOperatorDesc
@@ -58,7 +59,9 @@ def make_kernel(desc, options):
                 "kernel or, with a unit stride along the last axis, the blocked one)")
     if algorithm is None and not planning_elsewhere():  # another host's kernels: static rule
         tuning = tune.mode_of(options.get("tune"))
-        if tuning == "estimate":  # the wisdom's choice where it holds one, else static
+        # the wisdom's choice where it holds one, else static; so for kernels only chosen
+        # (_diskcache.choosing): nothing is timed then
+        if tuning == "estimate" or (tuning != "off" and only_choosing()):
             known = tune.wisdom_choice(desc, options)
             if known is not None:
                 return known
