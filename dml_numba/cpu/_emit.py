@@ -54,12 +54,15 @@ def header(w: SourceWriter, key: KernelKey, imports=()) -> str:
     return "numba.prange" if key.parallel else "range"
 
 
-def helper_header(w: SourceWriter) -> None:
+def helper_header(w: SourceWriter, fastmath: tuple = ()) -> None:
     """The decorator of a function the kernel calls (after the kernel in the module): cached
-    with it, serial, compiled once however often the kernel calls it."""
+    with it, serial, compiled once however often the kernel calls it; ``fastmath``: the LLVM
+    flags it may relax (none by default)."""
     w()
     w()
-    w("@numba.njit(cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')")
+    flags = f", fastmath={{{', '.join(map(repr, fastmath))}}}" if fastmath else ""
+    w(f"@numba.njit(cache=__dml_disk_cache__, nogil=True, boundscheck=False, "
+      f"error_model='numpy'{flags})")
 
 
 class CpuKernel:

@@ -18,7 +18,7 @@ from .._dims import prod
 from .._dtypes import accumulator
 from .._registry import register
 from ..ops.gemm import GemmOperatorDesc
-from ._emit import CpuKernel, header, make_key, run_in_accumulator
+from ._emit import CpuKernel, header, helper_header, make_key, run_in_accumulator
 
 #: products up to this many multiply-adds run as a generated loop nest, not through BLAS
 LOOP_MACS = 1 << 23
@@ -117,13 +117,8 @@ def emit_loops(key) -> str:
                         w("row[j - j0] += t * b3[g, kk, j]")
                 with w.block("for j in range(j0, j1):"):
                     _epilogue(w, d, "row[j - j0]", c, "g, i, j")
-    if d.trans_b:
-        w()
-        w()
-        w("# the sum reassociated (fastmath's reassoc and contract only: no other IEEE rule "
-          "relaxed), so LLVM keeps it in vector accumulators")
-        w("@numba.njit(cache=__dml_disk_cache__, nogil=True, boundscheck=False, "
-          "error_model='numpy', fastmath={'reassoc', 'contract'})")
+    if d.trans_b:  # the sum reassociated (no other IEEE rule relaxed): LLVM sums in vectors
+        helper_header(w, fastmath=("reassoc", "contract"))
         with w.block("def dot(u, v):"):
             w(f"s = numba.{acc}(0.0)")
             with w.block(f"for kk in range({k}):"):

@@ -148,6 +148,7 @@ class GemmKernel(ConvolutionKernel):
     back and forth cost more than either gains (``benchmarks/HISTORY.md``)."""
 
     algorithm = "gemm"
+    emitters = {"im2col": emit_im2col, "col2im": emit_col2im, "epilogue": emit_epilogue}
 
     def __init__(self, desc, options, plan=None):  # BLAS chooses its own blocking: no plan
         d, geo = desc, geometry(desc)
@@ -234,7 +235,3 @@ class GemmKernel(ConvolutionKernel):
             cols = self.buffer((n1 - n0, g, cog * taps, size_in))
             np.matmul(wt, xg[n0:n1], out=cols)
             self.col2im(*((cols, n0, b, y) if b is not None else (cols, n0, y)))
-
-
-#: key.kernel -> the emitter of that helper
-GemmKernel.emitters = {"im2col": emit_im2col, "col2im": emit_col2im, "epilogue": emit_epilogue}
