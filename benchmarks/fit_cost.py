@@ -5,9 +5,9 @@
     python3 -m benchmarks.fit_cost grid16.json [more.json ...] --export tests/data/crossover.json
 
 Each dump holds every candidate's time on the crossover grid for one host (the lanes and threads
-the kernels were planned for). For every shape the static choice is the algorithm
-(``direct``, ``gemm``, or ``blocked`` with the planner's pixels or channels tile, whichever the
-model expects faster) whose modelled time is the least;
+the kernels were planned for). For every shape the static choice is the kernel variant
+(``direct``, ``gemm``, or a blocked tile: ``dml_numba/cpu/convolution/variants.py``) whose
+modelled time is the least;
 its measured time over the shape's best candidate is its score. ``--fit`` searches the
 constants (coordinate descent over factors of each, from the current ones) for the least
 geometric-mean score over the dumps given, and prints them; ``--check`` scores the result on
@@ -85,7 +85,8 @@ def _label(algorithm, plan) -> str:
 
 def scores(rows, costs, prepared=None):
     """The static choice's measured time over the best, per shape (``prepared``: each row's
-    planner tiles, :func:`~dml_numba.cpu.convolution.choice.tiles`; which of them the choice
+    variants with their planner's plans, :func:`~dml_numba.cpu.convolution.choice.planned`;
+    which of them the choice
     takes is the constants' to decide too)."""
     from dml_numba.cpu.convolution import choice
 
@@ -109,7 +110,7 @@ def fit(rows, costs, restarts: int = 12):
     perturbations of the best so far (a fixed seed: the fit is reproducible)."""
     from dml_numba.cpu.convolution import choice
 
-    prepared = [choice.tiles(d, h) for _, d, h, _ in rows]
+    prepared = [choice.planned(d, h) for _, d, h, _ in rows]
     rng = np.random.default_rng(0)
 
     def loss(c):

@@ -14,7 +14,7 @@ import dml_numba as dml
 from dml_numba import _diskcache, _env, _wisdom
 from dml_numba.__main__ import main as cli
 from dml_numba.cpu._emit import Host, planned_for
-from dml_numba.cpu.convolution import tune
+from dml_numba.cpu.convolution import tune, variants
 from dml_numba.cpu.convolution.choice import choose_algorithm
 from tests.test_cache_trust import private_root, run
 
@@ -422,7 +422,7 @@ def test_export_import_and_forget_through_the_command_line(own_cache, tmp_path, 
 
 SCRIPT = """
 import numpy as np, dml_numba as dml
-from dml_numba.cpu.convolution import tune
+from dml_numba.cpu.convolution import tune, variants
 tune.BUSY_SHARE = 1.0  # kept however busy the test run's other workers keep the machine
 tune.QUICK_BUDGET_S = 600.0  # loads from the disk cache: within any budget
 x = np.ones((2, 8, 11, 13), np.float32); w = np.ones((8, 8, 3, 3), np.float32)
@@ -561,7 +561,8 @@ def test_quick_takes_the_rows_tile_the_staging_flip_then_distinct_tiles_and_the_
 def test_the_cost_model_is_the_documented_formula():
     """Each term of :func:`.cost.estimate`, worked out by hand for a host of 16 lanes and two
     threads (every constant distinct, so a term left out or counted twice shows)."""
-    from dml_numba.cpu.convolution.cost import Costs, estimate
+    from dml_numba.cpu.convolution.cost import Costs
+    from dml_numba.cpu.convolution.variants import estimate
 
     C = Costs(load=0.5, plane=3.0, direct=5.0, scalar=7.0, loop=11.0, row=13.0, gemm=17.0,
               column=19.0, call=23.0, copy=29.0, gather=31.0, store=37.0, scatter=59.0,
@@ -681,9 +682,10 @@ def test_a_candidate_builds_its_kernel_with_the_options_it_stands_for(monkeypatc
     made = []
 
     def fake(name):
-        return lambda desc, opts, **kw: made.append((name, dict(opts), kw)) or name
+        return lambda desc, opts, *args, **kw: made.append((name, dict(opts), args, kw)) or name
 
-    monkeypatch.setattr(tune, "KERNELS", {a: fake(k.__name__) for a, k in tune.KERNELS.items()})
+    for v in variants.VARIANTS:
+        monkeypatch.setattr(v, "kernel", fake(v.kernel.__name__))
     d = _desc((2, 16, 56, 56), (16, 16, 3, 3))  # parallel by default
     plan = tune.block_plan(d, Host(16, 2))
     opts = {"tune": "quick", "parallel": None}
@@ -692,11 +694,12 @@ def test_a_candidate_builds_its_kernel_with_the_options_it_stands_for(monkeypatc
     tune.Candidate("direct").build(d, opts)
     tune.Candidate("direct", parallel=False).build(d, opts, timed=True)
     tune.Candidate("blocked", plan).build(d, {"parallel": True}, timed=True)
-    assert made[0] == ("DirectKernel", {"parallel": True}, {"plan": None})
-    assert made[1] == ("GemmKernel", {"parallel": None}, {"plan": None})  # BLAS's helpers: serial
+    assert made[0] == ("DirectKernel", {"parallel": True}, (), {"plan": None})
+    assert made[1] == ("GemmKernel", {"parallel": None}, (), {"plan": None})  # BLAS's: serial
     assert made[2][:2] == ("DirectKernel", {"parallel": None})  # automatic when it runs
     assert made[3][:2] == ("DirectKernel", {"parallel": False})
-    assert made[4] == ("BlockedKernel", {"parallel": True}, {"plan": plan})
+    # the tile's variant: its kernel's name in the key and its emitter
+    assert made[4] == ("BlockedKernel", {"parallel": True}, (plan, variants.VARIANTS[1]), {})
 
 
 def test_labels_and_json_round_trip_for_every_candidate():

@@ -206,7 +206,7 @@ def representative_sources() -> dict:
 
             opts = {k: v for k, v in opts.items() if k != "plan"}
             tile = cc.block_plan(cc.pointwise_as_1d(desc) or desc)
-            out[name] = cc.BlockedKernel(desc, {"parallel": None, **opts}, plan=tile).source
+            out[name] = cc.build(desc, {"parallel": None, **opts}, "blocked", tile).source
         elif device == "cpu":
             out[name] = lowering_for(type(desc), "cpu")(desc, {"parallel": None, **opts}).source
         else:

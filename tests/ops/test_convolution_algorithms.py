@@ -191,7 +191,7 @@ def test_the_static_choice_keeps_to_the_kernels_that_apply():
     the planner's two tiles."""
     from dml_numba.cpu._emit import Host
     from dml_numba.cpu.convolution.blocked.plan import block_plan, channel_plan
-    from dml_numba.cpu.convolution.cost import estimate
+    from dml_numba.cpu.convolution.variants import estimate
 
     def desc(cin, cout, g, hw=8, k=3, dtype=dml.DataType.FLOAT32):
         return dml.ConvolutionOperatorDesc(

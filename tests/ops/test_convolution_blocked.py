@@ -148,7 +148,7 @@ def blocked_kernel(desc, lanes, budget, parallel, **plan):
     ``budget`` (and ``plan``'s other settings: ``staged``, ``flat_gain``)."""
     tile = cpu_conv.block_plan(cpu_conv.pointwise_as_1d(desc) or desc, lanes=lanes, budget=budget,
                                **plan)
-    return cpu_conv.BlockedKernel(desc, {"algorithm": "blocked", "parallel": parallel}, plan=tile)
+    return cpu_conv.build(desc, {"algorithm": "blocked", "parallel": parallel}, "blocked", tile)
 
 
 @pytest.mark.parametrize("name,lanes,budget", tile_runs(SHAPES))
@@ -232,7 +232,7 @@ def test_channels_tiles_agree_with_brute_force_and_numpy(name, host, staged):
     assert plan.staged == (staged and planner.needs_copy(kdesc))  # as asked, where it pads
     assert plan.accumulators + plan.vectors * desc.filter_tensor.sizes[-1] + 1 \
         <= planner.registers(host)
-    kernel = cpu_conv.BlockedKernel(desc, {"algorithm": "blocked", "parallel": False}, plan=plan)
+    kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": False}, "blocked", plan)
     assert kernel.key.kernel.startswith("blocked-channels") and "vscatter(" in kernel.source
     y = np.full(desc.output_tensor.sizes, np.nan, F32)
     kernel(list(inputs), y)
@@ -249,7 +249,7 @@ def test_channels_tiles_in_the_parallel_loop_and_in_float16():
     for args, staged in ((CHANNELS["2d-two-vectors"], True), (CHANNELS["2d-stride2-cropped"], False)):
         desc, inputs = conv_case(*args)
         plan = planner.channel_plan(desc, Host(16, 2), staged=staged)
-        kernel = cpu_conv.BlockedKernel(desc, {"algorithm": "blocked", "parallel": True}, plan=plan)
+        kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": True}, "blocked", plan)
         assert "prange(" in kernel.source
         y = np.full(desc.output_tensor.sizes, np.nan, F32)
         kernel(list(inputs), y)

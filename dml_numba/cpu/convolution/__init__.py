@@ -1,16 +1,21 @@
-"""Convolution on the CPU: three algorithms over the same semantics, one kernel class each.
+"""Convolution on the CPU: three algorithms over the same semantics, six kernel variants.
 
-* ``blocked`` (:mod:`.blocked`): register-blocked SIMD tiles, float32 and float16;
+* ``blocked`` (:mod:`.blocked`): register-blocked SIMD tiles, float32 and float16 (four tiles:
+  pixels, transposed, depthwise, channels);
 * ``direct`` (:mod:`.direct`): one generated loop nest, every dtype;
 * ``gemm`` (:mod:`.gemm`): BLAS with generated kernels around it.
+
+Each variant is a class (:mod:`.variants`) that owns its plans, its cost estimate, its key's
+kernel name, its emitters and its kernel class; the choice and the tuner iterate over them.
 
 ``algorithm=None`` (the default) takes this machine's tuned choice where one was measured
 (``tune="quick"`` or ``DML_NUMBA_TUNE=quick`` times the candidates on first use of a key and
 keeps the fastest: :mod:`.tune`), else the static rule (:func:`~.choice.choose_algorithm`: the
 least time of a cost model of the host, :mod:`.cost`; ``tune="off"``: always the static rule);
 ``compile_operator(desc, "cpu", algorithm="blocked"|"direct"|"gemm")`` forces one. Where to
-look: the choice in ``choice.py`` and ``tune.py``; a kernel's host-side call in its class; its
-generated source in its module's ``emit`` (the blocked kernels' tile in ``blocked/tile.py``,
+look: the choice in ``choice.py`` and ``tune.py``; what a variant plans, costs and emits in
+``variants.py``; a kernel's host-side call in its class; its generated source in its module's
+``emit`` (the blocked kernels' tile in ``blocked/tile.py``,
 their plan in ``blocked/plan.py``, their padding phase in ``blocked/padding.py``).
 """
 from __future__ import annotations
@@ -28,17 +33,17 @@ from .blocked.plan import BlockPlan, block_plan, can_fold, pack_filter, pointwis
 from .choice import blocked_plan, choose, choose_algorithm, estimates
 from .direct import DirectKernel
 from .gemm import GemmKernel
-from .kernels import EMITTERS, KERNELS
+from .variants import build, emitter, variant_of
 
 __all__ = ["emit", "make_kernel", "choose_algorithm", "estimates", "block_plan", "blocked_plan",
            "BlockPlan", "pack_filter", "pointwise_as_1d", "DirectKernel", "GemmKernel",
-           "BlockedKernel"]
+           "BlockedKernel", "build", "variant_of"]
 
 
 def emit(key) -> str:
     """The source of any convolution kernel of the CPU backend, from its key alone (the emitter
-    its kernel class declares for ``key.kernel``)."""
-    return EMITTERS[key.kernel](key)
+    its variant declares for ``key.kernel``)."""
+    return emitter(key.kernel)(key)
 
 
 def make_kernel(desc, options):
@@ -71,12 +76,10 @@ def make_kernel(desc, options):
         # choice; else the direct loop nest
         if algorithm == "blocked" or (algorithm is None and plan is not None
                                       and choose_algorithm(desc) == "blocked"):
-            return BlockedKernel(desc, options, plan=plan)
-        return DirectKernel(desc, options)
-    plan = None
-    if algorithm is None:
-        algorithm, plan = choose(desc)
-    return KERNELS[algorithm](desc, options, plan=plan)
+            return build(desc, options, "blocked", plan)
+        return build(desc, options, "direct")
+    algorithm, plan = choose(desc, among=algorithm)
+    return build(desc, options, algorithm, plan)
 
 
 def folded_plan(desc, mode: str):

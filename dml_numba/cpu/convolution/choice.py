@@ -1,50 +1,58 @@
-"""The automatic choice of algorithm (``DML_NUMBA_TUNE=off``, and the tuner's first candidate):
-the algorithm the cost model (:mod:`.cost`) expects to run ``desc`` fastest on the host, among
-those that can (``blocked`` where the planner has a tile for it, ``direct`` and ``gemm``
-always). The model reads the host's vector width and thread count, so the choice moves with
-them on machines nobody measured; its constants were fitted to the crossover grid in
-``benchmarks/HISTORY.md`` ("The static choice from the cost model")."""
+"""The automatic choice of kernel (``DML_NUMBA_TUNE=off``, and the tuner's first candidate):
+the variant (:mod:`.variants`) the cost model expects to run ``desc`` fastest on the host,
+among those that can (each blocked tile where the planner has one for it, ``direct`` and
+``gemm`` always), ties to the simpler kernel. The model reads the host's vector width and
+thread count, so the choice moves with them on machines nobody measured; its constants were
+fitted to the crossover grid in ``benchmarks/HISTORY.md`` ("The static choice from the cost
+model")."""
 from __future__ import annotations
 
 from .._emit import Host
-from .blocked.plan import BlockPlan, block_plan, channel_plan, pointwise_as_1d
-from .cost import COSTS, Costs, estimate
+from . import variants
+from .blocked.plan import BlockPlan
+from .cost import COSTS, Costs
+from .variants import ALGORITHMS, Variant, estimate
 
-#: the algorithms in the order ties go (the simplest kernel first)
-ALGORITHMS = ("direct", "blocked", "gemm")
+__all__ = ["ALGORITHMS", "planned", "tiles", "ranked", "blocked_plan", "options", "cheapest",
+           "estimates", "choose", "choose_algorithm"]
+
+
+def planned(desc, host: Host) -> list[tuple[Variant, BlockPlan | None]]:
+    """Every variant that can run ``desc`` on ``host`` with the planner's plan for it, in the
+    order ties go."""
+    return [(v, p) for v in variants.VARIANTS for p in v.planned(desc, host)]
 
 
 def tiles(desc, host: Host) -> list[BlockPlan]:
-    """The planner's tiles for ``desc`` on ``host``: its pixels tile
-    (:func:`.blocked.plan.block_plan`) and its channels tile
-    (:func:`.blocked.plan.channel_plan`), those that apply."""
-    kdesc = pointwise_as_1d(desc) or desc
-    return [p for p in (block_plan(kdesc, host), channel_plan(kdesc, host)) if p is not None]
+    """The planner's tiles for ``desc`` on ``host`` (the blocked variants' plans)."""
+    return [p for v, p in planned(desc, host) if v.algorithm == "blocked"]
 
 
-def pick_tile(desc, plans: list[BlockPlan], host: Host, costs: Costs = COSTS):
-    """The tile of ``plans`` the cost model expects to run fastest (ties to the first), or
-    None where there is none."""
-    return min(plans, key=lambda p: estimate(desc, "blocked", p, host, costs=costs),
-               default=None)
+def ranked(desc, host: Host, costs: Costs = COSTS,
+           plans: list | None = None) -> list[tuple[Variant, BlockPlan | None, float]]:
+    """``(variant, plan, estimate)`` of every variant that can run ``desc``, fastest first,
+    ties in :data:`~.variants.VARIANTS`' order. ``plans``: :func:`planned`'s list, where
+    already planned."""
+    found = planned(desc, host) if plans is None else plans
+    times = [(v, p, v.estimate(desc, p, host, costs=costs)) for v, p in found]
+    return sorted(times, key=lambda t: (t[2], variants.VARIANTS.index(t[0])))
 
 
 def blocked_plan(desc, host: Host | None = None, costs: Costs = COSTS) -> BlockPlan | None:
-    """The blocked kernel's tile for ``desc`` on ``host``: the planner's pixels tile or its
-    channels tile, whichever the cost model expects to run faster (ties to the pixels tile);
-    None where neither applies."""
-    host = host or Host.current()
-    return pick_tile(desc, tiles(desc, host), host, costs)
+    """The blocked kernel's tile for ``desc`` on ``host``: the tile the cost model expects to
+    run fastest (ties to the pixels tile); None where none applies."""
+    return options(desc, host or Host.current(), costs).get("blocked")
 
 
 def options(desc, host: Host, costs: Costs = COSTS,
-            plans: list[BlockPlan] | None = None) -> dict[str, BlockPlan | None]:
-    """The algorithms that can run ``desc`` on ``host``, each with its plan (the blocked
-    kernel's tile, :func:`blocked_plan`; None for the others). ``plans``: the planner's
-    tiles, where already planned (:func:`tiles`)."""
-    plan = pick_tile(desc, tiles(desc, host) if plans is None else plans, host, costs)
-    return {a: plan if a == "blocked" else None for a in ALGORITHMS
-            if a != "blocked" or plan is not None}
+            plans: list | None = None) -> dict[str, BlockPlan | None]:
+    """The algorithms that can run ``desc`` on ``host``, each with the plan of its fastest
+    variant (the blocked kernel's tile; None for the others). ``plans``: :func:`planned`'s
+    list, where already planned."""
+    found: dict = {}
+    for v, p, _ in ranked(desc, host, costs, plans):
+        found.setdefault(v.algorithm, p)
+    return {a: found[a] for a in ALGORITHMS if a in found}
 
 
 def cheapest(desc, found: dict[str, BlockPlan | None], host: Host,
@@ -56,8 +64,8 @@ def cheapest(desc, found: dict[str, BlockPlan | None], host: Host,
 
 
 def estimates(desc, host: Host | None = None) -> dict[str, float]:
-    """The modelled time of each algorithm that can run ``desc`` on ``host`` (one core's
-    vector multiply-adds; :func:`.cost.estimate`)."""
+    """The modelled time of each algorithm that can run ``desc`` on ``host`` (its fastest
+    variant's; one core's vector multiply-adds)."""
     host = host or Host.current()
     return _times(desc, options(desc, host), host, COSTS)
 
@@ -67,12 +75,15 @@ def _times(desc, found: dict[str, BlockPlan | None], host: Host, costs: Costs) -
     return {a: estimate(desc, a, plan, host, costs=costs) for a, plan in found.items()}
 
 
-def choose(desc, host: Host | None = None) -> tuple[str, BlockPlan | None]:
-    """The algorithm for ``desc`` on ``host`` (this machine by default), and its plan."""
-    host = host or Host.current()
-    found = options(desc, host)
-    algorithm = cheapest(desc, found, host)
-    return algorithm, found[algorithm]
+def choose(desc, host: Host | None = None, among: str | None = None
+           ) -> tuple[str, BlockPlan | None]:
+    """The algorithm for ``desc`` on ``host`` (this machine by default), and its plan;
+    ``among``: the fastest variant of that algorithm (plan None where it has none for
+    ``desc``)."""
+    for v, p, _ in ranked(desc, host or Host.current()):
+        if among is None or v.algorithm == among:
+            return v.algorithm, p
+    return among, None
 
 
 def choose_algorithm(desc, host: Host | None = None) -> str:

@@ -33,21 +33,13 @@ import numpy as np
 from ... import _diskcache, _env, _wisdom
 from ..._cache import freeze
 from ..._machine import CpuShare
-from ...ops.convolution import FOLDS, ConvolutionDirection, geometry
+from ...ops.convolution import FOLDS, geometry
 from .._emit import COMPILED_HERE, Host, resolve_parallel
+from . import variants
 from .base import conv_work
-from .blocked.plan import (
-    FLAT_GAIN,
-    BlockPlan,
-    block_plan,
-    can_fold,
-    channel_plan,
-    needs_copy,
-    pointwise_as_1d,
-)
+from .blocked.plan import BlockPlan, block_plan, can_fold, pointwise_as_1d
 from .choice import choose
-from .cost import estimate
-from .kernels import KERNELS
+from .variants import build, estimate
 
 MODES = ("off", "estimate", "quick", "exhaustive")
 #: candidates timed in quick mode: the static choice and this many more (its tile with the
@@ -113,7 +105,7 @@ class Candidate:
             opts["parallel"] = self.parallel
         elif timed and opts.get("parallel") is None and self.algorithm != "gemm":
             opts["parallel"] = _parallel_by_default(desc)  # (BLAS's helpers: serial unless forced)
-        return KERNELS[self.algorithm](desc, opts, plan=self.plan)
+        return build(desc, opts, self.algorithm, self.plan)
 
 
 def static(desc, host: Host | None = None) -> Candidate:
@@ -122,26 +114,11 @@ def static(desc, host: Host | None = None) -> Candidate:
 
 
 def blocked_plans(desc, host: Host) -> list[BlockPlan]:
-    """The blocked kernel's valid tiles for ``desc`` (already flattened where pointwise): the
-    planner's pixels tile, and its variants in channels a tile (4, 8), lanes (the host's,
-    half), staged padding (on, off) and flattened tiles (as the planner decides, never); then
-    the channels tiles (FORWARD: one or two vectors of channels, staged padding on and off)."""
-    forward = desc.direction == ConvolutionDirection.FORWARD
-    stage = (None, True, False) if forward and needs_copy(desc) else (None,)
-    plans = []
-    base = block_plan(desc, host)
-    if base is not None:
-        lanes = sorted({host.lanes, max(4, host.lanes // 2)}, reverse=True)
-        plans.append(base)
-        for ln in lanes:
-            for ch in ((None,) if base.depthwise else (4, 8)):
-                for st in stage:
-                    for gain in ((FLAT_GAIN, 0.0) if forward else (FLAT_GAIN,)):
-                        plans.append(block_plan(desc, host, lanes=ln, channels=ch, staged=st,
-                                                flat_gain=gain))
-    plans += [channel_plan(desc, host, vectors=v, staged=st) for v in (None, 1, 2)
-              for st in stage]
-    return list(dict.fromkeys(p for p in plans if p is not None))
+    """The blocked kernel's valid tiles for ``desc``: every blocked variant's plans
+    (``Variant.plans``: the planner's tile and the variations the tuner tries), in the variants'
+    order."""
+    return list(dict.fromkeys(p for v in variants.VARIANTS if v.algorithm == "blocked"
+                              for p in v.plans(desc, host)))
 
 
 def candidates(desc, host: Host | None = None, mode: str = "exhaustive",

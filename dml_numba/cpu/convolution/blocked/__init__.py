@@ -12,7 +12,9 @@ all inside Numba's own thread pool. FORWARD has a second tile, the channels tile
 (as oneDNN's kernels do), for a run of pixels along a row, stored by scatter, one lane per output
 plane; it wastes no lanes on rows that are not a multiple of the vector, and a pixel read by
 several taps is broadcast once. The plan (``plan.py``) is chosen for the host (the cost model
-picks between the two tiles, ``choice.blocked_plan``) and goes into the kernel's key.
+picks among the tiles: ``choice.blocked_plan``) and goes into the kernel's key; each tile is a
+variant (``variants.py``: ``Pixels``, ``Transposed``, ``Depthwise``, ``Channels``) that names
+its kernel and its emitter.
 """
 from __future__ import annotations
 
@@ -20,48 +22,27 @@ import numpy as np
 
 from ...._cache import KernelKey
 from ...._dims import prod
-from ...._errors import ValidationError
 from ...._frozen import Derived
 from ..base import ConvolutionKernel, conv_key
-from . import depthwise, forward, transposed
 from .plan import BlockPlan, needs_copy, pack_filter, pointwise_as_1d
-
-EMITTERS = {"blocked": forward.emit, "blocked-staged": forward.emit,
-            "blocked-channels": forward.emit, "blocked-channels-staged": forward.emit,
-            "blocked-transposed": transposed.emit, "blocked-depthwise": depthwise.emit}
-
-
-def emit(key) -> str:
-    """The source of the blocked kernel ``key`` (its kind and plan in the key)."""
-    return EMITTERS[key.kernel](key)
 
 
 class BlockedKernel(ConvolutionKernel):
-    """The blocked kernel of ``desc`` for this host (or for ``plan``, the tile to use)."""
+    """The blocked kernel of ``desc`` with the tile ``plan``, made by ``variant`` (the tile's
+    class in :mod:`..variants`: its kernel's name in the key and its emitter)."""
 
     algorithm = "blocked"
-    emitters = EMITTERS  # key.kernel (the plan's kind) -> its emitter
 
-    def __init__(self, desc, options, plan: BlockPlan | None = None):
+    def __init__(self, desc, options, plan: BlockPlan, variant):
         self.desc = desc
         self.kdesc = pointwise_as_1d(desc) or desc  # what the kernel is generated for
-        if plan is None:  # the cost model's pick of the planner's tiles
-            from ..choice import blocked_plan
-
-            plan = blocked_plan(desc)
         self.plan = plan
-        if self.plan is None:
-            raise ValidationError(
-                "compile_operator.algorithm: 'blocked' is invalid; expected 'direct' or "
-                "'gemm' for this descriptor (the blocked kernel takes float32 or float16 "
-                "convolutions with at least 4 output pixels per row, per stride phase for "
-                "BACKWARD, or FORWARD with a group's output channels a multiple of 4)")
         p = self.plan
-        key = KernelKey("cpu", self.kdesc, p.kind(self.kdesc), conv_key(desc, options).parallel,
-                        plan=p)
+        key = KernelKey("cpu", self.kdesc, variant.kind(self.kdesc, p),
+                        conv_key(desc, options).parallel, plan=p)
         n_args = 5 if desc.bias_tensor is not None else 4
         slots = [(np.dtype(np.int64), 0)] if p.depthwise or p.staged else []
-        super().__init__(key, emit, [(self.acc, 1)] * n_args + slots, options)
+        super().__init__(key, variant.emit, [(self.acc, 1)] * n_args + slots, options)
         # elements of the padded copy of the input (0: the kernel reads the input in place);
         # per slot, the depthwise kernel pads one plane, the staged one a group's planes
         sizes = self.kdesc.input_tensor.sizes

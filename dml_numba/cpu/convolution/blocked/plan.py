@@ -55,17 +55,6 @@ class BlockPlan:
             return self.vectors * self.rows * self.pixels
         return self.mb * self.rows * self.vectors * self.phases
 
-    def kind(self, desc) -> str:
-        """The kernel this plan is for: its emitter's name in the key."""
-        if self.depthwise:
-            return "blocked-depthwise"
-        if self.pixels:
-            return "blocked-channels-staged" if self.staged else "blocked-channels"
-        if self.staged:
-            return "blocked-staged"
-        return ("blocked" if desc.direction == ConvolutionDirection.FORWARD
-                else "blocked-transposed")
-
     @property
     def label(self) -> str:
         """The tile in the generated module's title: lanes, channels, rows, vectors[, phases]
