@@ -509,6 +509,11 @@ def _aliasing_cases():
         b[2:] = x
         return (b[2:], y), (b[:2], fresh())
 
+    def read_only():
+        a = fresh()
+        a.flags.writeable = False
+        return a
+
     def input_overlapped(x, y):
         b = np.zeros((3, 3), np.float32)
         b[1:] = x
@@ -525,6 +530,8 @@ def _aliasing_cases():
                                        "out\\[1\\]: an array overlapping out\\[0\\]"),
         "overlapping views as the outputs": (lambda x, y: ((x, y), overlapping()),
                                              "out\\[1\\]: an array overlapping out\\[0\\]"),
+        "a read-only out": (lambda x, y: ((x, y), (fresh(), read_only())),
+                            "out\\[1\\]: a read-only array is invalid"),
         "disjoint halves of one buffer": (lambda x, y: ((x, y), halves()), None),
         "input and output in one buffer, apart": (input_in_buffer, None),
     }

@@ -71,7 +71,12 @@ class CompiledGraph:
         for k, o in enumerate(outs):
             if o is not None:
                 _interop.check_out(o, f"compile_graph.out[{k}]")
-        _check_aliases(host, [_interop.to_host(o) if o is not None else None for o in outs])
+        host_outs = [_interop.to_host(o) if o is not None else None for o in outs]
+        for k, o in enumerate(host_outs):  # the steps write them unchecked (run_checked)
+            if isinstance(o, np.ndarray) and not o.flags.writeable:
+                raise ValidationError(f"compile_graph.out[{k}]: a read-only array is invalid; "
+                                      "expected a writable array")
+        _check_aliases(host, host_outs)
         if self._cuda:
             return self._run_cuda(host, outs, out, kind)
         results = [None] * g.output_count
@@ -102,7 +107,7 @@ class CompiledGraph:
             args = [at(r) for r in step.inputs]
             for i, sizes in views:  # an input seen with other sizes (a reshaping edge)
                 args[i] = args[i].reshape(sizes)
-            op(*args, out=target)
+            op.run_checked(args, target)  # checked: the graph's entry, its edges and buffers
             for extra in step.also:
                 results[extra[1]][...] = target
 
