@@ -42,24 +42,23 @@ def paired_times(fn_a, fn_b, *, repeat: int = 9) -> tuple[float, float]:
     return statistics.median(a), statistics.median(b)
 
 
-def block_times(fn_a, fn_b, *, rounds: int = 5, calls: int = 5,
-                rest: float = 0.05) -> tuple[float, float]:
-    """Medians of ``fn_a`` and ``fn_b`` sampled in alternating blocks of ``calls`` calls (the
+def blocks_times(fns, *, rounds: int = 5, calls: int = 5, rest: float = 0.05) -> list[float]:
+    """Medians of each of ``fns`` sampled in alternating blocks of ``calls`` calls (the
     first of each block dropped), ``rest`` seconds apart: for peers with thread pools of their
     own. Alternating single calls times each against the other's pool still spinning after its
     call (ONNX Runtime's and OpenMP's both spin): on two cores a ResNet-18 then took 96 ms
     against 23 ms alone, and ONNX Runtime 36 ms against 19 ms. Blocks still see the same
     drifting machine, each engine as a program using only it would."""
-    a, b = [], []
+    samples = [[] for _ in fns]
     for _ in range(rounds):
-        for fn, into in ((fn_a, a), (fn_b, b)):
+        for fn, into in zip(fns, samples):
             time.sleep(rest)
             for k in range(calls + 1):
                 t0 = time.perf_counter()
                 fn()
                 if k:
                     into.append(time.perf_counter() - t0)
-    return statistics.median(a), statistics.median(b)
+    return [statistics.median(s) for s in samples]
 
 
 def machine() -> str:

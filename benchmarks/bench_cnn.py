@@ -1,12 +1,14 @@
 """ONNX CNNs exported by PyTorch (ResNet-18, MobileNetV2 at 224 x 224, a U-Net at 256 x 256;
 random weights, eval mode, ``torch.onnx.export`` at opset 17) through ``compile_model`` on the
 "cpu" device, against ONNX Runtime's CPU provider with the same thread count, in one run
-(alternating blocks of calls, medians: :func:`benchmarks._harness.block_times`), once both have
+(alternating blocks of calls, medians: :func:`benchmarks._harness.blocks_times`), once both have
 settled: each kernel's serial and parallel variants are timed against each other over its first
 calls (``settle`` calls, reported apart); and the first load-and-run of a new process with a
-warm kernel cache.
+warm kernel cache. ``--tuned``: each model tuned first (``tune="quick"`` in new processes until
+one compiles nothing), then the tuned network (the default mode reads the choices) and the
+static choice (``tune="off"``) timed in the same alternation as ONNX Runtime.
 
-    python3 -m benchmarks.bench_cnn [--quick] [--batches 1 8] [--models resnet18 unet]
+    python3 -m benchmarks.bench_cnn [--quick] [--tuned] [--batches 1 8] [--models resnet18 unet]
     python3 -m benchmarks.bench_cnn --device cuda   # on a GPU: against PyTorch (cuDNN)
 
 On "cuda" the input is a device array (no transfer timed) and the peer is the same network in
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._harness import Table, block_times, machine, paired_times
+from benchmarks._harness import Table, blocks_times, machine, paired_times
 
 SIZES = {"resnet18": 224, "mobilenet_v2": 224, "unet": 256}
 
@@ -93,8 +96,6 @@ def run_cuda(quick: bool = False, batches=(1, 8), models=tuple(SIZES)) -> Table:
 def first_run_seconds(path: str, shape) -> float:
     """A new process: import, load the model, compile (kernels from the disk cache) and run
     once; the seconds from the start of the import to the result."""
-    import subprocess
-
     code = (f"import time; t = time.perf_counter(); import numpy as np; "
             f"from dml_numba.onnx import compile_model; "
             f"m = compile_model({path!r}, 'cpu', input_shapes={{'x': {tuple(shape)!r}}}); "
@@ -104,16 +105,37 @@ def first_run_seconds(path: str, shape) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 40) -> Table:
+def tune_in_new_processes(path: str, shape, most: int = 8) -> list[float]:
+    """Quick tuning of every convolution of the model at ``path`` for inputs of ``shape``, in
+    new processes (each within the tuner's budget a layer) until one takes under 5 s (it
+    compiled nothing: every candidate is in the disk cache and was timed) or ``most`` ran:
+    each process's seconds."""
+    code = ("import time, numpy as np; t = time.perf_counter(); "
+            "from dml_numba.onnx import compile_model; "
+            f"m = compile_model({path!r}, 'cpu', input_shapes={{'x': {tuple(shape)!r}}}, "
+            f"tune='quick'); m(np.zeros({tuple(shape)!r}, np.float32)); "
+            "print(time.perf_counter() - t)")
+    spent = []
+    while len(spent) < most and (not spent or spent[-1] >= 5.0):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True)
+        spent.append(float(out.stdout.strip().splitlines()[-1]))
+    return spent
+
+
+def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 40,
+        tuned: bool = False) -> Table:
     import numba
     import onnxruntime as ort
 
     from dml_numba.onnx import compile_model
 
     threads = numba.config.NUMBA_NUM_THREADS
-    table = Table(f"ONNX CNNs on the CPU against ONNX Runtime ({threads} threads each)",
+    table = Table(f"ONNX CNNs on the CPU against ONNX Runtime ({threads} threads each)"
+                  + (", tuned" if tuned else ""),
                   ["model", "input", "dml_numba ms", "ONNX Runtime ms", "speed-up",
-                   "max rel. error", "first calls ms (mean)", "first run, new process (s)"])
+                   "max rel. error", "first calls ms (mean)", "first run, new process (s)"]
+                  + (["static choice ms", "tuning processes (s)"] if tuned else []))
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
@@ -127,6 +149,7 @@ def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 
             for n in batches:
                 shape = (n, 3, size, size)
                 x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+                spent = tune_in_new_processes(path, shape) if tuned else []
                 t0 = time.perf_counter()
                 model = compile_model(path, "cpu", input_shapes={"x": shape})
                 y = model(x)
@@ -137,13 +160,19 @@ def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 
                 for _ in range(settle):
                     model(x)
                 early = (time.perf_counter() - t0) / settle
-                ours, theirs = block_times(lambda: model(x),
-                                           lambda: session.run(None, {"x": x}),
-                                           rounds=3 if quick else 5)
+                fns = [lambda: model(x), lambda: session.run(None, {"x": x})]
+                if tuned:
+                    static = compile_model(path, "cpu", input_shapes={"x": shape}, tune="off")
+                    for _ in range(settle):
+                        static(x)
+                    fns.append(lambda: static(x))
+                ours, theirs, *rest = blocks_times(fns, rounds=3 if quick else 5)
                 first = first_run_seconds(path, shape)
+                extra = ([f"{rest[0] * 1e3:.1f}", " ".join(f"{s:.0f}" for s in spent)]
+                         if tuned else [])
                 table.add(name, f"{n}x3x{size}x{size}", f"{ours * 1e3:.1f}",
                           f"{theirs * 1e3:.1f}", f"{theirs / ours:.2f}", f"{err:.1e}",
-                          f"{early * 1e3:.1f}", f"{first:.2f} (build here {build:.1f})")
+                          f"{early * 1e3:.1f}", f"{first:.2f} (build here {build:.1f})", *extra)
     return table
 
 
@@ -153,9 +182,14 @@ def main(argv=None):
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     p.add_argument("--models", nargs="+", default=list(SIZES), choices=list(SIZES))
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--tuned", action="store_true",
+                   help="tune each model first (CPU), and time the static choice beside it")
     a = p.parse_args(argv)
     print(machine())
-    table = (run_cuda if a.device == "cuda" else run)(a.quick, a.batches, a.models)
+    if a.device == "cuda":
+        table = run_cuda(a.quick, a.batches, a.models)
+    else:
+        table = run(a.quick, a.batches, a.models, tuned=a.tuned)
     print(table.markdown())
 
 
