@@ -459,6 +459,94 @@ RELU_TILES = {
 }
 
 
+#: the kernels that apply an activation in vectors: (case arguments, algorithm, the planner
+#: that gives the tile: None for the direct kernel); each has its vector activation's
+#: import in its module, every fused activation in vectors bit for bit its scalar formula
+VECTOR_ACTIVATION_KERNELS = {
+    "pixels": (((1, 8, 6, 40), (8, 8, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1), "blocked",
+               "block_plan"),
+    "channels": (((1, 8, 6, 21), (16, 8, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1), "blocked",
+                 "channel_plan"),
+    "depthwise": (((1, 16, 6, 35), (16, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 16),
+                  "blocked", "block_plan"),
+    "transposed": (((1, 8, 7, 9), (8, 8, 3, 3), (2, 2), (1, 1), (1, 1), (1, 1), 1, BWD),
+                   "blocked", "block_plan"),
+    "direct-depthwise": (((1, 4, 6, 40), (4, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 4),
+                         "direct", None),
+}
+CLIPS = {"relu6": dml.ElementWiseClipOperatorDesc(0.0, 6.0),
+         # bounds float32 cannot hold, one beyond its range: rounded (the scalar formula
+         # compares in float64, the vectors with the rounded bound: the same bits)
+         "unrepresentable": dml.ElementWiseClipOperatorDesc(0.1, 0.30000001),
+         "unbounded-above": dml.ElementWiseClipOperatorDesc(-0.2, 1e300)}
+
+
+def _activation_kernel(name, act):
+    args, algorithm, planner = VECTOR_ACTIVATION_KERNELS[name]
+    desc, inputs = conv_case(*args, act=act)
+    x = inputs[0].copy()
+    x.reshape(-1)[3] = np.nan  # NaN sums in the outputs that read it
+    x.reshape(-1)[-5:] = -0.0
+    inputs = (x,) + tuple(inputs[1:])
+    if planner is None:
+        return dml.compile_operator(desc, "cpu", algorithm=algorithm, parallel=False), inputs
+    kdesc = cpu_conv.pointwise_as_1d(desc) or desc
+    plan = getattr(cpu_conv.blocked.plan, planner)(kdesc)
+    kernel = cpu_conv.build(desc, {"parallel": False}, "blocked", plan)
+    return (lambda *a: _run_kernel(kernel, desc, a)), inputs, kernel
+
+
+def _run_kernel(kernel, desc, inputs):
+    y = np.empty(desc.output_tensor.sizes, np.float32)
+    kernel(list(inputs), y)
+    return y
+
+
+@pytest.mark.parametrize("name,clip", sampled(
+    [(name, clip) for name in VECTOR_ACTIVATION_KERNELS for clip in CLIPS],
+    lambda run: f"{run[0]}-{run[1]}",
+    lambda run: run[1] == "relu6" or run[0] == "pixels"))
+def test_fused_clip_in_vectors_is_the_scalar_clip(name, clip):
+    """A clip without scale and bias (ReLU6) is applied to the accumulators in vectors
+    (``vclip``) by every kernel that applies activations in vectors: every output, bit for
+    bit, the scalar formula ``where(v > hi, hi, where(v < lo, lo, v))`` computed in float64 on
+    the same kernel's sums without the activation and rounded (NaN stays NaN, -0.0 stays);
+    bounds float32 cannot hold and one beyond its range included."""
+    act = CLIPS[clip]
+    made = [_activation_kernel(name, a) for a in (None, act)]
+    (plain, inputs, *_), (fused, _, *kernel) = made
+    source = kernel[0].source if kernel else fused.source
+    assert "vclip(" in source and ", vclip" in source
+    v = plain(*inputs).astype(np.float64)
+    assert np.isnan(v).any() and (v > act.min).any() and (v < act.max).any()
+    expected = np.where(v > act.max, act.max, np.where(v < act.min, act.min, v))
+    with np.errstate(over="ignore"):
+        expected = expected.astype(np.float32)
+    np.testing.assert_array_equal(fused(*inputs).view(np.uint32), expected.view(np.uint32))
+
+
+def test_a_clip_with_a_scale_and_bias_keeps_its_scalar_pass():
+    """The scaled clip's product would round otherwise in float32 vectors: no vclip, and the
+    result is the vectorised device's."""
+    act = dml.ElementWiseClipOperatorDesc(-1.0, 1.0, scale_bias=(0.3, 0.1))
+    fused, inputs, kernel = _activation_kernel("pixels", act)
+    assert "vclip" not in kernel.source
+    desc = conv_case(*VECTOR_ACTIVATION_KERNELS["pixels"][0], act=act)[0]
+    np.testing.assert_allclose(fused(*inputs), dml.compile_operator(desc, "numpy")(*inputs),
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_a_transposed_convolution_with_a_fused_relu_compiles_on_the_blocked_kernel():
+    """Its module imports ``vrelu`` (it did not: the kernel failed to compile); the result is
+    the vectorised device's."""
+    act = dml.ActivationReluOperatorDesc()
+    fused, inputs, kernel = _activation_kernel("transposed", act)
+    assert "vrelu(" in kernel.source and "vrelu" in kernel.source.split("def ")[0]
+    desc = conv_case(*VECTOR_ACTIVATION_KERNELS["transposed"][0], act=act)[0]
+    np.testing.assert_allclose(fused(*inputs), dml.compile_operator(desc, "numpy")(*inputs),
+                               rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", list(RELU_TILES))
 def test_fused_relu_in_vectors_is_the_scalar_relu(name):
     """The blocked kernels apply a fused ReLU to their accumulators before the store: every

@@ -20,7 +20,8 @@ convolution kernels hold their accumulators in ``<L x float>`` values: a Numba t
 * ``vinterleave(a, b)``: the lanes of two vectors alternately, as one of twice the lanes;
 * ``vstore_rows(a, base, p, v, width, pitch)``: the lanes of ``v`` that fall in the first
   ``width`` columns of a plane with rows of ``pitch`` (two masked stores);
-* ``vadd(a, b)``, ``vzero(L)`` and ``vrelu(a)`` (a fused ReLU, lane by lane);
+* ``vadd(a, b)``, ``vzero(L)``, ``vrelu(a)`` (a fused ReLU, lane by lane) and
+  ``vclip(a, lo, hi)`` (a fused clip, ReLU6's);
 * ``vshuffle(a, b, "p0,p1,...")`` (lanes picked from both, by a literal list) and
   ``vinsert(a, i, s)`` (lane ``i`` set to ``s``).
 
@@ -182,6 +183,32 @@ def vrelu(typingctx, a):
         return builder.select(builder.fcmp_ordered(">", args[0], zero), args[0], zero)
 
     return a(a), codegen
+
+
+@intrinsic(prefer_literal=True)
+def vclip(typingctx, a, lo, hi):
+    """``hi`` where ``a > hi``, else ``lo`` where ``a < lo``, else ``a``, per lane, the bounds
+    rounded to float32 (a NaN lane stays NaN): the clip activation (ReLU6) on the accumulators
+    before their store. The same bits as the scalar ``where(v > hi, hi, where(v < lo, lo, v))``
+    computed in float64 and rounded to float32: rounding to nearest is monotonic, so a float32
+    value compares with a bound as with the bound rounded, and where it is replaced by the
+    bound the rounded bound is what is stored either way (one beyond float32's range is an
+    infinity both ways)."""
+    if not (isinstance(a, FloatVector) and isinstance(lo, types.Float)
+            and isinstance(hi, types.Float)):
+        raise TypeError("vclip takes a FloatVector and two float bounds")
+
+    def codegen(context, builder, sig, args):
+        v, bounds = args[0], []
+        for value in args[1:]:
+            if value.type != ir.FloatType():
+                value = builder.fptrunc(value, ir.FloatType())
+            bounds.append(_splat(builder, value, v.type))
+        low, high = bounds
+        v = builder.select(builder.fcmp_ordered("<", v, low), low, v)
+        return builder.select(builder.fcmp_ordered(">", args[0], high), high, v)
+
+    return a(a, lo, hi), codegen
 
 
 @intrinsic(prefer_literal=True)

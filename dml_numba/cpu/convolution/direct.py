@@ -20,7 +20,7 @@ from ...ops._base import FOLDS
 from ...ops.convolution import ConvolutionMode, geometry
 from .._emit import Host, header
 from .base import ConvolutionKernel, conv_key
-from .blocked.tile import SIMD_IMPORT, vector_activation
+from .blocked.tile import SIMD_IMPORT, activation_import, vector_activation
 from .direct_rows import (
     Row,
     Write,
@@ -91,7 +91,7 @@ def emit(key) -> str:
     assign = bool(branches) and complete and geo.in_channels == 1
     write = Write(d, assign, assign and vector_activation(d) is not None)
     w = SourceWriter()
-    loop = header(w, key, imports=(SIMD_IMPORT,) if plan.lanes else ())
+    loop = header(w, key, imports=(SIMD_IMPORT + activation_import(d),) if plan.lanes else ())
     args = "x, w, b, y" if d.bias_tensor is not None else "x, w, y"
     with w.block(f"def kernel({args}):"):
         with w.block(f"for f in {loop}({n_ * cout * prod(out[:-1])}):"):

@@ -25,6 +25,7 @@ from .plan import Layout, fold_of, needs_copy
 from .tile import (
     SIMD_IMPORT,
     Vec,
+    activation_import,
     emit_activation_pass,
     row_block_terms,
     slot_share,
@@ -41,7 +42,7 @@ def emit(key) -> str:
     planes = lay.batch * lay.groups
     w = SourceWriter()
     loop = header(w, key, imports=(SIMD_IMPORT + (", vload_stride, vstore_raw" if split > 1
-                                                  else ""),))
+                                                  else "") + activation_import(d),))
     with w.block(f"def kernel(x, {args}, xp, slots):"):
         w(f"# each slot takes a share of the {planes} planes (n, g)"
           + (f" and pads them in xp[slot * {lay.plane_in}:]" if copy else ""))

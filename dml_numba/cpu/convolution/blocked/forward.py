@@ -42,6 +42,7 @@ from .tile import (
     SIMD_IMPORT,
     TileSpec,
     Vec,
+    activation_import,
     call_tiles,
     emit_tile,
     emit_tile_functions,
@@ -78,7 +79,8 @@ def emit(key) -> str:
     loop = header(w, key, imports=(SIMD_IMPORT + (", vload_stride, vstore_raw" if split > 1
                                                   else "")
                                    + (", vstore_rows" if plan.flat else "")
-                                   + (", vscatter" if plan.pixels else ""),))
+                                   + (", vscatter" if plan.pixels else "")
+                                   + activation_import(d),))
     runs = Runs.of(lay, plan.flat)
     outer = [f"o{i}" for i in range(lay.rank - 2)]
     coords = ["n", "g", "mbi"] + outer + ["rt"] + (["xs"] if plan.staged else [])

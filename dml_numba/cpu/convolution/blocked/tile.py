@@ -12,6 +12,7 @@ Contracts between emitters are Python, not names agreed in the generated text:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 
@@ -27,7 +28,9 @@ SIMD_IMPORT = ("from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert,
 #: fused activations applied to the accumulators, in vectors, before their store, as the
 #: expression of a vector ``{}``; exact as the scalar formulas are (the others run as a scalar
 #: pass over the stored tile, :func:`emit_activation_pass`: their scalar formulas compute in
-#: float64, which float32 vectors would round differently)
+#: float64, which float32 vectors would round differently). The clip without a scale and
+#: bias (ReLU6) is one of them too (:func:`vector_activation`: ``vclip``, exact by rounding's
+#: monotony; with a scale and bias, the product would round otherwise)
 VECTOR_ACTIVATIONS = {"ActivationReluOperatorDesc": "vrelu({})",
                       "ActivationIdentityOperatorDesc": "{}"}
 
@@ -36,7 +39,21 @@ def vector_activation(d) -> str | None:
     """The vector expression (a format of ``{}``) of ``d``'s fused activation, where it has
     one: with no activation, ``"{}"``; None: a scalar pass."""
     act = d.fused_activation
-    return VECTOR_ACTIVATIONS.get(type(act).__name__) if act is not None else "{}"
+    if act is None:
+        return "{}"
+    if (type(act).__name__ == "ElementWiseClipOperatorDesc" and act.scale_bias is None
+            and d.input_tensor.data_type.name in ("FLOAT32", "FLOAT16")):
+        lo, hi = (repr(float(v)) if math.isfinite(v) else f"{'-' if v < 0 else ''}math.inf"
+                  for v in (act.min, act.max))
+        return f"vclip({{}}, {lo}, {hi})"
+    return VECTOR_ACTIVATIONS.get(type(act).__name__)
+
+
+def activation_import(d) -> str:
+    """What the generated module imports beyond the common SIMD calls for ``d``'s vector
+    activation (``", vclip"``; else nothing, so no other kernel's source changes)."""
+    act = vector_activation(d)
+    return ", vclip" if act is not None and act.startswith("vclip") else ""
 
 
 class Names:

@@ -18,10 +18,19 @@ from ....ops.convolution import geometry
 from ..._emit import header
 from .padding import emit_pad_phase
 from .plan import Layout, needs_copy
-from .tile import TileSpec, Vec, call_tiles, emit_tile, emit_tile_functions
+from .tile import (
+    TileSpec,
+    Vec,
+    activation_import,
+    call_tiles,
+    emit_tile,
+    emit_tile_functions,
+)
 
-IMPORT = ("from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinterleave, vload, vscatter, "
-          "vsplat, vstore, vzero")
+#: what the transposed kernels' modules import (vrelu too: a fused ReLU is applied in vectors;
+#: without it a transposed convolution with a fused ReLU failed to compile)
+IMPORT = ("from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinterleave, vload, vrelu, "
+          "vscatter, vsplat, vstore, vzero")
 
 
 def emit(key) -> str:
@@ -30,7 +39,7 @@ def emit(key) -> str:
     phases = geometry(d).transposed_phases()
     st, out, nd = d.strides, lay.out, lay.rank
     w = SourceWriter()
-    loop = header(w, key, imports=(IMPORT,))
+    loop = header(w, key, imports=(IMPORT + activation_import(d),))
     outer = [f"o{i}" for i in range(nd - 2)]
     rows_per_phase = -(-out[-2] // st[-2]) if nd >= 2 else 1  # the most rows a row phase has
     lead = [] if nd == 1 else [st[-2], -(-rows_per_phase // lay.rows)]
