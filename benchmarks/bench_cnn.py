@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._harness import Table, blocks_times, machine, paired_times
+from benchmarks._harness import Table, Tables, blocks_times, machine, median_time, paired_times
 
 SIZES = {"resnet18": 224, "mobilenet_v2": 224, "unet": 256}
 
@@ -90,6 +90,114 @@ def run_cuda(quick: bool = False, batches=(1, 8), models=tuple(SIZES)) -> Table:
             a, b = paired_times(ours, theirs, repeat=9 if quick else 21)
             table.add(name, f"{n}x3x{size}x{size}", f"{a * 1e3:.2f}", f"{b * 1e3:.2f}",
                       f"{b / a:.2f}", f"{err:.1e}", f"{build:.1f}")
+    return table
+
+
+def steps_cuda(name: str, batch: int, quick: bool = False, repeat: int = 15) -> Table:
+    """Where a network's time goes on the GPU, step by step: each step's kernel time (CUDA
+    events around it), its host time (Python and the launch, the GPU not waited for) and, for a
+    convolution, the kernel time of each other CUDA algorithm on the same arrays; the network's
+    time, waited for, and its host time alone. A network whose host time is its time starves the
+    GPU (launches); one whose kernel times add up to it is bound by its kernels."""
+    import statistics
+
+    from numba import cuda
+
+    from dml_numba import compile_operator
+    from dml_numba.cuda._launch import geometry
+    from dml_numba.onnx import compile_model
+    from dml_numba.ops import ConvolutionOperatorDesc
+
+    size = SIZES[name] // (2 if quick else 1)
+    shape = (batch, 3, size, size)
+    model = compile_model(_export(name, size), "cuda", input_shapes={"x": shape})
+    dx = cuda.to_device(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+    model(dx)
+    cuda.synchronize()
+    g = model.compiled
+    ops = list(g.ops)
+    events = [(cuda.event(), cuda.event()) for _ in ops]
+    host = [[] for _ in ops]
+    kernel = [[] for _ in ops]
+    seen = [None] * len(ops)
+
+    class Timed:
+        def __init__(self, i):
+            self.i = i
+
+        def run_checked(self, args, out):
+            e0, e1 = events[self.i]
+            e0.record()
+            t0 = time.perf_counter()
+            ops[self.i].run_checked(args, out)
+            host[self.i].append(time.perf_counter() - t0)
+            e1.record()
+            seen[self.i] = (list(args), out)
+
+    def whole():
+        model(dx)
+        cuda.synchronize()
+
+    def enqueue():
+        t0 = time.perf_counter()
+        model(dx)
+        t = time.perf_counter() - t0
+        cuda.synchronize()
+        return t
+
+    total = median_time(whole, repeat=repeat, number=3)
+    queued = statistics.median(enqueue() for _ in range(repeat))
+    g.ops = [Timed(i) for i in range(len(ops))]
+    try:
+        for _ in range(repeat):
+            model(dx)
+            cuda.synchronize()
+            for i, (e0, e1) in enumerate(events):
+                kernel[i].append(e0.elapsed_time(e1) * 1e-3)
+    finally:
+        g.ops = ops
+
+    def event_time(fn) -> float:
+        e0, e1 = cuda.event(), cuda.event()
+        fn()
+        samples = []
+        for _ in range(repeat):
+            e0.record()
+            fn()
+            e1.record()
+            e1.synchronize()
+            samples.append(e0.elapsed_time(e1) * 1e-3)
+        return statistics.median(samples)
+
+    table = Table(f"{name} {shape} on the GPU, step by step: network {total * 1e3:.2f} ms, "
+                  f"its host time {queued * 1e3:.2f} ms",
+                  ["step", "operator", "output", "kernel", "blocks x threads", "kernel ms",
+                   "host us", "other algorithms ms"])
+    for i, (op, step) in enumerate(zip(ops, g.steps)):
+        desc = op.desc
+        others = []
+        if isinstance(desc, ConvolutionOperatorDesc) and seen[i] is not None:
+            args, out = seen[i]
+            opts = dict(step.options)
+            for alg in ("direct", "tiled"):
+                try:
+                    alt = compile_operator(desc, "cuda", **{**opts, "algorithm": alg})
+                    if alt.kernel.key == op.kernel.key:
+                        continue
+                    spent = event_time(lambda: alt.run_checked(args, out))
+                    others.append(f"{alg} {spent * 1e3:.3f}")
+                except Exception as e:  # noqa: BLE001 - a row, not the run
+                    others.append(f"{alg}: {type(e).__name__}")
+        k = op.kernel
+        grid = "x".join(map(str, geometry(k.total, False, k._threads(), fixed=k.block))) if (
+            hasattr(k, "total")) else ""
+        table.add(i, type(desc).__name__.replace("OperatorDesc", ""),
+                  "x".join(map(str, desc.output.sizes)), getattr(k, "key", None) and k.key.op,
+                  grid, f"{statistics.median(kernel[i]) * 1e3:.3f}",
+                  f"{statistics.median(host[i]) * 1e6:.0f}", "; ".join(others))
+    k = sum(statistics.median(t) for t in kernel)
+    h = sum(statistics.median(t) for t in host)
+    table.add("sum", "", "", "", "", f"{k * 1e3:.2f}", f"{h * 1e6:.0f}", "")
     return table
 
 
@@ -184,9 +292,13 @@ def main(argv=None):
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--tuned", action="store_true",
                    help="tune each model first (CPU), and time the static choice beside it")
+    p.add_argument("--steps", action="store_true",
+                   help="(cuda) each step's kernel and host time, and other algorithms'")
     a = p.parse_args(argv)
     print(machine())
-    if a.device == "cuda":
+    if a.device == "cuda" and a.steps:
+        table = Tables(steps_cuda(m, n, a.quick) for m in a.models for n in a.batches)
+    elif a.device == "cuda":
         table = run_cuda(a.quick, a.batches, a.models)
     else:
         table = run(a.quick, a.batches, a.models, tuned=a.tuned)

@@ -34,6 +34,7 @@ class CompiledOperator:
         self._plain = tuple((t.sizes, t.dtype) for _, t in self._inputs) if isinstance(
             device, HostDevice) else None
         self._made = (self._output.sizes, self._output.dtype)
+        self._launch = getattr(device, "run_checked", None)
 
     def __call__(self, *inputs, out=None, stream=None):
         if len(inputs) != len(self._inputs):
@@ -69,10 +70,14 @@ class CompiledOperator:
         arrays of this device with exactly the bound shapes and dtypes and that ``out`` is a
         writable array of the output's that overlaps none of them (a compiled graph's steps,
         whose buffers are its own and whose inputs and outputs were checked at its entry).
-        On a host device the kernel is called directly (the ~5 us of :meth:`__call__`'s checks
-        a step saved); elsewhere this is ``self(*inputs, out=out)``."""
+        The kernel is called directly (the checks of :meth:`__call__` a step saved: ~5 us on a
+        host device, ~50 us on a GPU) on a host device and on a device that launches checked
+        arrays itself (``run_checked``: the CUDA device, given its own device arrays);
+        elsewhere this is ``self(*inputs, out=out)``."""
         if self._plain is not None:
             self.kernel(inputs, out)
+        elif self._launch is not None:
+            self._launch(self.kernel, inputs, out)
         else:
             self(*inputs, out=out)
 

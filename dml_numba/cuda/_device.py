@@ -56,6 +56,16 @@ class CudaDevice:
     def device_array(self, shape, dtype):
         return self.cuda.device_array(shape, dtype)
 
+    def as_array(self, a):
+        """A device array (anything with ``__cuda_array_interface__``) as Numba's, sharing its
+        memory: what :meth:`run_checked` launches on."""
+        return as_device_array(self.cuda, a)
+
+    def run_checked(self, kernel, inputs, out) -> None:
+        """Launch ``kernel`` on Numba device arrays the caller has checked (a compiled graph's
+        steps: :meth:`dml_numba.CompiledOperator.run_checked`), on the default stream."""
+        kernel(inputs, out, None)
+
     def on(self, index: int) -> CudaDevice:
         """This device for the ``index``-th GPU ("cuda:N"): every call runs in its context."""
         count = len(self.cuda.gpus)
@@ -120,3 +130,7 @@ class _OnGpu(CudaDevice):
     def call(self, *args):
         with self.cuda.gpus[self.index]:
             return super().call(*args)
+
+    def run_checked(self, kernel, inputs, out) -> None:
+        with self.cuda.gpus[self.index]:
+            kernel(inputs, out, None)

@@ -96,15 +96,21 @@ class CudaKernel:
 
     def __init__(self, key: KernelKey, source: str, arg_types, total: int, *, f16_bits=False,
                  block: int | None = None, launch_bounds: tuple | None = None,
-                 warps: bool = False):
+                 warps: bool = False, scratch=()):
         self.key = key
         self.block = block  # the block size the code is written for (shared-memory tiles)
         self.launch_bounds = launch_bounds  # as in the source's LAUNCH (hardware only)
         self.warps = warps  # written for whole warps: blocks of a multiple of 32 threads
         self.source = source
-        self.arg_types = arg_types  # [(numpy dtype, ndim)] in launch order, output last
+        #: [(shape, numpy dtype)]: zeroed device arrays the kernel takes after its output
+        #: (a split reduction's workspace and counters), made once per thread, GPU and stream;
+        #: the kernel leaves them as it found them where it needs that (counters back at 0)
+        self.scratch = [(tuple(shape), np.dtype(dt)) for shape, dt in scratch]
+        # [(numpy dtype, ndim)] in launch order: inputs, the output, the scratch arrays
+        self.arg_types = list(arg_types) + [(dt, len(shape)) for shape, dt in self.scratch]
         self.total = total
         self._f16_bits = f16_bits
+        self._scratch = {}
 
         # the simulator cannot cache: always from memory
         self.fn = _diskcache.compile_kernel(key, source, lambda mod: mod.kernel,
@@ -118,7 +124,24 @@ class CudaKernel:
         blocks, threads = geometry(self.total, simulator(), self._threads(), fixed=fixed)
         launch = (self.fn[blocks, threads, stream] if stream is not None
                   else self.fn[blocks, threads])
-        launch(*inputs, out)
+        launch(*inputs, out, *self._scratch_for(stream))
+
+    def _scratch_for(self, stream) -> list:
+        """This thread's scratch arrays on the current GPU for ``stream`` (made on first use):
+        launches that may overlap never share them."""
+        if not self.scratch:
+            return []
+        import threading
+
+        from numba import cuda
+
+        at = (threading.get_ident(), getattr(cuda.get_current_device(), "id", 0),
+              _stream_id(stream))
+        arrays = self._scratch.get(at)
+        if arrays is None:
+            arrays = self._scratch[at] = [cuda.to_device(np.zeros(shape, dt))
+                                          for shape, dt in self.scratch]
+        return arrays
 
     def _threads(self) -> int:
         """Threads per block: on hardware from the kernel's registers and shared memory on the
@@ -167,6 +190,17 @@ class CudaKernel:
                            cc=cc, launch_bounds=self.launch_bounds)
             _LIBRARIES[self.key] = lib
         return lib
+
+
+def _stream_id(stream) -> int:
+    """A stream's handle as a number (0: the default stream)."""
+    if stream is None or stream == 0:
+        return 0
+    handle = getattr(stream, "handle", stream)
+    try:
+        return int(getattr(handle, "value", handle) or 0)
+    except (TypeError, ValueError):
+        return id(stream)
 
 
 class _PublicPtx:

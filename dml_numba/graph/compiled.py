@@ -67,7 +67,8 @@ class CompiledGraph:
                 "gradients are defined, or pass x.detach())")
         host = [_interop.to_host(a, f"compile_graph.input {k}") for k, a in enumerate(inputs)]
         for k, (a, t) in enumerate(zip(host, self._in)):
-            self._check(a, t, f"input {k}")
+            if not self._cuda or isinstance(a, np.ndarray):  # device arrays: as Numba's, below
+                self._check(a, t, f"input {k}")
         for k, o in enumerate(outs):
             if o is not None:
                 _interop.check_out(o, f"compile_graph.out[{k}]")
@@ -114,16 +115,21 @@ class CompiledGraph:
     def _run_cuda(self, host, outs, out, kind):
         dev = get_device(self.device)  # its arrays, through the device (no backend import)
         # host inputs copied to the GPU; a frozen one (a model's weights) once, kept
-        dev_in = [a if not isinstance(a, np.ndarray) else self._uploads.get(a, dev.to_device)
-                  for a in host]
+        # (the steps launch on Numba's device arrays: another library's shared, not copied)
+        dev_in = [dev.as_array(a) if not isinstance(a, np.ndarray)
+                  else self._uploads.get(a, dev.to_device) for a in host]
         results = []
         for k, o in enumerate(outs):
             o = _interop.to_host(o) if o is not None else None
             if o is not None and dev.is_device_array(o):
-                results.append(o)
+                results.append(dev.as_array(o))
             else:
                 results.append(dev.device_array(self._out[k].sizes, self._out[k].dtype))
-
+        # the steps launch unchecked: every array of the device checked here, as Numba sees it
+        for k, (a, t) in enumerate(zip(dev_in, self._in)):
+            self._check(a, t, f"input {k}")
+        for k, (r, t) in enumerate(zip(results, self._out)):
+            self._check(r, t, f"out[{k}]")
         self._run(dev_in, results, dev.device_array)
         on_device = any(dev.is_device_array(a) for a in host)
         final = []

@@ -383,3 +383,28 @@ def test_graph_out_aliasing_is_refused_for_device_arrays_too(cuda):
     run(dx, dy, out=(o0, o1))
     np.testing.assert_array_equal(o0.copy_to_host(), np.tile(y0, (2, 1)))
     np.testing.assert_array_equal(o1.copy_to_host(), x0)
+
+
+def test_graph_device_arrays_of_other_shapes_or_dtypes_are_refused_at_its_entry(cuda):
+    """A compiled graph's steps launch their kernels unchecked (``run_checked``): every device
+    array it is given, input or out, is checked at its entry against the graph's tensors --
+    shape and dtype -- and a wrong one is a ValidationError naming it, with nothing written."""
+    from tests.test_graph import rand, two_outputs_graph
+
+    x0, y0 = rand((2, 3)), rand((1, 3), seed=1)
+    run = dml.compile_graph(two_outputs_graph(), "cuda")
+    dx, dy = cuda.to_device(x0), cuda.to_device(y0)
+
+    def out(shape=(2, 3), dtype=np.float32):
+        return cuda.to_device(np.full(shape, 7, dtype))
+
+    for inputs, outs, message in (
+            ((cuda.to_device(x0[:1]), dy), (out(), out()), "input 0: .* \\(1, 3\\) is invalid"),
+            ((dx, cuda.to_device(y0.astype(np.float64))), (out(), out()),
+             "input 1: .*float64 .* is invalid; expected float32"),
+            ((dx, dy), (out(), out((3, 2))), "out\\[1\\]: .* \\(3, 2\\) is invalid"),
+            ((dx, dy), (out(dtype=np.float64), out()), "out\\[0\\]: .*float64 .* is invalid")):
+        with pytest.raises(dml.ValidationError, match=message):
+            run(*inputs, out=outs)
+        for o in outs:
+            assert (o.copy_to_host() == 7).all()

@@ -75,6 +75,56 @@ def test_tiled_convolution_agrees_with_brute_force(name):
     np.testing.assert_allclose(y.astype(np.float64), expected, rtol=tol, atol=tol * 50)
 
 
+def test_a_split_reduction_adds_its_parts_and_leaves_its_counters_at_zero():
+    """A layer of few tiles and a long reduction runs it in parts (:func:`split_for`): 72
+    channels are two tiles of 64, 8 x 7 x 7 = 392 reduction terms three parts of 136, 136 and
+    120. Each (tile, part) is a block; the last of a tile's blocks adds the parts and stores:
+    against brute-force loops (bias, activation), and the tiles' counters are back at zero for
+    the next launch."""
+    from dml_numba.cuda.convolution.implicit_gemm import Split, split_for
+
+    desc, inputs = conv_case((1, 8, 1, 2), (72, 8, 7, 7), (1, 1), (1, 1), (3, 3), (3, 3), 1,
+                             act=dml.ActivationLeakyReluOperatorDesc(0.3))
+    assert split_for(desc) == Split(3, 136)
+    op = dml.compile_operator(desc, "cuda", algorithm="tiled")
+    assert "in 3 parts of 136" in op.source and "cuda.atomic.add(cnt, tile, 1)" in op.source
+    y = op(*inputs)
+    expected = ACTIVATIONS[type(desc.fused_activation)](brute_conv(desc, inputs))
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=5e-3)
+    (workspace, counters), = op.kernel._scratch.values()
+    assert workspace.shape == (3, 2, 256 * 4 * 4)
+    np.testing.assert_array_equal(counters.copy_to_host(), [0, 0])
+
+
+@pytest.mark.parametrize("sizes, expected", [
+    # (input, filter) -> (parts, chunk), worked by hand from split_for's rule: parts =
+    # min(ceil(264 / tiles), reduction // 128), chunk = that share rounded up to slabs of 8,
+    # parts = ceil(reduction / chunk); one part where 2 x tiles >= 264
+    (((1, 512, 7, 7), (512, 512, 3, 3)), (32, 144)),   # 8 tiles, 4608 terms: 33 -> 140 -> 144
+    (((8, 512, 7, 7), (512, 512, 3, 3)), (5, 928)),    # 56 tiles: 5 -> 921.6 -> 928
+    (((1, 128, 28, 28), (128, 128, 3, 3)), (9, 128)),  # 26 tiles: min(11, 9)
+    (((1, 64, 7, 7), (512, 64, 1, 1)), (1, 64)),       # 64 terms: no part of 128
+    (((8, 64, 56, 56), (64, 64, 3, 3)), (1, 576)),     # 392 tiles fill the GPU
+])
+def test_the_split_of_each_layer_shape(sizes, expected):
+    from dml_numba.cuda.convolution.implicit_gemm import split_for
+
+    (xs, ws) = sizes
+    pad = ws[2] // 2
+    desc, _ = conv_case(xs, ws, (1, 1), (1, 1), (pad, pad), (pad, pad), 1)
+    split = split_for(desc)
+    assert (split.parts, split.chunk) == expected
+
+
+def test_a_transposed_strided_convolution_is_not_split():
+    """The phased kernel (one GEMM per output phase) keeps its reduction whole."""
+    from dml_numba.cuda.convolution.implicit_gemm import split_for
+
+    desc, _ = conv_case((1, 512, 4, 4), (512, 64, 3, 3), (2, 2), (1, 1), (1, 1), (1, 1), 1,
+                        direction=BWD, op=(1, 1))
+    assert split_for(desc).parts == 1
+
+
 @pytest.mark.parametrize("name", [n for n in catalogue() if n.startswith("conv")])
 def test_catalogue_on_the_tiled_kernel(name):
     desc, inputs = catalogue()[name]

@@ -46,7 +46,7 @@ from ...ops.convolution import (
 from .._emit import CudaKernel, emit_reduction, half_load, make_key
 from .._planes import LAUNCH_BOUNDS as PLANE_BOUNDS
 from .._planes import plane_kernel, plane_plan, shared_taps
-from .implicit_gemm import GEMM_BOUNDS, THREADS, gemm_grid, tile_plan
+from .implicit_gemm import GEMM_BOUNDS, THREADS, gemm_grid, split_for, tile_plan
 from .implicit_gemm import emit as emit_implicit_gemm
 
 
@@ -138,8 +138,13 @@ def lower(desc, options):
         return CudaKernel(key, emit_planes(key), [(dt, rank)] * n_args, tiles, block=THREADS,
                           launch_bounds=PLANE_BOUNDS)
     if algorithm == "tiled":
-        tiles = gemm_grid(desc, tile_plan(desc)).tiles
-        return CudaKernel(key, emit_tiled(key), [(dt, rank)] * n_args, tiles, block=THREADS,
-                          launch_bounds=GEMM_BOUNDS)
+        plan = tile_plan(desc)
+        grid, split = gemm_grid(desc, plan), split_for(desc, plan)
+        scratch = ()
+        if split.parts > 1:  # the partial sums and the tiles' counters
+            parts, counters = split.workspace(grid, plan)
+            scratch = ((parts, accumulator(desc.input_tensor.data_type)), (counters, "int32"))
+        return CudaKernel(key, emit_tiled(key), [(dt, rank)] * n_args, grid.tiles * split.parts,
+                          block=THREADS, launch_bounds=GEMM_BOUNDS, scratch=scratch)
     return CudaKernel(key, emit_direct(key), [(dt, rank)] * n_args,
                       desc.output_tensor.element_count // channel_block(desc))

@@ -19,6 +19,11 @@ THREADS = 256  # a tiled block
 #: transposed kernel takes 130 without, which leaves room for one block)
 GEMM_BOUNDS = (THREADS, 2)
 BK = 8  # reduction depth of one shared-memory slab
+#: blocks a split reduction aims for: two resident blocks of 256 threads on each of the 132 SMs
+#: of an H100 or H200 (SXM), so that a layer of few tiles (deep channels on a small image: a
+#: ResNet's last stage has 8 tiles at batch 1) still fills the GPU
+SPLIT_TARGET = 264
+MIN_SPLIT = 16 * BK  # the fewest reduction terms a part takes (its slabs outweigh the hand-off)
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,39 @@ def gemm_grid(desc, plan) -> GemmGrid:
                     -(-(d.output_tensor.sizes[1] // g) // plan.bn), -(-pixels // plan.bm))
 
 
+@dataclass(frozen=True)
+class Split:
+    """The reduction cut into ``parts`` of ``chunk`` terms (a multiple of BK; the last part
+    takes the rest). Each (tile, part) is a block of its own: it writes its partial sums to a
+    workspace, and the block that finishes a tile's parts last (an atomic counter per tile)
+    adds them up in the order of the parts -- the same order whichever block comes last, so
+    the result does not depend on scheduling -- and stores the tile with bias and activation."""
+
+    parts: int
+    chunk: int
+
+    def workspace(self, grid, plan) -> tuple:
+        """(parts, tiles, terms a tile) of partial sums, and the counters' (tiles,)."""
+        return (self.parts, grid.tiles, THREADS * plan.rm * plan.rn), (grid.tiles,)
+
+
+def split_for(desc, plan=None) -> Split:
+    """How the implicit GEMM of ``desc`` splits its reduction: into as many parts as bring its
+    tiles near :data:`SPLIT_TARGET` blocks, none shorter than :data:`MIN_SPLIT` terms; one part
+    where the tiles alone reach half the target, and for the phased transposed kernel."""
+    plan = plan or tile_plan(desc)
+    grid = gemm_grid(desc, plan)
+    whole = Split(1, grid.reduction)
+    if grid.phases > 1 or 2 * grid.tiles >= SPLIT_TARGET:
+        return whole
+    parts = min(-(-SPLIT_TARGET // grid.tiles), grid.reduction // MIN_SPLIT)
+    if parts <= 1:
+        return whole
+    share = -(-grid.reduction // parts)
+    chunk = -(-share // BK) * BK  # whole slabs
+    return Split(-(-grid.reduction // chunk), chunk)
+
+
 def emit(key) -> str:
     """The implicit GEMM of ``key`` (one per output phase for strided BACKWARD; FORWARD with a
     folded padding where the key's plan is a :class:`~dml_numba.ops._base.Fold`: the
@@ -144,6 +182,7 @@ def emit(key) -> str:
         return emit_phases(key)
     plan = tile_plan(d)
     grid = gemm_grid(d, plan)
+    split = split_for(d, plan)
     nd = d.input_tensor.rank - 2
     g, cg = d.group_count, geometry(d).in_channels
     osz, ksz = d.output_tensor.sizes[2:], d.filter_tensor.sizes[2:]
@@ -156,9 +195,17 @@ def emit(key) -> str:
     w = SourceWriter()
     header(w, key)
     w(f"# implicit GEMM: tiles of {plan.bm} pixels x {plan.bn} channels, {plan.rm} x {plan.rn} a "
-      f"thread, {THREADS} threads, reduction {reduction} in slabs of {BK}")
-    with _kernel_head(w, d, plan, acc), \
-            w.block(f"for tile in range(cuda.blockIdx.x, {grid.tiles}, cuda.gridDim.x):"):
+      f"thread, {THREADS} threads, reduction {reduction} in slabs of {BK}"
+      + (f", in {split.parts} parts of {split.chunk}" if split.parts > 1 else ""))
+    parts = split.parts
+    with _kernel_head(w, d, plan, acc, split=parts > 1), \
+            w.block(f"for unit in range(cuda.blockIdx.x, {grid.tiles * parts}, "
+                    "cuda.gridDim.x):"):
+        if parts > 1:  # the part of the reduction this block runs, of which tile
+            w(f"tile = unit // {parts}")
+            w(f"part = unit % {parts}")
+        else:
+            w("tile = unit")
         decompose(w, "tile", ["g", "tm", "tp"], [g, tiles_m, tiles_p])
         _emit_load_pixel(w, plan, str(pixels))
         decompose(w, "p", ["n"] + o, [d.output_tensor.sizes[0], *osz])
@@ -172,14 +219,48 @@ def emit(key) -> str:
             decompose(w, "r", ["c"] + k, [cg, *ksz])
             return _filter_taps(d, k), ""
 
-        _emit_slabs(w, d, plan, str(reduction), acc, load, load_a, load_b)
+        span = (f"part * {split.chunk}", f"min({reduction}, part * {split.chunk} + "
+                 f"{split.chunk})") if parts > 1 else ("0", str(reduction))
+        _emit_slabs(w, d, plan, str(reduction), acc, load, load_a, load_b, span=span)
 
         def output(q):
             decompose(w, q, ["n"] + o, [d.output_tensor.sizes[0], *osz])
             return o, ""
 
-        _emit_store(w, d, plan, str(pixels), output, load)
+        with _split_parts(w, plan, parts, acc) if parts > 1 else nullcontext() as value:
+            _emit_store(w, d, plan, str(pixels), output, load, value)
     return w.text()
+
+
+@contextmanager
+def _split_parts(w, plan, parts: int, acc: str):
+    """The hand-off of a split reduction (:class:`Split`): this block's partial sums to the
+    workspace ``ws[part, tile]`` (each thread its register block, lane by lane), then a fence
+    and the tile's counter; the block that counted last stores the tile (the body, given how
+    to read an output's sum: its parts added in order) and sets the counter back for the next
+    launch."""
+    names = [(i, jj) for i in range(plan.rm) for jj in range(plan.rn)]
+    for q, (i, jj) in enumerate(names):
+        w(f"ws[part, tile, {q * THREADS} + t] = acc_{i}_{jj}")
+    w("cuda.threadfence()")  # the partial sums visible to the GPU before the count
+    w("cuda.syncthreads()")
+    with w.block("if t == 0:"):
+        w(f"last[0] = 1 if cuda.atomic.add(cnt, tile, 1) == {parts - 1} else 0")
+    w("cuda.syncthreads()")
+
+    def total(i, jj) -> str:
+        """The sum of output (i, jj)'s parts, one at a time (the accumulators are dead)."""
+        w(f"s = numba.{acc}(0.0)")
+        with w.block(f"for q in range({parts}):"):
+            w(f"s += ws[q, tile, {names.index((i, jj)) * THREADS} + t]")
+        return "s"
+
+    with w.block("if last[0] == 1:"):
+        w("cuda.threadfence()")  # every part's sums seen after the count
+        yield total
+        with w.block("if t == 0:"):
+            w("cnt[tile] = 0")
+    w("cuda.syncthreads()")  # ``last`` read by every thread before the next unit sets it
 
 
 def _window_origins(w, d, o) -> None:
@@ -315,12 +396,16 @@ class _PhaseAccess:
 
 
 @contextmanager
-def _kernel_head(w, d, plan, acc):
-    """``def kernel``, the two shared slabs and each thread's place in the tile."""
+def _kernel_head(w, d, plan, acc, split: bool = False):
+    """``def kernel``, the two shared slabs and each thread's place in the tile (a split
+    reduction: its workspace, counters and the flag of the block that counted last)."""
     shared_memory_decorator(w, GEMM_BOUNDS)
-    with w.block(f"def kernel({'x, w, b, y' if d.bias_tensor is not None else 'x, w, y'}):"):
+    args = "x, w, b, y" if d.bias_tensor is not None else "x, w, y"
+    with w.block(f"def kernel({args}{', ws, cnt' if split else ''}):"):
         w(f"As = cuda.shared.array(({BK}, {plan.bm}), numba.{acc})")
         w(f"Bs = cuda.shared.array(({BK}, {plan.bn}), numba.{acc})")
+        if split:
+            w("last = cuda.shared.array(1, numba.int32)")
         w("t = cuda.threadIdx.x")
         w(f"tx = t % {plan.tx}")
         w(f"ty = t // {plan.tx}")
@@ -348,16 +433,19 @@ def _filter_taps(d, k) -> str:
     return "w[" + index(f"g * {cg} + c", "mm", *taps) + "]"
 
 
-def _emit_slabs(w, d, plan, reduction: str, acc, load, load_a, load_b) -> None:
-    """Zeroed accumulators, then per slab of BK reduction terms: this thread's share of both
-    factors into shared memory (``load_a()`` decomposes ``r`` and returns the input's validity
-    and coordinates, ``load_b()`` the filter element and its validity, "" for always), and the
+def _emit_slabs(w, d, plan, reduction: str, acc, load, load_a, load_b,
+                span: tuple | None = None) -> None:
+    """Zeroed accumulators, then per slab of BK reduction terms (of ``span``, the first term
+    and the end: the whole reduction by default): this thread's share of both factors into
+    shared memory (``load_a()`` decomposes ``r`` and returns the input's validity and
+    coordinates, ``load_b()`` the filter element and its validity, "" for always), and the
     register block's products."""
     cg, mg = geometry(d).in_channels, geometry(d).out_channels
+    first, end = span or ("0", reduction)
     for i in range(plan.rm):
         for jj in range(plan.rn):
             w(f"acc_{i}_{jj} = numba.{acc}(0.0)")
-    with w.block(f"for r0 in range(0, {reduction}, {BK}):"):
+    with w.block(f"for r0 in range({first}, {end}, {BK}):"):
         # the input slab: rows ka, ka + 256/BM, ... of column pa (a tile spans <= 256 pixels)
         for row in [f"ka + {r}" if r else "ka" for r in range(0, BK, THREADS // plan.bm)]:
             w(f"r = r0 + {row}")
@@ -392,10 +480,11 @@ def _emit_slabs(w, d, plan, reduction: str, acc, load, load_a, load_b) -> None:
         w("cuda.syncthreads()")
 
 
-def _emit_store(w, d, plan, pixels: str, output, load) -> None:
+def _emit_store(w, d, plan, pixels: str, output, load, value=None) -> None:
     """The register block: pixels tx + i*TX, channels ty + j*TY of the tile, with bias and the
     fused activation; ``output(q)`` decomposes pixel ``q`` and returns its output coordinates
-    and the condition that it exists ("" for always)."""
+    and the condition that it exists ("" for always); ``value(i, j)`` the sum of output (i, j)
+    (by default its accumulator)."""
     mg = geometry(d).out_channels
     for i in range(plan.rm):
         w(f"q = tp * {plan.bm} + tx + {i * plan.tx}")
@@ -408,5 +497,5 @@ def _emit_store(w, d, plan, pixels: str, output, load) -> None:
                 w(f"mm = tm * {plan.bn} + ty + {jj * plan.ty}")
                 with w.block(f"if mm < {mg}:"):
                     w(f"m = g * {mg} + mm")
-                    conv_epilogue(w, d, f"acc_{i}_{jj}", f"y[{index('n', 'm', *o)}]",
-                                  load=load)
+                    conv_epilogue(w, d, value(i, jj) if value else f"acc_{i}_{jj}",
+                                  f"y[{index('n', 'm', *o)}]", load=load)
