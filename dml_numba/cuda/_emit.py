@@ -10,6 +10,7 @@ pooling, depthwise convolution); the implicit GEMM (``cuda/convolution/implicit_
 """
 from __future__ import annotations
 
+import functools
 import math
 from contextlib import contextmanager
 
@@ -111,6 +112,8 @@ class CudaKernel:
         self.total = total
         self._f16_bits = f16_bits
         self._scratch = {}
+        self._geometry = None  # (blocks, threads), found on the first launch
+        self._direct = None  # (compiled kernel, stream conversion) | False, on the first launch
 
         # the simulator cannot cache: always from memory
         self.fn = _diskcache.compile_kernel(key, source, lambda mod: mod.kernel,
@@ -120,11 +123,42 @@ class CudaKernel:
         if self._f16_bits:
             inputs = [a.view(np.uint16) for a in inputs]
             out = out.view(np.uint16)
-        fixed = self.block or (32 if self.warps and simulator() else None)
-        blocks, threads = geometry(self.total, simulator(), self._threads(), fixed=fixed)
+        blocks, threads = self._geometry or self._find_geometry()
+        args = (*inputs, out, *self._scratch_for(stream))
+        direct = self._direct if self._direct is not None else self._find_direct()
+        if direct and all(a.is_c_contiguous() for a in args):
+            kernel, core_stream = direct
+            kernel.launch(args, (blocks, 1, 1), (threads, 1, 1),
+                          core_stream(stream) if stream is not None else core_stream(0), 0)
+            return
         launch = (self.fn[blocks, threads, stream] if stream is not None
                   else self.fn[blocks, threads])
-        launch(*inputs, out, *self._scratch_for(stream))
+        launch(*args)
+
+    def _find_geometry(self) -> tuple:
+        fixed = self.block or (32 if self.warps and simulator() else None)
+        self._geometry = geometry(self.total, simulator(), self._threads(), fixed=fixed)
+        return self._geometry
+
+    def _find_direct(self):
+        """On hardware, the kernel compiled for its signature and numba-cuda's stream
+        conversion: a launch of contiguous arrays goes to it directly, past the dispatcher's
+        typing of the arguments and the launch configuration (whose low-occupancy warning is
+        raised through Python's warnings on every launch of a small grid: ~15 us of a step's
+        ~50). False where these are not there (the simulator; another numba-cuda)."""
+        self._direct = False
+        if not simulator():
+            try:
+                from numba.cuda.cudadrv.driver import _to_core_stream
+
+                sig = self.signature()
+                self.fn.compile(sig)
+                kernel = self.fn.overloads[sig]
+                if callable(getattr(kernel, "launch", None)):
+                    self._direct = (kernel, functools.lru_cache(maxsize=8)(_to_core_stream))
+            except (ImportError, AttributeError, KeyError):  # pragma: no cover - the dispatcher
+                pass
+        return self._direct
 
     def _scratch_for(self, stream) -> list:
         """This thread's scratch arrays on the current GPU for ``stream`` (made on first use):
