@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The checks that need a GPU, in one go (a machine with an NVIDIA GPU, numba-cuda, PyTorch,
 # onnx and ONNX Runtime; run from the repository's root): every CUDA test on the hardware,
-# then the CNN benchmark on the GPU. Logs and tables go to $OUT (default ./gpu-results).
+# then the CNN benchmark on the GPU and ResNet-18 step by step. Logs and tables go to $OUT (default ./gpu-results).
 set -u
 OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
@@ -14,3 +14,5 @@ timeout "${TEST_SECONDS:-300}" python3 -m pytest -q -p no:cacheprovider -n 0 tes
   2>&1 | tee "$OUT/cuda_tests.txt" | tail -25
 timeout "${BENCH_SECONDS:-200}" python3 -m benchmarks.bench_cnn --device cuda ${BENCH_ARGS:-} \
   2>&1 | grep -v Warning | tee "$OUT/bench_cnn_cuda.txt"
+timeout "${STEPS_SECONDS:-120}" python3 -m benchmarks.bench_cnn --device cuda --steps \
+  --models resnet18 --batches 1 2>&1 | grep -v Warning | tee "$OUT/bench_cnn_steps.txt"
