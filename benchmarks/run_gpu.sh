@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The checks that need a GPU, in one go (a machine with an NVIDIA GPU, numba-cuda, PyTorch,
 # onnx and ONNX Runtime; run from the repository's root): every CUDA test on the hardware,
-# then the CNN benchmark on the GPU and ResNet-18 step by step. Logs and tables go to $OUT (default ./gpu-results).
+# then the CNN benchmark on the GPU and ResNet-18 step by step. Logs and tables go to $OUT
+# (default ./gpu-results).
 set -u
 OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
