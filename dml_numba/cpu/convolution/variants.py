@@ -151,7 +151,8 @@ class Gemm(Variant):
         """BLAS at its own rate in the calling thread (:mod:`dml_numba._blas`: its own pool
         would fight Numba's for the cores), its column matrix written and read through memory
         (by the parallel im2col; none for a 1x1 unit-stride unpadded FORWARD convolution,
-        whose input is the matrix), and a call per image and group."""
+        whose input is the matrix), the epilogue's pass over the output (bias, activation) and
+        a call per image and group."""
         vec, _, _ = _terms(desc, host, parallel, costs)
         geo = geometry(desc)
         batch = desc.input_tensor.sizes[0]
@@ -160,7 +161,12 @@ class Gemm(Variant):
             desc.output_tensor.sizes[2:] if geo.forward else desc.input_tensor.sizes[2:]
         ) * desc.group_count
         calls = batch * desc.group_count
-        return costs.gemm * vec + costs.column * columns / host.threads \
+        # FORWARD with bias or an activation: the epilogue kernel's pass over what BLAS wrote,
+        # each output vector read and stored once more (the tiles store theirs once, with it)
+        epilogue = 2 * costs.store * desc.output_tensor.element_count / (
+            host.lanes * host.threads) if geo.forward and (
+            desc.bias_tensor is not None or desc.fused_activation is not None) else 0.0
+        return costs.gemm * vec + costs.column * columns / host.threads + epilogue \
             + costs.call * calls + (costs.pool if host.threads > 1 else 0.0) + costs.gemm_call
 
 

@@ -199,13 +199,11 @@ def emit(key) -> str:
       + (f", in {split.parts} parts of {split.chunk}" if split.parts > 1 else ""))
     parts = split.parts
     with _kernel_head(w, d, plan, acc, split=parts > 1), \
-            w.block(f"for unit in range(cuda.blockIdx.x, {grid.tiles * parts}, "
-                    "cuda.gridDim.x):"):
+            w.block(f"for {'unit' if parts > 1 else 'tile'} in range(cuda.blockIdx.x, "
+                    f"{grid.tiles * parts}, cuda.gridDim.x):"):
         if parts > 1:  # the part of the reduction this block runs, of which tile
             w(f"tile = unit // {parts}")
             w(f"part = unit % {parts}")
-        else:
-            w("tile = unit")
         decompose(w, "tile", ["g", "tm", "tp"], [g, tiles_m, tiles_p])
         _emit_load_pixel(w, plan, str(pixels))
         decompose(w, "p", ["n"] + o, [d.output_tensor.sizes[0], *osz])
