@@ -77,22 +77,22 @@ def test_tiled_convolution_agrees_with_brute_force(name):
 
 def test_a_split_reduction_adds_its_parts_and_leaves_its_counters_at_zero():
     """A layer of few tiles and a long reduction runs it in parts (:func:`split_for`): 72
-    channels are two tiles of 64, 8 x 7 x 7 = 392 reduction terms three parts of 136, 136 and
-    120. Each (tile, part) is a block; the last of a tile's blocks adds the parts and stores:
-    against brute-force loops (bias, activation), and the tiles' counters are back at zero for
-    the next launch."""
+    channels are two tiles of 64, 8 x 5 x 7 = 280 reduction terms two parts of 144 and 136.
+    Each (tile, part) is a block; the last of a tile's blocks adds the parts and stores: against
+    brute-force loops (bias, activation), and the tiles' counters are back at zero for the next
+    launch."""
     from dml_numba.cuda.convolution.implicit_gemm import Split, split_for
 
-    desc, inputs = conv_case((1, 8, 1, 2), (72, 8, 7, 7), (1, 1), (1, 1), (3, 3), (3, 3), 1,
+    desc, inputs = conv_case((1, 8, 1, 2), (72, 8, 5, 7), (1, 1), (1, 1), (2, 3), (2, 3), 1,
                              act=dml.ActivationLeakyReluOperatorDesc(0.3))
-    assert split_for(desc) == Split(3, 136)
+    assert split_for(desc) == Split(2, 144)
     op = dml.compile_operator(desc, "cuda", algorithm="tiled")
-    assert "in 3 parts of 136" in op.source and "cuda.atomic.add(cnt, tile, 1)" in op.source
+    assert "in 2 parts of 144" in op.source and "cuda.atomic.add(cnt, tile, 1)" in op.source
     y = op(*inputs)
     expected = ACTIVATIONS[type(desc.fused_activation)](brute_conv(desc, inputs))
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=5e-3)
     (workspace, counters), = op.kernel._scratch.values()
-    assert workspace.shape == (3, 2, 256 * 4 * 4)
+    assert workspace.shape == (2, 2, 256 * 4 * 4)
     np.testing.assert_array_equal(counters.copy_to_host(), [0, 0])
 
 
