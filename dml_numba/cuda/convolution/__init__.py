@@ -15,7 +15,9 @@ of one group (each input tap read once for all of them, from registers); BACKWAR
   channels from shared memory, so every value loaded from global memory is used BN (input) or
   BM (filter) times. BACKWARD is the adjoint in gather form; with strides, one GEMM per output
   phase (:func:`~.implicit_gemm.phases_for`), so that only the taps that reach a phase are
-  multiplied;
+  multiplied. Where the tiles are too few to fill the GPU (deep channels on a small image),
+  the reduction is split into parts, a block each (:func:`~.implicit_gemm.split_for`); the
+  last block of a tile adds the parts in a fixed order and stores it;
 * plane patches for depthwise convolution (``_planes``): 256 outputs of one channel a block,
   their input region loaded into shared memory once.
 
