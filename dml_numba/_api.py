@@ -71,9 +71,10 @@ class CompiledOperator:
         writable array of the output's that overlaps none of them (a compiled graph's steps,
         whose buffers are its own and whose inputs and outputs were checked at its entry).
         The kernel is called directly (the checks of :meth:`__call__` a step saved: ~5 us on a
-        host device, ~50 us on a GPU) on a host device and on a device that launches checked
-        arrays itself (``run_checked``: the CUDA device, given its own device arrays);
-        elsewhere this is ``self(*inputs, out=out)``."""
+        host device; on an H200 a convolution step's host time went from 73-84 us to 51-58)
+        on a host device and on a device that launches checked arrays itself
+        (``run_checked``: the CUDA device, given its own device arrays); elsewhere this is
+        ``self(*inputs, out=out)``."""
         if self._plain is not None:
             self.kernel(inputs, out)
         elif self._launch is not None:
