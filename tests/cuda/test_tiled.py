@@ -96,6 +96,29 @@ def test_a_split_reduction_adds_its_parts_and_leaves_its_counters_at_zero():
     np.testing.assert_array_equal(counters.copy_to_host(), [0, 0])
 
 
+def test_a_split_kernels_workspace_is_its_own_for_each_thread_and_stream():
+    """Launches that may overlap never share a workspace or counters: one set per thread and
+    stream, made zeroed on first use, the same set for the same thread and stream again."""
+    import threading
+
+    from numba import cuda
+
+    desc, _ = conv_case((1, 8, 1, 2), (72, 8, 5, 7), (1, 1), (1, 1), (2, 3), (2, 3), 1)
+    kernel = dml.compile_operator(desc, "cuda", algorithm="tiled").kernel
+    mine = kernel._scratch_for(None)
+    assert kernel._scratch_for(None) is mine
+    other = kernel._scratch_for(cuda.stream())
+    theirs = []
+    worker = threading.Thread(target=lambda: theirs.append(kernel._scratch_for(None)))
+    worker.start()
+    worker.join()
+    sets = [mine, other, theirs[0]]
+    for i, a in enumerate(sets):
+        np.testing.assert_array_equal(a[1].copy_to_host(), [0, 0])  # the counters, zeroed
+        for b in sets[i + 1:]:
+            assert a[0] is not b[0] and a[1] is not b[1]
+
+
 @pytest.mark.parametrize("sizes, expected", [
     # (input, filter) -> (parts, chunk), worked by hand from split_for's rule: parts =
     # min(ceil(264 / tiles), reduction // 128), chunk = that share rounded up to slabs of 8,
