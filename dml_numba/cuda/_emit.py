@@ -143,9 +143,10 @@ class CudaKernel:
     def _find_direct(self):
         """On hardware, the kernel compiled for its signature and numba-cuda's stream
         conversion: a launch of contiguous arrays goes to it directly, past the dispatcher's
-        typing of the arguments and the launch configuration (whose low-occupancy warning is
-        raised through Python's warnings on every launch of a small grid: ~15 us of a step's
-        ~50). False where these are not there (the simulator; another numba-cuda)."""
+        typing of the arguments and the launch configuration (whose low-occupancy warning
+        goes through Python's warnings on every launch of a grid under 128 blocks); strided
+        arrays keep the dispatcher (they need another specialisation). False where these are
+        not there (the simulator; another numba-cuda)."""
         self._direct = False
         if not simulator():
             try:
