@@ -87,7 +87,11 @@ def test_a_split_reduction_adds_its_parts_and_leaves_its_counters_at_zero():
                              act=dml.ActivationLeakyReluOperatorDesc(0.3))
     assert split_for(desc) == Split(2, 144)
     op = dml.compile_operator(desc, "cuda", algorithm="tiled")
-    assert "in 2 parts of 144" in op.source and "cuda.atomic.add(cnt, tile, 1)" in op.source
+    assert "in 2 parts of 144" in op.source
+    # the block that stores is the one that counts last (the simulator runs blocks one after
+    # another, where storing at every count would end right too: pinned in the source; on a
+    # GPU the CNN benchmark's split layers checked it against ONNX Runtime)
+    assert "cuda.atomic.add(cnt, tile, 1) == 1 else 0" in op.source
     y = op(*inputs)
     expected = ACTIVATIONS[type(desc.fused_activation)](brute_conv(desc, inputs))
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=5e-3)
