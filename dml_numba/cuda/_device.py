@@ -133,4 +133,4 @@ class _OnGpu(CudaDevice):
 
     def run_checked(self, kernel, inputs, out) -> None:
         with self.cuda.gpus[self.index]:
-            kernel(inputs, out, None)
+            super().run_checked(kernel, inputs, out)

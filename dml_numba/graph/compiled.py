@@ -123,13 +123,15 @@ class CompiledGraph:
             o = _interop.to_host(o) if o is not None else None
             if o is not None and dev.is_device_array(o):
                 results.append(dev.as_array(o))
+                self._check(results[-1], self._out[k], f"out[{k}]")
             else:
                 results.append(dev.device_array(self._out[k].sizes, self._out[k].dtype))
-        # the steps launch unchecked: every array of the device checked here, as Numba sees it
-        for k, (a, t) in enumerate(zip(dev_in, self._in)):
-            self._check(a, t, f"input {k}")
-        for k, (r, t) in enumerate(zip(results, self._out)):
-            self._check(r, t, f"out[{k}]")
+        # the steps launch unchecked: the device arrays passed in checked here, as Numba sees
+        # them (host arrays were checked on entry; their copies and the outputs made here are
+        # the graph's own shapes)
+        for k, (a, d, t) in enumerate(zip(host, dev_in, self._in)):
+            if not isinstance(a, np.ndarray):
+                self._check(d, t, f"input {k}")
         self._run(dev_in, results, dev.device_array)
         on_device = any(dev.is_device_array(a) for a in host)
         final = []

@@ -408,3 +408,14 @@ def test_graph_device_arrays_of_other_shapes_or_dtypes_are_refused_at_its_entry(
             run(*inputs, out=outs)
         for o in outs:
             assert (o.copy_to_host() == 7).all()
+
+
+def test_a_graph_on_a_numbered_gpu_runs_its_steps_in_that_gpus_context(cuda):
+    """"cuda:0": the steps launch through that GPU's device (its context entered for each),
+    unchecked as on "cuda", and give the same outputs."""
+    from tests.test_graph import rand, two_outputs_graph
+
+    x0, y0 = rand((2, 3)), rand((1, 3), seed=1)
+    y, x = dml.compile_graph(two_outputs_graph(), "cuda:0")(cuda.to_device(x0), cuda.to_device(y0))
+    np.testing.assert_array_equal(y.copy_to_host(), np.tile(y0, (2, 1)))
+    np.testing.assert_array_equal(x.copy_to_host(), x0)
