@@ -21,7 +21,11 @@ def packed(desc: OperatorDesc) -> OperatorDesc:
 class CompiledOperator:
     """``op(*inputs, out=None)``: inputs in DirectML binding order; returns the output. PyTorch
     CPU tensors and JAX CPU arrays are read in place and the output comes back as the first
-    one's kind; an ``out=`` tensor is written in place and returned (:mod:`._interop`)."""
+    one's kind; an ``out=`` tensor is written in place and returned (:mod:`._interop`).
+
+    An operator of several outputs (max pooling with its indices output) returns the tuple of
+    its outputs in binding order; its ``out=`` is None or a sequence of one array (or None: made
+    here) per output."""
 
     def __init__(self, desc, device, kernel):
         self.desc = desc
@@ -30,9 +34,10 @@ class CompiledOperator:
         self._owner = type(desc).__name__
         self._inputs = desc.bound_inputs()
         self._output = desc.output
+        self._outputs = desc.bound_outputs()
         # a host device's plain call (HostDevice.call_plain): decided first
         self._plain = tuple((t.sizes, t.dtype) for _, t in self._inputs) if isinstance(
-            device, HostDevice) else None
+            device, HostDevice) and len(self._outputs) == 1 else None
         self._made = (self._output.sizes, self._output.dtype)
         self._launch = getattr(device, "run_checked", None)
 
@@ -41,6 +46,8 @@ class CompiledOperator:
             names = ", ".join(f for f, _ in self._inputs)
             raise ValidationError(f"{self._owner}: {len(inputs)} inputs are invalid; expected "
                                   f"{len(self._inputs)} ({names})")
+        if len(self._outputs) > 1:
+            return self._call_many(inputs, out, stream)
         if self._plain is not None and stream is None:
             result = self.device.call_plain(self.kernel, self._owner, self._plain, self._made,
                                             inputs, out)
@@ -64,6 +71,34 @@ class CompiledOperator:
         if out is not None:
             return out
         return _interop.as_kind(result, _interop.first_kind(inputs))
+
+    def _call_many(self, inputs, out, stream):
+        """:meth:`__call__` of an operator of several outputs: every input and ``out`` array
+        checked, then one call writing them all; the tuple of outputs."""
+        n, owner = len(self._outputs), self._owner
+        if out is None:
+            outs = [None] * n
+        elif isinstance(out, (list, tuple)) and len(out) == n:
+            outs = list(out)
+        else:
+            names = ", ".join(f for f, _ in self._outputs)
+            raise ValidationError(f"{owner}.out: {type(out).__name__} is invalid; expected None "
+                                  f"or a sequence of {n} arrays or None ({names})")
+        for k, o in enumerate(outs):
+            if o is not None:
+                _interop.check_out(o, f"{owner}.out[{k}]")
+        if _interop.needs_grad(inputs):
+            raise ValidationError(f"{owner}: a torch tensor that requires grad is invalid; "
+                                  "expected one that does not (an operator of several outputs "
+                                  "has no gradient here: pass x.detach())")
+        result = self.device.call_many(
+            self.kernel, owner, self._inputs,
+            [_interop.to_host(a, f"{owner}.{f}") for a, (f, _) in zip(inputs, self._inputs)],
+            [_interop.to_host(o, f"{owner}.out[{k}]") for k, o in enumerate(outs)],
+            self._outputs, stream)
+        kind = _interop.first_kind(inputs)
+        return tuple(o if o is not None else _interop.as_kind(r, kind)
+                     for o, r in zip(outs, result))
 
     def run_checked(self, inputs, out) -> None:
         """Write ``out`` from ``inputs`` with nothing checked: the caller has made sure they are
@@ -175,13 +210,14 @@ def _physical_memory() -> int | None:
 def check_allocatable(desc) -> None:
     """Refuse, before compiling, an output larger than this machine's memory: it could never be
     allocated (or bound: outputs may not alias, so a buffer needs every byte)."""
-    out = desc.output
-    need = out.element_count * out.data_type.itemsize
+    outs = desc.bound_outputs()  # every output needs its own buffer
+    need = sum(t.element_count * t.data_type.itemsize for _, t in outs)
     mem = _physical_memory()
     if mem is not None and need > mem:
+        what = "the output needs" if len(outs) == 1 else f"the {len(outs)} outputs need"
         raise ValidationError(
-            f"{type(desc).__name__}.{desc.output_field}.sizes: {out.sizes} is invalid; the output "
-            f"needs {need} bytes, expected at most this machine's memory ({mem} bytes)")
+            f"{type(desc).__name__}.{desc.output_field}.sizes: {desc.output.sizes} is invalid; "
+            f"{what} {need} bytes, expected at most this machine's memory ({mem} bytes)")
 
 
 def _build(desc, device, options):

@@ -119,7 +119,7 @@ def overlaps(a, b) -> bool:
         return True
 
 
-def check_no_overlap(out, inputs, owner: str) -> None:
+def check_no_overlap(out, inputs, owner: str, field: str = "out") -> None:
     """Refuse an ``out`` that shares memory with any input (exact test when it is cheap)."""
     for i, a in enumerate(inputs):
         if a is not out and a.base is None and out.base is None:
@@ -130,8 +130,19 @@ def check_no_overlap(out, inputs, owner: str) -> None:
             except np.exceptions.TooHardError:
                 overlap = True
             if overlap:
-                raise ValidationError(f"{owner}.out: an array overlapping input {i} is invalid; "
-                                      "expected an output that shares no memory with the inputs")
+                raise ValidationError(f"{owner}.{field}: an array overlapping input {i} is "
+                                      "invalid; expected an output that shares no memory with "
+                                      "the inputs")
+
+
+def check_outputs_apart(target, earlier, owner: str, k: int) -> None:
+    """Refuse output ``k`` where it overlaps an earlier output of the same call (each output
+    is written whole: two sharing memory would overwrite each other)."""
+    for j, prev in enumerate(earlier):
+        if overlaps(target, prev):
+            raise ValidationError(f"{owner}.out[{k}]: an array overlapping out[{j}] is invalid; "
+                                  "expected one array per output, sharing no memory with the "
+                                  "others")
 
 
 class HostDevice:
@@ -175,3 +186,27 @@ class HostDevice:
             result = out
         kernel(views, target)
         return result
+
+    def call_many(self, kernel, owner, input_specs, inputs, outs, out_specs, stream):
+        """:meth:`call` for an operator of several outputs: ``outs`` (None, or one array or
+        None per output) and ``out_specs`` (``(field, desc)`` per output); the kernel gets the
+        tuple of output arrays. Returns the tuple of outputs. Every output is checked against
+        the inputs and the outputs before it before anything is written."""
+        if stream is not None:
+            raise ValidationError(f"{owner}.stream: {stream!r} is invalid; expected None on the "
+                                  f"{self.name!r} device (streams are CUDA's)")
+        views = [view_host(a, t, owner, f) for a, (f, t) in zip(inputs, input_specs)]
+        targets, results = [], []
+        for k, (o, (_, t)) in enumerate(zip(outs, out_specs)):
+            if o is None:
+                y = np.empty(t.sizes, t.dtype)
+                targets.append(y)
+                results.append(y)
+                continue
+            target = view_host(o, t, owner, f"out[{k}]", writable=True)
+            check_no_overlap(target, views, owner, f"out[{k}]")
+            check_outputs_apart(target, targets, owner, k)
+            targets.append(target)
+            results.append(o)
+        kernel(views, tuple(targets))
+        return tuple(results)

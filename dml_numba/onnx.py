@@ -47,14 +47,15 @@ def _load(model, input_shapes, constants):
     graph = loader.load()
     consts = {name: np.ascontiguousarray(loader.consts[name]) for name in loader.const_inputs}
     seen = [loader.input_seen.get(k) for k in range(len(loader.inputs))]
-    return graph, [vi.name for vi in loader.inputs], consts, (loader.output_shapes, seen)
+    return graph, [vi.name for vi in loader.inputs], consts, (loader.output_shapes, seen,
+                                                              loader.signed_outputs)
 
 
 class CompiledModel:
     """``model(*inputs)`` or ``model({name: array})``: the model's outputs (one, or a tuple)."""
 
     def __init__(self, graph, names, consts, device, options, output_shapes=None,
-                 input_seen=None):
+                 input_seen=None, signed_outputs=()):
         self.graph = graph
         self.input_names = names
         self.compiled = compile_graph(graph, device, **options)
@@ -66,6 +67,9 @@ class CompiledModel:
                         for k, s in enumerate(output_shapes or [])]
         # a model input the graph reads as a view or a broadcast: ("reshape" | "broadcast", sizes)
         self._seen = list(input_seen or [None] * len(names))
+        # the model outputs that are a MaxPool's Indices: ONNX's int64, computed as DirectML's
+        # UINT64 (the same bits for every index an input can have)
+        self._signed = frozenset(signed_outputs)
 
     def __call__(self, *inputs, out=None):
         if len(inputs) == 1 and isinstance(inputs[0], dict):
@@ -82,20 +86,35 @@ class CompiledModel:
         if any(self._seen):
             inputs = tuple(_as_seen(a, s, n) if s else a
                            for a, s, n in zip(inputs, self._seen, self.input_names))
-        if out is None or not any(self._shapes):
-            result = self.compiled(*inputs, *self._consts, out=out)
-        else:  # the outputs bound with the graph's sizes (views of the caller's arrays)
-            outs = [out] if not isinstance(out, (list, tuple)) else list(out)
-            bound = [o.reshape(self.graph.output_tensor(k).sizes) if self._shapes[k] else o
-                     for k, o in enumerate(outs)]
-            self.compiled(*inputs, *self._consts, out=bound if isinstance(out, (list, tuple))
-                          else bound[0])
-            return out
-        if not any(self._shapes):
-            return result
-        results = result if isinstance(result, tuple) else (result,)
-        shaped = tuple(r.reshape(s) if s else r for r, s in zip(results, self._shapes))
-        return shaped if isinstance(result, tuple) else shaped[0]
+        if out is None:
+            result = self.compiled(*inputs, *self._consts)
+            if not (any(self._shapes) or self._signed):
+                return result
+            results = result if isinstance(result, tuple) else (result,)
+            shaped = tuple(self._as_model(k, r) for k, r in enumerate(results))
+            return shaped if isinstance(result, tuple) else shaped[0]
+        if not (any(self._shapes) or self._signed):
+            return self.compiled(*inputs, *self._consts, out=out)
+        # the outputs bound as the graph has them (views of the caller's arrays)
+        outs = [out] if not isinstance(out, (list, tuple)) else list(out)
+        bound = [self._as_graph(k, o) for k, o in enumerate(outs)]
+        self.compiled(*inputs, *self._consts, out=bound if isinstance(out, (list, tuple))
+                      else bound[0])
+        return out
+
+    def _as_model(self, k, r):
+        """Graph output ``k`` as the model declares it: its sizes (a view), int64 indices."""
+        if k < len(self._shapes) and self._shapes[k]:
+            r = r.reshape(self._shapes[k])
+        return _view(r, "int64") if k in self._signed else r
+
+    def _as_graph(self, k, o):
+        """The caller's ``out`` array for model output ``k`` as the graph writes it."""
+        if o is None:
+            return o
+        if k < len(self._shapes) and self._shapes[k]:
+            o = o.reshape(self.graph.output_tensor(k).sizes)
+        return _view(o, "uint64") if k in self._signed else o
 
     @property
     def plan(self) -> str:
@@ -103,6 +122,16 @@ class CompiledModel:
 
     def __repr__(self):
         return f"<CompiledModel of {len(self.graph.nodes)} nodes on {self.compiled.device!r}>"
+
+
+def _view(a, dtype: str):
+    """``a``'s elements read as ``dtype`` of the same size (a view; a PyTorch tensor through
+    its own dtypes)."""
+    if type(a).__module__.partition(".")[0] == "torch":
+        import torch
+
+        return a.view(getattr(torch, dtype))
+    return a.view(np.dtype(dtype))
 
 
 def _as_seen(a, seen, name):
@@ -125,5 +154,5 @@ def compile_model(model, device: str = "cpu", *, input_shapes=None, constants=No
     ``device``.
     ``constants``: model inputs to fix at load time by name (pads, repeats, starts... that a
     model takes as inputs, since DirectML's operators take them as parameters)."""
-    graph, names, consts, (shapes, seen) = _load(model, input_shapes, constants)
-    return CompiledModel(graph, names, consts, device, options, shapes, seen)
+    graph, names, consts, (shapes, seen, signed) = _load(model, input_shapes, constants)
+    return CompiledModel(graph, names, consts, device, options, shapes, seen, signed)

@@ -241,8 +241,8 @@ CONV = conv((1, 2, 4, 4), (2, 2, 3, 3), bias=True)
      "intermediate_edges[0] ('e') (nodes[1] ('b').input_tensor): 'FLOAT32 (2, 2)' is invalid; "
      "expected FLOAT32 (2, 4), the output tensor of nodes[0] ('a')"),
     (lambda: dml.GraphDesc(1, 1, (N(TL, "a"),), (IN(0, 0, 0),), (OUT(0, 1, 0),)),
-     "output_edges[0].from_node_output_index: 1 is invalid; expected 0 (nodes[0] ('a') has one "
-     "output)"),
+     "output_edges[0].from_node_output_index: 1 is invalid; expected an output index below 1 "
+     "(the outputs of nodes[0] ('a'): output_tensor)"),
     (lambda: dml.GraphDesc(1, 2, (N(TL),), (IN(0, 0, 0),), (OUT(0, 0, 0),)),
      "output_edges: 'graph output 1' is invalid; expected an output edge to every graph output"),
     (lambda: dml.GraphDesc(1, 1, (N(TL),), (IN(0, 0, 0),), (OUT(0, 0, 0), OUT(0, 0, 0))),

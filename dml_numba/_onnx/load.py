@@ -97,6 +97,10 @@ class Loader(mapped.Mappings):
         self.input_seen: dict = {}
         self.nodes: list = []  # [operator desc, [source per input], name]
         self.const_inputs: list[str] = []  # constants bound as extra graph inputs, in order
+        #: a MaxPool's Indices output: name -> its node (the node's output 1; a model output
+        #: only, given back as ONNX's int64)
+        self.indices: dict = {}
+        self.signed_outputs: list[int] = []  # the model outputs that are such indices
 
     def _value_info(self, vi, override):
         t = vi.type.tensor_type
@@ -140,6 +144,9 @@ class Loader(mapped.Mappings):
 
     # -- tensors flowing between nodes --------------------------------------------------------
     def tensor(self, name, fail, field):
+        if name in self.indices:
+            fail(field, name, "expected a tensor other than a MaxPool's Indices output (it is "
+                              "supported as a model output only)")
         if name in self.values:
             return self.values[name], self.shapes[name]
         if name in self.consts:
@@ -287,6 +294,12 @@ class Loader(mapped.Mappings):
         output_edges = []
         self.output_shapes = []
         for k, o in enumerate(self.graph.output):
+            if o.name in self.indices:
+                j = self.indices[o.name]
+                output_edges.append(OutputGraphEdgeDesc(j, 1, k, o.name))
+                self.output_shapes.append(self.nodes[j][0].output.sizes)
+                self.signed_outputs.append(k)
+                continue
             ref = self.values.get(o.name)
             if ref is None or ref[0] != "node":
                 raise ValidationError(f"compile_model: output {o.name!r} is invalid; expected "

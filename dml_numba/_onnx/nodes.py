@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import functional as F
 from .._dims import pooled_size, pooled_size_ceil
+from .._dtypes import DataType
 from .._errors import ValidationError
 from ..ops import activation as act
 from ..ops.average_pooling import AveragePooling1OperatorDesc
@@ -229,20 +230,28 @@ class Mappings:
                     size -= 1
             out.append(size)
 
+        named_indices = len(node.output) > 1 and bool(node.output[1])
+        indices = named_indices and node.output[1] in {o.name for o in self.graph.output}
+
         def build():
             inp = TensorDesc.like(x)
             outp = TensorDesc(inp.data_type, tuple(x.shape[:2]) + tuple(out))
-            if kind == "max":
-                return MaxPooling2OperatorDesc(inp, outp, None, strides, k, start, end, dil)
+            if kind == "max":  # ONNX's int64 indices: DirectML's UINT64, the same bits
+                at = TensorDesc(DataType.UINT64, outp.sizes) if indices else None
+                return MaxPooling2OperatorDesc(inp, outp, at, strides, k, start, end, dil)
             return AveragePooling1OperatorDesc(inp, outp, strides, k, start, end, dil,
                                                bool(a.get("count_include_pad", 0)))
 
         self.add(named(fail, "kernel_shape", build), [src], node.name, node.output[0])
+        if named_indices:  # (computed where it is a model output; no node may read it)
+            self.indices[node.output[1]] = len(self.nodes) - 1
 
     def _maxpool(self, node, fail, a):
-        if len(node.output) > 1 and node.output[1]:
-            fail("output[1]", node.output[1], "expected no Indices output (dml_numba computes "
-                                              "the pooled values only)")
+        """MaxPool; its Indices output (row-major flat indices, storage_order 0: DirectML's)
+        as a model output."""
+        if len(node.output) > 1 and node.output[1] and a.get("storage_order", 0) != 0:
+            fail("storage_order", a["storage_order"], "expected 0 (row-major indices, as "
+                                                      "DirectML numbers them)")
         self._pooling(node, fail, a, "max")
 
     def _averagepool(self, node, fail, a):

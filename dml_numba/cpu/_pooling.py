@@ -18,7 +18,8 @@ def emit_pooling(key, element) -> str:
     w = SourceWriter()
     loop = header(w, key)
     acc = compute_type(d.input_tensor.data_type).name
-    with w.block("def kernel(x, y):"):
+    args = "x, y, yi" if len(d.bound_outputs()) > 1 else "x, y"
+    with w.block(f"def kernel({args}):"):
         with w.block(f"for f in {loop}({n_ * c_ * prod(out[:-1])}):"):
             decompose(w, "f", ["n", "c"] + o[:-1], [n_, c_] + list(out[:-1]))
             with w.block(f"for {o[-1]} in range({out[-1]}):"):
@@ -33,7 +34,8 @@ def compute_type(data_type):
 
 
 class PoolingKernel(CpuKernel):
-    """A pooling kernel on the CPU: float16 computed in float32 (:func:`run_in_accumulator`)."""
+    """A pooling kernel on the CPU: float16 computed in float32 (:func:`run_in_accumulator`);
+    with a second output (max pooling's indices), ``out`` is the pair of arrays."""
 
     element = None  # the operator's element body
 
@@ -42,8 +44,13 @@ class PoolingKernel(CpuKernel):
                        work=desc.output_tensor.element_count * prod(desc.window_size))
         self.acc = compute_type(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
+        extra = [(t.dtype, rank) for _, t in desc.bound_outputs()[1:]]
         super().__init__(key, lambda k: emit_pooling(k, type(self).element),
-                         [(self.acc, rank), (self.acc, rank)], options)
+                         [(self.acc, rank), (self.acc, rank)] + extra, options)
 
     def __call__(self, inputs, out):
-        run_in_accumulator(self.acc, lambda xs, y: self.fn(xs[0], y), inputs, out)
+        if isinstance(out, tuple):  # (values, indices): the indices written as they are
+            y, more = out[0], out[1:]
+            run_in_accumulator(self.acc, lambda xs, y: self.fn(xs[0], y, *more), inputs, y)
+        else:
+            run_in_accumulator(self.acc, lambda xs, y: self.fn(xs[0], y), inputs, out)

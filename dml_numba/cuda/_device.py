@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._binding import check_no_overlap, overlaps, view_host
+from .._binding import check_no_overlap, check_outputs_apart, overlaps, view_host
 from .._errors import DeviceUnavailableError, ValidationError
 
 
@@ -76,6 +76,17 @@ class CudaDevice:
         return _OnGpu(self.cuda, index)
 
     def call(self, kernel, owner, input_specs, inputs, out, out_desc, stream):
+        return self.call_many(kernel, owner, input_specs, inputs, (out,),
+                              (("out", out_desc),), stream, single=True)[0]
+
+    def call_many(self, kernel, owner, input_specs, inputs, outs, out_specs, stream, *,
+                  single=False):
+        """The call of an operator of one or several outputs (``outs``: one array or None per
+        output; ``out_specs``: ``(field, desc)`` each): NumPy inputs copied to the GPU, the
+        outputs made there or checked (no output overlapping an input or an earlier output),
+        only then the launch (the kernel gets the output, or the tuple of outputs). Returns
+        the tuple of outputs: the ``outs`` given, and the others as device arrays where any
+        input was one, else as NumPy."""
         cuda = self.cuda
         on_device = False
         host_views, dev_inputs = [], []
@@ -90,33 +101,45 @@ class CudaDevice:
             else:
                 raise ValidationError(f"{owner}.{field}: {type(a).__name__} is invalid; expected a "
                                       "numpy.ndarray or a CUDA device array")
-        host_out = None
-        if out is None:
-            d_out = cuda.device_array(out_desc.sizes, out_desc.dtype, stream=stream or 0)
-        elif isinstance(out, np.ndarray):
-            host_out = view_host(out, out_desc, owner, "out", writable=True)
-            check_no_overlap(host_out, host_views, owner)
-            d_out = cuda.device_array(out_desc.sizes, out_desc.dtype, stream=stream or 0)
-        elif is_device_array(cuda, out):
-            d_out = _check_device_array(cuda, out, out_desc, owner, "out")
-            for i, d in enumerate(dev_inputs):
-                if not isinstance(d, np.ndarray) and overlaps(d, d_out):
-                        raise ValidationError(f"{owner}.out: a device array overlapping input {i} "
-                                              "is invalid; expected an output that shares no "
-                                              "memory with the inputs")
-        else:
-            raise ValidationError(f"{owner}.out: {type(out).__name__} is invalid; expected a "
-                                  "numpy.ndarray or a CUDA device array")
+        host_outs, d_outs, given = [], [], []
+        for k, (out, (_, out_desc)) in enumerate(zip(outs, out_specs)):
+            name = "out" if single else f"out[{k}]"
+            host_out = None
+            if out is None:
+                d_out = cuda.device_array(out_desc.sizes, out_desc.dtype, stream=stream or 0)
+            elif isinstance(out, np.ndarray):
+                host_out = view_host(out, out_desc, owner, name, writable=True)
+                check_no_overlap(host_out, host_views, owner, name)
+                check_outputs_apart(host_out, [h for h in host_outs if h is not None], owner, k)
+                d_out = cuda.device_array(out_desc.sizes, out_desc.dtype, stream=stream or 0)
+            elif is_device_array(cuda, out):
+                d_out = _check_device_array(cuda, out, out_desc, owner, name)
+                for i, d in enumerate(dev_inputs):
+                    if not isinstance(d, np.ndarray) and overlaps(d, d_out):
+                        raise ValidationError(f"{owner}.{name}: a device array overlapping input "
+                                              f"{i} is invalid; expected an output that shares "
+                                              "no memory with the inputs")
+                check_outputs_apart(d_out, given, owner, k)
+                given.append(d_out)
+            else:
+                raise ValidationError(f"{owner}.{name}: {type(out).__name__} is invalid; expected "
+                                      "a numpy.ndarray or a CUDA device array")
+            host_outs.append(host_out)
+            d_outs.append(d_out)
         # every check passed: only now copy and launch
         dev_inputs = [cuda.to_device(np.ascontiguousarray(d), stream=stream or 0)
                       if isinstance(d, np.ndarray) else d for d in dev_inputs]
-        kernel(dev_inputs, d_out, stream)
-        if host_out is not None:
-            host_out[...] = d_out.copy_to_host(stream=stream or 0)
-            return out
-        if out is not None:
-            return out
-        return d_out if on_device else d_out.copy_to_host(stream=stream or 0)
+        kernel(dev_inputs, d_outs[0] if single else tuple(d_outs), stream)
+        results = []
+        for out, host_out, d_out in zip(outs, host_outs, d_outs):
+            if host_out is not None:
+                host_out[...] = d_out.copy_to_host(stream=stream or 0)
+                results.append(out)
+            elif out is not None:
+                results.append(out)
+            else:
+                results.append(d_out if on_device else d_out.copy_to_host(stream=stream or 0))
+        return tuple(results)
 
 
 class _OnGpu(CudaDevice):
@@ -127,9 +150,9 @@ class _OnGpu(CudaDevice):
         self.index = index
         self.name = f"cuda:{index}"
 
-    def call(self, *args):
+    def call_many(self, *args, **kwargs):
         with self.cuda.gpus[self.index]:
-            return super().call(*args)
+            return super().call_many(*args, **kwargs)
 
     def run_checked(self, kernel, inputs, out) -> None:
         with self.cuda.gpus[self.index]:

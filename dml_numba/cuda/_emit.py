@@ -120,11 +120,14 @@ class CudaKernel:
                                             disk=not simulator())
 
     def __call__(self, inputs, out, stream=None):
+        """Launch on device arrays; ``out`` is the output, or the tuple of an operator's
+        outputs (max pooling's values and indices)."""
+        outs = out if isinstance(out, tuple) else (out,)
         if self._f16_bits:
             inputs = [a.view(np.uint16) for a in inputs]
-            out = out.view(np.uint16)
+            outs = (outs[0].view(np.uint16),) + outs[1:]
         blocks, threads = self._geometry or self._find_geometry()
-        args = (*inputs, out, *self._scratch_for(stream))
+        args = (*inputs, *outs, *self._scratch_for(stream))
         direct = self._direct if self._direct is not None else self._find_direct()
         if direct and all(a.is_c_contiguous() for a in args):
             kernel, core_stream = direct

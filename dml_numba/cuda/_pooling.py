@@ -12,7 +12,9 @@ def pooling_lowering(element):
     def lower(desc, options):
         key = make_key(desc, options)
         dt, rank = desc.input_tensor.dtype, desc.input_tensor.rank
-        return CudaKernel(key, emit_reduction(key, "x, y", "c", element), [(dt, rank)] * 2,
+        extra = [(t.dtype, rank) for _, t in desc.bound_outputs()[1:]]  # max pooling's indices
+        args = "x, y" + ", yi" * len(extra)
+        return CudaKernel(key, emit_reduction(key, args, "c", element), [(dt, rank)] * 2 + extra,
                           desc.output_tensor.element_count)
 
     return lower

@@ -131,6 +131,10 @@ def run(name, tensors, params, make_desc, inputs, device, out, like=None, origin
                 _remember(key, op)
         originals = originals or ((like,) if len(inputs) == 1 else ())
         if like is not None and _interop.needs_grad(originals):  # PyTorch autograd
+            if len(op.desc.bound_outputs()) > 1:
+                raise ValidationError(f"{op.desc.op_name()}: a torch tensor that requires grad "
+                                      "is invalid with several outputs; expected one that does "
+                                      "not (no gradient is defined here: pass x.detach())")
             if out is not None:
                 _interop.check_out(out, "out")
             return _interop.with_grad(op, originals, out)
@@ -140,7 +144,11 @@ def run(name, tensors, params, make_desc, inputs, device, out, like=None, origin
     if type(like) is np.ndarray or out is not None:
         return result
     k = _interop.kind(like)
-    return result if k is None else _interop.as_kind(result, k)
+    if k is None:
+        return result
+    if isinstance(result, tuple):  # several outputs (max pooling's indices)
+        return tuple(_interop.as_kind(r, k) for r in result)
+    return _interop.as_kind(result, k)
 
 
 def _scalar(value):

@@ -1,7 +1,11 @@
 """The functional layer's poolings: LP, max and average pooling."""
 from __future__ import annotations
 
+import numpy as np
+
 from .._binding import as_array
+from .._dtypes import DataType
+from .._errors import ValidationError
 from ..ops import _pooling as _pool
 from ..ops.average_pooling import AveragePooling1OperatorDesc
 from ..ops.lp_pooling import LpPooling1OperatorDesc
@@ -56,24 +60,35 @@ def _pooled(owner, x, window_size, strides, start_padding, end_padding, dilation
 
 
 def max_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,
-                dilations=None, *, device="cpu", out=None):
+                dilations=None, return_indices=False, *, device="cpu", out=None):
     """Max pooling over the spatial axes of ``x`` (N, C, spatial...): each window's largest
     element (the padding never wins). Defaults: stride 1, no padding, dilation 1.
+    ``return_indices``: also each maximum's position, the flat index into ``x`` (uint64; the
+    first maximum in window order wins a tie): returns ``(values, indices)``, and ``out`` is
+    then None or a pair.
 
     >>> import numpy as np
     >>> max_pooling(np.array([[[1., 3., 2., 0.]]], np.float32), (2,), strides=2, device="numpy")
     array([[[3., 2.]]], dtype=float32)
+    >>> max_pooling(np.array([[[1., 3., 2., 0.]]], np.float32), (2,), strides=2,
+    ...             return_indices=True, device="numpy")[1]
+    array([[[1, 2]]], dtype=uint64)
     """
-    params = (window_size, strides, start_padding, end_padding, dilations)
+    params = (window_size, strides, start_padding, end_padding, dilations, return_indices)
     return _pooling_call("max_pooling", max_pooling_desc, x, params, device, out)
 
 
 def max_pooling_desc(x, window_size, strides=None, start_padding=None, end_padding=None,
-                     dilations=None):
+                     dilations=None, return_indices=False):
     """The descriptor :func:`max_pooling` runs, from anything with ``shape`` and ``dtype``."""
     inp, args, outp = _pooled("max_pooling", x, window_size, strides, start_padding,
                               end_padding, dilations)
-    return MaxPooling2OperatorDesc(inp, outp, None, *args)
+    flag = _scalar(return_indices)
+    if not isinstance(flag, (bool, np.bool_)):
+        raise ValidationError(f"max_pooling.return_indices: {flag!r} is invalid; expected "
+                              "True or False")
+    indices = TensorDesc(DataType.UINT64, outp.sizes) if flag and inp.rank >= 3 else None
+    return MaxPooling2OperatorDesc(inp, outp, indices, *args)
 
 
 def average_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,

@@ -47,7 +47,8 @@ class CompiledGraph:
         return "\n".join(op.source for op in self.ops if op.source)
 
     def buffers(self) -> dict:
-        """This thread's intermediate buffers by node (allocated on the first call)."""
+        """This thread's intermediate buffers by node (allocated on the first call); the
+        buffer of a node's output ``i`` > 0 by ``(node, i)``."""
         return dict(getattr(self._local, "buffers", {}))
 
     # -- calling ------------------------------------------------------------------------------
@@ -98,17 +99,25 @@ class CompiledGraph:
                 return inputs[ref[1]]
             if ref[0] == "output":
                 return results[ref[1]]
-            if ref[1] not in bufs:
-                t = self.graph.nodes[ref[1]].operator.output
-                bufs[ref[1]] = allocate(t.sizes, t.dtype)
-            return bufs[ref[1]]
+            key = ref[1:] if len(ref) > 2 else ref[1]  # (node, output i > 0), or the node's
+            if key not in bufs:
+                t = self.graph.node_output(*ref[1:])
+                bufs[key] = allocate(t.sizes, t.dtype)
+            return bufs[key]
 
         for step, op, views in zip(self.steps, self.ops, self._views):
             target = at(step.output)
             args = [at(r) for r in step.inputs]
             for i, sizes in views:  # an input seen with other sizes (a reshaping edge)
                 args[i] = args[i].reshape(sizes)
-            op.run_checked(args, target)  # checked: the graph's entry, its edges and buffers
+            if step.more:  # an operator of several outputs: the tuple of its targets
+                more = [at(ref) for ref, _ in step.more]
+                op.run_checked(args, (target, *more))
+                for a, (_, also) in zip(more, step.more):
+                    for extra in also:
+                        results[extra[1]][...] = a
+            else:
+                op.run_checked(args, target)  # checked: the graph's entry, edges and buffers
             for extra in step.also:
                 results[extra[1]][...] = target
 
@@ -188,7 +197,7 @@ def _views(graph: GraphDesc, step) -> list:
             return graph.input_tensor(ref[1]).sizes
         if ref[0] == "output":
             return graph.output_tensor(ref[1]).sizes
-        return graph.nodes[ref[1]].operator.output.sizes
+        return graph.node_output(*ref[1:]).sizes
 
     wanted = [t.sizes for _, t in step.op.bound_inputs()]
     return [(i, w) for i, (ref, w) in enumerate(zip(step.inputs, wanted)) if sizes(ref) != w]

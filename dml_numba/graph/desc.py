@@ -3,7 +3,8 @@
 A graph has ``input_count`` inputs and ``output_count`` outputs; its nodes are operators; input
 edges connect a graph input to a node's input, intermediate edges a node's output to another
 node's input, output edges a node's output to a graph output. Inputs are numbered in each
-operator's binding order (convolution: input, filter, bias); every operator here has one output.
+operator's binding order (convolution: input, filter, bias), outputs likewise (max pooling with
+its indices output has two: the values, then the indices).
 
 The rules, checked on construction (a ValidationError naming the node or edge): indices in
 range; every present input of every node fed by exactly one edge (an absent bias by none); the
@@ -162,8 +163,12 @@ class GraphDesc:
 
     def output_tensor(self, k: int) -> TensorDesc:
         e = self._first_edges[1][k]
-        t = self.nodes[e.from_node_index].operator.output
+        t = self.node_output(e.from_node_index, e.from_node_output_index)
         return TensorDesc(t.data_type, t.sizes)
+
+    def node_output(self, k: int, i: int = 0) -> TensorDesc:
+        """Output ``i`` of node ``k`` (its operator's outputs in binding order)."""
+        return self.nodes[k].operator.bound_outputs()[i][1]
 
     def order(self) -> tuple[int, ...]:
         """The nodes in a topological order (ties by index)."""
@@ -190,7 +195,7 @@ class GraphDesc:
         """The intermediate edges whose consumer sees the producer's buffer with other sizes
         (:func:`reshapes`)."""
         return tuple(e for e in self.intermediate_edges if reshapes(
-            self.nodes[e.from_node_index].operator.output,
+            self.node_output(e.from_node_index, e.from_node_output_index),
             self.node_inputs(e.to_node_index)[e.to_node_input_index][1]))
 
     def _toposort(self, c: Checker, consumers) -> tuple[int, ...]:
@@ -265,10 +270,13 @@ class _Edges:
         return fname, t
 
     def output_slot(self, field, edge, node):
-        if edge.from_node_output_index != 0:
-            self.c.fail(f"{field}.from_node_output_index", edge.from_node_output_index,
-                        f"expected 0 ({self.g.node_label(node)} has one output)")
-        return self.g.nodes[node].operator.output
+        outs = self.g.nodes[node].operator.bound_outputs()
+        i = edge.from_node_output_index
+        if i >= len(outs):
+            self.c.fail(f"{field}.from_node_output_index", i,
+                        f"expected an output index below {len(outs)} (the outputs of "
+                        f"{self.g.node_label(node)}: {', '.join(f for f, _ in outs)})")
+        return outs[i][1]
 
     def same(self, field, t, ref, ref_what) -> None:
         if t.data_type != ref.data_type or t.sizes != ref.sizes:
@@ -297,7 +305,7 @@ class _Edges:
 
     def intermediates(self) -> tuple[dict, set]:
         """Intermediate edges, each the producer's tensor (or a packed view of it); returns
-        each node's consumers and the nodes whose output is read."""
+        each node's consumers and the (node, output index) pairs read."""
         g = self.g
         consumers = {k: [] for k in range(len(g.nodes))}
         used = set()
@@ -312,11 +320,12 @@ class _Edges:
                           f"the output tensor of {g.node_label(src)} (or its element count, "
                           "both packed: a view with other sizes)")
             consumers[src].append(dst)
-            used.add(src)
+            used.add((src, e.from_node_output_index))
         return consumers, used
 
     def outputs(self) -> set:
-        """Output edges: each graph output produced exactly once; returns the producers."""
+        """Output edges: each graph output produced exactly once; returns the (node, output
+        index) pairs that produce them."""
         g, c = self.g, self.c
         produced: dict = {}
         used = set()
@@ -331,7 +340,7 @@ class _Edges:
                        f"{produced[e.graph_output_index]}; expected exactly one edge to each "
                        "graph output")
             produced[e.graph_output_index] = field
-            used.add(src)
+            used.add((src, e.from_node_output_index))
         for i in range(g.output_count):
             if i not in produced:
                 c.fail("output_edges", f"graph output {i}", "expected an output edge to every "
@@ -339,13 +348,14 @@ class _Edges:
         return used
 
     def connected(self, used: set) -> None:
-        """Every present node input fed, every node output read."""
+        """Every present node input fed, every node output (each present one) read."""
         g, c = self.g, self.c
         for k in range(len(g.nodes)):
             for i, (fname, t) in enumerate(g.node_inputs(k)):
                 if t is not None and (k, i) not in self.fed:
                     c.fail(f"{g.node_label(k)}.{fname}", "unconnected",
                            "expected an input or intermediate edge to every present node input")
-            if k not in used:
-                c.fail(f"{g.node_label(k)}.output", "unconnected",
-                       "expected an intermediate or output edge from every node output")
+            for i, (fname, _) in enumerate(g.nodes[k].operator.bound_outputs()):
+                if (k, i) not in used:
+                    c.fail(f"{g.node_label(k)}.{'output' if i == 0 else fname}", "unconnected",
+                           "expected an intermediate or output edge from every node output")

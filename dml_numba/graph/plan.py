@@ -16,7 +16,7 @@ from .desc import GraphDesc
 from .rules import PHASES, Work, apply_rules
 
 #: where a step reads or writes: ("input", k) a graph input, ("output", k) a graph output,
-#: ("buffer", k) the buffer of (what was) node k's output
+#: ("buffer", k) the buffer of (what was) node k's output, ("buffer", k, i) of its output i > 0
 Ref = tuple
 
 
@@ -24,7 +24,8 @@ Ref = tuple
 class Step:
     """One compiled operator of the graph: ``op`` (a descriptor) reads ``inputs`` and writes
     ``output``; ``nodes`` are the graph nodes it computes, ``also`` further graph outputs that
-    receive a copy of its result."""
+    receive a copy of its result; ``more``: for an operator of several outputs, ``(ref,
+    also)`` of each output after the first."""
 
     op: object
     inputs: tuple
@@ -32,6 +33,12 @@ class Step:
     nodes: tuple
     also: tuple = ()
     options: tuple = ()
+    more: tuple = ()
+
+    @property
+    def targets(self) -> tuple:
+        """Where each of the operator's outputs goes, in binding order."""
+        return (self.output,) + tuple(ref for ref, _ in self.more)
 
 
 def plan(graph: GraphDesc, fuse: bool = True, device: str = "cpu",
@@ -51,19 +58,29 @@ def plan(graph: GraphDesc, fuse: bool = True, device: str = "cpu",
         op = n.op if n.covers != (k,) else graph.nodes[k].operator  # untouched: as given
         if len(n.chain) > 1:
             op = GatherChainDesc(n.chain[0].input_tensor, n.chain[-1].output_tensor, n.chain)
-        sources = tuple(_final(("buffer", s[1]) if s[0] == "node" else s, outputs)
+        sources = tuple(_final(buffer(s[1], s[2]) if s[0] == "node" else s, outputs)
                         for s in n.sources if s is not None)
-        outs = outputs.get(k, [])
-        target = ("output", outs[0]) if outs else ("buffer", k)
-        steps.append(Step(op, sources, target, tuple(sorted(n.covers)),
-                          tuple(("output", g) for g in outs[1:]), n.options))
+        targets = []
+        for i in range(len(op.bound_outputs())):
+            outs = outputs.get((k, i), [])
+            targets.append((("output", outs[0]) if outs else buffer(k, i),
+                            tuple(("output", g) for g in outs[1:])))
+        steps.append(Step(op, sources, targets[0][0], tuple(sorted(n.covers)), targets[0][1],
+                          n.options, tuple(targets[1:])))
     return steps
+
+
+def buffer(k: int, i: int = 0) -> Ref:
+    """The buffer of node ``k``'s output ``i``."""
+    return ("buffer", k) if i == 0 else ("buffer", k, i)
 
 
 def _final(ref: Ref, outputs) -> Ref:
     """A node output that is also a graph output is read from there (it has no buffer)."""
-    if ref[0] == "buffer" and ref[1] in outputs:
-        return ("output", outputs[ref[1]][0])
+    if ref[0] == "buffer":
+        at = (ref[1], ref[2] if len(ref) > 2 else 0)
+        if at in outputs:
+            return ("output", outputs[at][0])
     return ref
 
 
@@ -76,7 +93,10 @@ def describe(steps, graph: GraphDesc) -> str:
             what += " of " + " -> ".join(type(o).op_name() for o in s.op.operators)
         names = ", ".join(graph.node_label(k) for k in s.nodes)
         ins = ", ".join(f"{r[0]} {r[1]}" for r in s.inputs)
-        outs = ", ".join(f"{r[0]} {r[1]}" for r in (s.output,) + s.also)
+        refs = [s.output, *s.also]
+        for ref, also in s.more:
+            refs += [ref, *also]
+        outs = ", ".join(" ".join(str(v) for v in r) for r in refs)
         opts = "".join(f" ({k}={v})" for k, v in s.options)
         lines.append(f"step {i}: {what}{opts} [{names}]: {ins} -> {outs}")
     return "\n".join(lines)

@@ -37,7 +37,7 @@ _MODES = {kind: mode for mode, kind in FOLDS.items()}
 @dataclass
 class Node:
     """A node while the rules run: its operator (canonical), where each input slot reads from
-    (``("input", g)``, ``("node", k)``, or None for an absent input), the graph nodes it stands
+    (``("input", g)``, ``("node", k, i)``: output ``i`` of node ``k``, or None for an absent input), the graph nodes it stands
     for, the data-movement operators it fuses (once the chain rule has run), and the compile
     options rules added (``(("input_padding", mode),)`` once a fold has)."""
 
@@ -49,8 +49,10 @@ class Node:
 
 
 class Work:
-    """The graph while the rules run: the nodes left, who reads each node's output (reader,
-    slot), and which nodes are graph outputs. Every update is local (linear planning)."""
+    """The graph while the rules run: the nodes left, who reads each node's outputs (reader,
+    slot), and which node outputs are graph outputs. A source ``("node", k, i)`` is output
+    ``i`` of node ``k`` (max pooling's indices are its output 1). Every update is local
+    (linear planning)."""
 
     def __init__(self, graph, device: str):
         self.device = device
@@ -64,16 +66,21 @@ class Work:
                 ("input", e.graph_input_index)
         for e in graph.intermediate_edges:
             self.nodes[e.to_node_index].sources[e.to_node_input_index] = \
-                ("node", e.from_node_index)
+                ("node", e.from_node_index, e.from_node_output_index)
             self.uses[e.from_node_index].append((e.to_node_index, e.to_node_input_index))
-        self.outputs: dict[int, list[int]] = {}
+        #: (node, output index) -> the graph outputs it is, in order
+        self.outputs: dict[tuple, list[int]] = {}
         for e in sorted(graph.output_edges, key=lambda e: e.graph_output_index):
-            self.outputs.setdefault(e.from_node_index, []).append(e.graph_output_index)
+            self.outputs.setdefault((e.from_node_index, e.from_node_output_index),
+                                    []).append(e.graph_output_index)
+        self._output_nodes = {k for k, _ in self.outputs}
 
     def producer(self, k: int) -> int | None:
-        """The node whose output node ``k`` reads as its input 0 (its tensor), if a node's."""
+        """The node whose output 0 node ``k`` reads as its input 0 (its tensor), if a node's
+        (a node reading another output, max pooling's indices, has no producer to rewrite
+        with: the rules rewrite a window's or a data movement's values)."""
         src = self.nodes[k].sources[0] if self.nodes[k].sources else None
-        return src[1] if src is not None and src[0] == "node" else None
+        return src[1] if src is not None and src[0] == "node" and src[2] == 0 else None
 
     def read_by_alone(self, p: int, k: int) -> bool:
         """Node ``p``'s output is read by node ``k``'s input 0 and by nothing else."""
@@ -85,7 +92,8 @@ class Work:
         return getattr(op, op.input_fields[0]).sizes != self.nodes[p].op.output.sizes
 
     def is_output(self, p: int) -> bool:
-        return p in self.outputs
+        """Any output of node ``p`` is a graph output."""
+        return p in self._output_nodes
 
     def take_over(self, k: int, p: int, op, whole: bool = False, remove: bool = False,
                   **fields) -> None:

@@ -26,6 +26,8 @@ class OperatorDesc:
     #: names of the tensor fields bound as inputs, in DirectML binding order
     input_fields: ClassVar[tuple[str, ...]] = ("input_tensor",)
     output_field: ClassVar[str] = "output_tensor"
+    #: the optional outputs after the first, in DirectML binding order (max pooling's indices)
+    extra_output_fields: ClassVar[tuple[str, ...]] = ()
     #: data movement compares exactly; arithmetic (convolution, pooling) within a tolerance
     exact: ClassVar[bool] = True
 
@@ -42,8 +44,8 @@ class OperatorDesc:
 
     def bytes_moved(self) -> int:
         """Bytes read from the inputs plus bytes written to the output (packed)."""
-        return sum(t.element_count * t.data_type.itemsize for _, t in self.bound_inputs()) + \
-            self.output.element_count * self.output.data_type.itemsize
+        return sum(t.element_count * t.data_type.itemsize
+                   for _, t in self.bound_inputs() + self.bound_outputs())
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -88,8 +90,15 @@ class OperatorDesc:
         return tuple((f, getattr(self, f)) for f in self.input_fields
                      if getattr(self, f) is not None)
 
+    def bound_outputs(self) -> tuple[tuple[str, TensorDesc], ...]:
+        """(field, desc) of every output present, in binding order: the output, then each
+        optional one given (max pooling's indices)."""
+        return ((self.output_field, self.output),) + tuple(
+            (f, getattr(self, f)) for f in self.extra_output_fields if getattr(self, f) is not None)
+
     @property
     def output(self) -> TensorDesc:
+        """The (first) output's desc."""
         return getattr(self, self.output_field)
 
     def canonical(self) -> OperatorDesc:
@@ -100,7 +109,7 @@ class OperatorDesc:
         """The desc with every tensor's strides dropped: kernels see N-d views, so buffer
         strides never change generated code and must not split the cache."""
         tensors = {}
-        for name in self.input_fields + (self.output_field,):
+        for name in self.input_fields + (self.output_field,) + self.extra_output_fields:
             t = getattr(self, name)
             if t is not None and t.strides is not None:
                 tensors[name] = TensorDesc(t.data_type, t.sizes)

@@ -7,8 +7,14 @@ for integers [INFERRED]). Every data type: a maximum computes nothing (exact). O
 from the floor size to the ceil-mode size, as for LP pooling. MAX_POOLING1 adds the optional
 indices output, MAX_POOLING2 dilations; both canonicalise to MAX_POOLING2.
 
-The indices output (``output_indices_tensor``) is refused for now: every kernel here writes one
-output, and a descriptor that asks for the indices would otherwise be computed without them.
+The optional indices output (``output_indices_tensor``, UINT32 or UINT64, the output's sizes)
+holds, for each output element, the position of its maximum in the input as a flat index over
+the input's logical sizes in row-major order (batch and channel included; the input tensor's
+strides, which describe its buffer, do not enter). The first maximum in window order (the
+window's taps in row-major order) wins a tie; a NaN tap wins and the first NaN stays
+[INFERRED: the value is NaN either way]; a window wholly in the padding (ceil mode) has no
+position: the index type's largest value (-1 read as a signed ONNX index) [INFERRED]. UINT32
+indices are refused where the input has more elements than they can number.
 """
 from __future__ import annotations
 
@@ -16,20 +22,40 @@ __all__ = ["MaxPoolingOperatorDesc", "MaxPooling1OperatorDesc", "MaxPooling2Oper
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .._dims import prod
-from .._dtypes import ALL_TYPES
+from .._dtypes import ALL_TYPES, DataType
 from ..tensor import TensorDesc
-from ._base import OperatorDesc, Window
+from ._base import OperatorDesc, Window, check_tensor
 from ._pooling import validate_window
+
+#: the data types of the indices output
+INDEX_TYPES = (DataType.UINT32, DataType.UINT64)
 
 
 def _validate(c, d, dilations):
     validate_window(c, d, dilations, ALL_TYPES, "")
-    indices = getattr(d, "output_indices_tensor", None)
-    if indices is not None:
-        c.fail("output_indices_tensor", indices, "expected None (dml_numba computes the "
-                                                 "pooled values only: the indices output is "
-                                                 "not implemented)")
+    if not hasattr(d, "output_indices_tensor"):
+        return
+    indices = check_tensor(c, "output_indices_tensor", d.output_indices_tensor, optional=True)
+    if indices is None:
+        return
+    if indices.data_type not in INDEX_TYPES:
+        c.fail("output_indices_tensor.data_type", indices.data_type.name,
+               "expected UINT32 or UINT64")
+    if indices.sizes != d.output_tensor.sizes:
+        c.fail("output_indices_tensor.sizes", indices.sizes,
+               f"expected {d.output_tensor.sizes} (the output tensor's sizes)")
+    count = d.input_tensor.element_count
+    if count > np.iinfo(indices.dtype).max:  # (the largest value means "no position")
+        c.fail("output_indices_tensor.data_type", indices.data_type.name,
+               f"expected UINT64: the input has {count} elements, more than UINT32 numbers")
+
+
+def no_position(dtype) -> int:
+    """The index of a window wholly in the padding: the index type's largest value."""
+    return int(np.iinfo(np.dtype(dtype)).max)
 
 
 def _spatial(d) -> int:
@@ -55,6 +81,7 @@ class MaxPooling2OperatorDesc(OperatorDesc):
     dilations: tuple
 
     batch_separable = True
+    extra_output_fields = ("output_indices_tensor",)
 
     def _validate(self, c):
         _validate(c, self, self.dilations)
@@ -83,6 +110,7 @@ class MaxPooling1OperatorDesc(OperatorDesc):
     end_padding: tuple
 
     batch_separable = True
+    extra_output_fields = ("output_indices_tensor",)
 
     def _validate(self, c):
         _validate(c, self, (1,) * max(_spatial(self), 0))

@@ -14,7 +14,12 @@ class VectorizedKernel:
         self.desc = desc
 
     def __call__(self, inputs, out):
-        out[...] = self.fn(self.desc, *inputs)
+        result = self.fn(self.desc, *inputs)
+        if isinstance(out, tuple):  # an operator of several outputs: a result each
+            for o, r in zip(out, result):
+                o[...] = r
+        else:
+            out[...] = result
 
 
 def vectorized(desc_type):

@@ -1,12 +1,14 @@
 """Max pooling, vectorised: the input padded with -infinity (what never wins), one strided
-slice per window tap, ``numpy.maximum`` over them (NaN propagates)."""
+slice per window tap, ``numpy.maximum`` over them (NaN propagates). The indices output: the
+input's flat indices padded with -1 (no position), sliced by the same taps; a tap takes the
+position where it is inside and the first to win in window order."""
 from __future__ import annotations
 
 import itertools
 
 import numpy as np
 
-from ..ops.max_pooling import MaxPooling2OperatorDesc
+from ..ops.max_pooling import MaxPooling2OperatorDesc, no_position
 from ._kernel import vectorized
 
 
@@ -35,4 +37,24 @@ def max_pooling(desc, x):
         a, least = x, np.iinfo(x.dtype).min
     for tap in window_taps(desc, a, least):
         acc = tap.copy() if acc is None else np.maximum(acc, tap)
-    return acc.astype(x.dtype)
+    if desc.output_indices_tensor is None:
+        return acc.astype(x.dtype)
+    return acc.astype(x.dtype), _positions(desc, a, least)
+
+
+def _positions(desc, a, least):
+    """The indices output: per output element the flat input index of the first tap that is
+    inside and beats the taps before it (a NaN beats a number, not another NaN)."""
+    flat = np.arange(a.size, dtype=np.int64).reshape(a.shape)
+    best = at = None
+    for tap, pos in zip(window_taps(desc, a, least), window_taps(desc, flat, -1)):
+        if best is None:
+            best, at = np.full(tap.shape, least, a.dtype), np.full(tap.shape, -1, np.int64)
+        take = (pos >= 0) & ((at < 0) | (tap > best))
+        if a.dtype.kind == "f":
+            take |= (pos >= 0) & np.isnan(tap) & ~np.isnan(best)
+        best, at = np.where(take, tap, best), np.where(take, pos, at)
+    dt = desc.output_indices_tensor.dtype
+    out = at.astype(dt)
+    out[at < 0] = no_position(dt)
+    return out
