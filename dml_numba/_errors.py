@@ -100,5 +100,5 @@ class Checker:
         if value is None and optional:
             return None
         if not isinstance(value, cls):
-            self.fail(field, value, f"expected {what}")
+            self.fail(field, value, f"expected {'None or ' if optional else ''}{what}")
         return value

@@ -18,7 +18,7 @@ CASES = [  # shape, window, strides, start, end, dilations, ceil
 ]
 
 
-def _desc(x, window, strides, start, end, dil, ceil=False, out=None):
+def _desc(x, window, strides, start, end, dil, ceil=False, out=None, indices=None):
     t = dml.DataType.from_numpy(x.dtype)
     size = pooled_size_ceil if ceil else pooled_size
     if out is None:
@@ -27,8 +27,9 @@ def _desc(x, window, strides, start, end, dil, ceil=False, out=None):
         if ceil:  # ONNX's rule: the last window starts inside the input or its start padding
             out = [o - 1 if (o - 1) * s >= n + a else o for o, s, n, a in
                    zip(out, strides, x.shape[2:], start)]
-    return dml.MaxPooling2OperatorDesc(dml.TensorDesc(t, x.shape),
-                                       dml.TensorDesc(t, x.shape[:2] + tuple(out)), None,
+    sizes = x.shape[:2] + tuple(out)
+    return dml.MaxPooling2OperatorDesc(dml.TensorDesc(t, x.shape), dml.TensorDesc(t, sizes),
+                                       None if indices is None else dml.TensorDesc(indices, sizes),
                                        strides, window, start, end, dil)
 
 
@@ -115,8 +116,12 @@ def test_earlier_versions_canonicalise_to_max_pooling2(device):
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("output_indices_tensor", dml.TensorDesc(dml.DataType.UINT32, (1, 2, 2, 3)),
-     "output_indices_tensor: .* is invalid; expected None"),
+    ("output_indices_tensor", dml.TensorDesc(dml.DataType.INT64, (1, 2, 2, 3)),
+     "output_indices_tensor.data_type: 'INT64' is invalid; expected UINT32 or UINT64"),
+    ("output_indices_tensor", dml.TensorDesc(dml.DataType.UINT64, (1, 2, 3, 3)),
+     r"output_indices_tensor.sizes: \(1, 2, 3, 3\) is invalid; expected \(1, 2, 2, 3\)"),
+    ("output_indices_tensor", (1, 2, 2, 3),
+     r"output_indices_tensor: \(1, 2, 2, 3\) is invalid; expected None or a TensorDesc"),
     ("window_size", (2, 9), r"window_size\[1\]: 9 is invalid; the dilated window \(9\) must fit"),
     ("strides", (0, 1), r"strides\[0\]: 0 is invalid; expected an integer >= 1"),
     ("output_tensor", dml.TensorDesc(1, (1, 2, 4, 3)),
@@ -132,3 +137,171 @@ def test_invalid_fields_are_named(field, value, message):
     fields[field] = value
     with pytest.raises(dml.ValidationError, match="MaxPooling2OperatorDesc." + message):
         dml.MaxPooling2OperatorDesc(**fields)
+
+
+# -- the indices output (MAX_POOLING1/2's OutputIndicesTensor) ----------------------------------
+
+U32, U64 = dml.DataType.UINT32, dml.DataType.UINT64
+
+
+def brute_indices(x, window, strides, start, dil, out):
+    """Python's first maximum over the taps inside the input, in window order (row-major over
+    the taps), as the flat index of the whole input; a NaN beats a number; no tap: None."""
+    idx_out = np.empty(x.shape[:2] + tuple(out), object)
+    for idx in np.ndindex(*idx_out.shape):
+        n, c, o = idx[0], idx[1], idx[2:]
+        best = None
+        for k in itertools.product(*(range(w) for w in window)):
+            xi = tuple(oo * s + kk * d - a for oo, s, kk, d, a in zip(o, strides, k, dil, start))
+            if not all(0 <= v < S for v, S in zip(xi, x.shape[2:])):
+                continue
+            v = x[(n, c) + xi].item()
+            if best is None or v > best[0] or (v != v and best[0] == best[0]):
+                best = (v, int(np.ravel_multi_index((n, c) + xi, x.shape)))
+        idx_out[idx] = None if best is None else best[1]
+    return idx_out
+
+
+def _ties(shape, dtype, seed=0):
+    """Values drawn from three, so most windows hold a tie for their maximum."""
+    return np.random.default_rng(seed).integers(0, 3, shape).astype(dtype)
+
+
+def _onnx_indices(x, window, strides, start, end, dil, ceil):
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=list(window),
+                            strides=list(strides), pads=list(start) + list(end),
+                            dilations=list(dil), ceil_mode=int(ceil))
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, None)],
+                              [helper.make_tensor_value_info("y", elem, None),
+                               helper.make_tensor_value_info("i", 7, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    return ReferenceEvaluator(model).run(None, {"x": x})
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("itype", [U32, U64], ids=["uint32", "uint64"])
+def test_indices_match_onnx_reference_and_brute_force(device, case, itype):
+    """Ties in most windows: the first maximum in window order, flat over the whole input
+    (batch and channel included), as onnx.reference's MaxPool Indices and a Python loop."""
+    shape, window, strides, start, end, dil, ceil = case
+    x = _ties(shape, np.float32)
+    d = _desc(x, window, strides, start, end, dil, ceil, indices=itype)
+    y, yi = dml.compile_operator(d, device)(x)
+    assert yi.dtype == itype.numpy and yi.shape == y.shape
+    ref_y, ref_i = _onnx_indices(x, window, strides, start, end, dil, ceil)
+    assert_exact(y, ref_y)
+    np.testing.assert_array_equal(yi.astype(np.int64), ref_i)
+    expected = brute_indices(x, window, strides, start, dil, d.output_tensor.sizes[2:])
+    np.testing.assert_array_equal(yi, expected.astype(itype.numpy))
+
+
+@pytest.mark.parametrize("device, dtype", every_type_on_each_device(
+    [np.float16, np.float64, np.int8, np.uint8, np.int32, np.uint64],
+    {np.float16, np.int8}))
+def test_indices_brute_force_every_type(device, dtype):
+    x = _ties((2, 3, 6, 7), dtype, seed=1)
+    d = _desc(x, (3, 2), (2, 1), (1, 1), (0, 1), (1, 2), indices=U64)
+    y, yi = dml.compile_operator(d, device)(x)
+    out = d.output_tensor.sizes[2:]
+    assert_exact(y, brute(x, (3, 2), (2, 1), (1, 1), (1, 2), out))
+    np.testing.assert_array_equal(yi, brute_indices(x, (3, 2), (2, 1), (1, 1), (1, 2), out)
+                                  .astype(np.uint64))
+
+
+def test_indices_against_pytorch(device):
+    """PyTorch numbers a maximum within its (n, c) plane: the plane's offset added, the same."""
+    torch = pytest.importorskip("torch", reason="PyTorch is optional: not installed")
+    x = random_array((2, 4, 11, 9), np.float32)
+    y, yi = dml.max_pooling(x, (3, 2), (2, 2), (1, 0), (1, 0), (1, 2), return_indices=True,
+                            device=device)
+    ref, ref_i = torch.nn.functional.max_pool2d(torch.from_numpy(x), (3, 2), (2, 2), (1, 0),
+                                                (1, 2), return_indices=True)
+    plane = np.arange(8).reshape(2, 4, 1, 1) * (11 * 9)
+    assert_exact(y, ref.numpy())
+    np.testing.assert_array_equal(yi, (ref_i.numpy() + plane).astype(np.uint64))
+
+
+def test_inferred_indices_first_nan_stays(device):
+    """INFERRED: a NaN wins against numbers (its value is NaN) and the first NaN of a window
+    keeps the position; a window of equal numbers points at its first."""
+    x = np.zeros((1, 1, 2, 4), np.float32)
+    x[0, 0, 0, 1] = x[0, 0, 1, 0] = np.nan
+    y, yi = dml.max_pooling(x, (2, 2), 2, return_indices=True, device=device)
+    assert np.isnan(y[0, 0, 0, 0]) and yi[0, 0, 0, 0] == 1
+    assert y[0, 0, 0, 1] == 0 and yi[0, 0, 0, 1] == 2
+
+
+@pytest.mark.parametrize("itype", [U32, U64], ids=["uint32", "uint64"])
+def test_inferred_an_all_padding_window_has_no_position(device, itype):
+    """INFERRED: a window wholly in the padding (ceil mode) points nowhere: the index type's
+    largest value (-1 as ONNX's signed index); a window of the integer type's least values
+    still points at its first tap (no comparison is won there)."""
+    x = np.full((1, 1, 3), -2**15, np.int16)
+    d = _desc(x, (1,), (2,), (0,), (2,), (1,), out=(3,), indices=itype)
+    y, yi = dml.compile_operator(d, device)(x)
+    assert yi[0, 0, 2] == np.iinfo(itype.numpy).max and yi[0, 0, 0] == 0 and yi[0, 0, 1] == 2
+    assert y[0, 0, 2] == -2**15
+
+
+def test_indices_out_pairs_are_written_in_place_or_refused_unwritten(device):
+    """``out=`` takes one array per output; one overlapping the input or the other output is
+    refused before anything is written."""
+    x = random_array((1, 2, 5, 6), np.float32)
+    d = _desc(x, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), indices=U32)
+    op = dml.compile_operator(d, device)
+    ref = op(x)
+    y, yi = np.empty(ref[0].shape, np.float32), np.empty(ref[1].shape, np.uint32)
+    got = op(x, out=(y, yi))
+    assert got[0] is y and got[1] is yi
+    assert_exact(y, ref[0]) and np.testing.assert_array_equal(yi, ref[1])
+    y2, yi_missing = op(x, out=[None, yi])  # None: made here
+    assert_exact(y2, ref[0])
+    shared = np.full(ref[0].size, 7, np.float32)  # both outputs over one buffer
+    with pytest.raises(dml.ValidationError, match=r"out\[1\]: an array overlapping out\[0\]"):
+        op(x, out=(shared.reshape(ref[0].shape), shared.view(np.uint32).reshape(ref[1].shape)))
+    assert (shared == 7).all()
+    x_as_out = x.reshape(-1)[:ref[0].size].view(np.uint32).reshape(ref[1].shape)
+    before = x.copy()
+    with pytest.raises(dml.ValidationError, match=r"out\[1\]: an array overlapping input 0"):
+        op(x, out=(np.empty_like(ref[0]), x_as_out))
+    assert_exact(x, before)
+    with pytest.raises(dml.ValidationError, match="expected None or a sequence of 2 arrays"):
+        op(x, out=y)
+
+
+def test_indices_in_a_graph_as_output_and_intermediate(device):
+    """A graph reads output 1 of a node: the indices as a graph output and through a Tile (its
+    own buffer), the values through a padding, against the operator alone and numpy.tile."""
+    from dml_numba.graph import (GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
+                                 OperatorGraphNodeDesc, OutputGraphEdgeDesc)
+
+    x = _ties((1, 2, 6, 6), np.float32, seed=2)
+    d = _desc(x, (2, 2), (2, 2), (1, 1), (1, 1), (1, 1), indices=U64)
+    y, yi = dml.compile_operator(d, "numpy")(x)
+    tile = dml.functional.tile_desc(yi, (1, 2, 1, 1))
+    pad = dml.functional.padding_desc(y, (0, 0, 1, 0), (0, 0, 0, 1), value=-1.0)
+    g = GraphDesc(1, 3, (OperatorGraphNodeDesc(d, "pool"), OperatorGraphNodeDesc(tile),
+                         OperatorGraphNodeDesc(pad)),
+                  (InputGraphEdgeDesc(0, 0, 0),),
+                  (OutputGraphEdgeDesc(0, 1, 0), OutputGraphEdgeDesc(1, 0, 1),
+                   OutputGraphEdgeDesc(2, 0, 2)),
+                  (IntermediateGraphEdgeDesc(0, 1, 1, 0), IntermediateGraphEdgeDesc(0, 0, 2, 0)))
+    cg = dml.compile_graph(g, device)
+    got = cg(x)
+    np.testing.assert_array_equal(got[0], yi)
+    np.testing.assert_array_equal(got[1], np.tile(yi, (1, 2, 1, 1)))
+    assert_exact(got[2], np.pad(y, ((0, 0), (0, 0), (1, 0), (0, 1)), constant_values=-1))
+    assert "buffer 0 1" not in cg.plan  # output 1 is graph output 0: read from there
+    g2 = GraphDesc(1, 2, g.nodes, g.input_edges,  # output 1 read by the Tile alone: a buffer
+                   (OutputGraphEdgeDesc(1, 0, 0), OutputGraphEdgeDesc(2, 0, 1)),
+                   g.intermediate_edges)
+    cg2 = dml.compile_graph(g2, device)
+    tiled, padded = cg2(x)
+    np.testing.assert_array_equal(tiled, np.tile(yi, (1, 2, 1, 1)))
+    assert_exact(padded, got[2])
+    assert "-> buffer 0, buffer 0 1" in cg2.plan and (0, 1) in cg2.buffers()

@@ -43,7 +43,7 @@ CASES = [
     (FORWARD, dict(input_tensor=None), "input_tensor", None, "expected a TensorDesc"),
     (FORWARD, dict(filter_tensor=(6, 2, 3, 3)), "filter_tensor", (6, 2, 3, 3),
      "expected a TensorDesc"),
-    (FORWARD, dict(bias_tensor=[1, 6, 1, 1]), "bias_tensor", [1, 6, 1, 1], "expected a TensorDesc"),
+    (FORWARD, dict(bias_tensor=[1, 6, 1, 1]), "bias_tensor", [1, 6, 1, 1], "expected None or a TensorDesc"),
     (FORWARD, dict(output_tensor="y"), "output_tensor", "y", "expected a TensorDesc"),
     (FORWARD, dict(input_tensor=t(4, 5)), "input_tensor.sizes", (4, 5),
      "expected 3 to 5 dimensions"),
