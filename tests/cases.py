@@ -87,14 +87,16 @@ def bn_case(dtype, xs, spatial=True, act=None):
         [x, mean, var, scale, bias]
 
 
-def pooling_case(kind, dtype, xs, w, s, a, b, d, include=False, ceil=False):
-    """A max or average pooling (``ceil``: the ceil-mode output size)."""
+def pooling_case(kind, dtype, xs, w, s, a, b, d, include=False, ceil=False, indices=None):
+    """A max or average pooling (``ceil``: the ceil-mode output size; ``indices``: a max
+    pooling's indices output of that DataType)."""
     from dml_numba._dims import pooled_size, pooled_size_ceil
 
     size = pooled_size_ceil if ceil else pooled_size
     spatial = tuple(size(n, p, q, k, st, dd) for n, p, q, k, st, dd in zip(xs[2:], a, b, w, s, d))
     inp, out = _t(dtype, xs), _t(dtype, xs[:2] + spatial)
-    desc = dml.MaxPooling2OperatorDesc(inp, out, None, s, w, a, b, d) if kind == "max" else \
+    at = None if indices is None else dml.TensorDesc(indices, out.sizes)
+    desc = dml.MaxPooling2OperatorDesc(inp, out, at, s, w, a, b, d) if kind == "max" else \
         dml.AveragePooling1OperatorDesc(inp, out, s, w, a, b, d, include)
     return desc, [random_array(xs, dtype)]
 
@@ -135,6 +137,8 @@ def catalogue():
         "maxpool-f64-5d": pooling_case("max", np.float64, (1, 1, 3, 4, 3), (2, 2, 2), (1, 2, 1), (0, 1, 0), (1, 0, 1), (1, 1, 1)),
         "maxpool-i64-big-3d": functional_case(lambda x: F.max_pooling_desc(x, (2,), 1, 1, 0), [np.array([[[2**62 + 1, 2**62, -2**63, 7]]], np.int64)]),
         "maxpool-u8-4d": pooling_case("max", np.uint8, (1, 2, 3, 4), (2, 2), (1, 2), (1, 0), (0, 1), (1, 1)),
+        "maxpool-indices-u32-ceil-4d": pooling_case("max", np.int8, (1, 2, 4, 5), (2, 2), (2, 2), (1, 0), (0, 1), (1, 2), ceil=True, indices=dml.DataType.UINT32),
+        "maxpool-indices-u64-f16-3d": pooling_case("max", np.float16, (2, 2, 6), (3,), (2,), (1,), (1,), (1,), indices=dml.DataType.UINT64),
         "avgpool-include-4d": pooling_case("average", np.float32, (1, 2, 5, 5), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), include=True, ceil=True),
         "avgpool-exclude-dil-f16-3d": pooling_case("average", np.float16, (2, 2, 8), (2,), (3,), (2,), (1,), (3,)),
         "add-relu-f32-4d": functional_case(lambda a, b: F.element_wise_add_desc(a, b, dml.ActivationReluOperatorDesc()), arrays(np.float32, (2, 3, 2, 5), (2, 3, 2, 5))),
@@ -159,6 +163,12 @@ def compare(desc, y, ref):
     """Exact for data movement, the tolerance table for convolution and pooling."""
     from tests.helpers import assert_close, assert_exact
 
+    if isinstance(ref, tuple):  # several outputs: the first as below, the others (indices) exact
+        assert isinstance(y, tuple) and len(y) == len(ref)
+        compare(desc, y[0], ref[0])
+        for a, b in zip(y[1:], ref[1:]):
+            assert_exact(a, b)
+        return
     if desc.exact or desc.output.dtype.kind in "iu":  # integer arithmetic is exact too
         assert_exact(y, ref)
     else:

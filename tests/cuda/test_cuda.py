@@ -24,7 +24,8 @@ def test_case_agrees_with_numpy(cuda, name):
     desc, inputs = CASES[name]
     ref = dml.compile_operator(desc, "numpy")(*inputs)
     y = dml.compile_operator(desc, "cuda")(*inputs)
-    assert isinstance(y, np.ndarray)  # numpy in, numpy out
+    # numpy in, numpy out (every output of max pooling's values and indices)
+    assert all(isinstance(a, np.ndarray) for a in (y if isinstance(y, tuple) else (y,)))
     compare(desc, y, ref)
 
 
@@ -419,3 +420,31 @@ def test_a_graph_on_a_numbered_gpu_runs_its_steps_in_that_gpus_context(cuda):
     y, x = dml.compile_graph(two_outputs_graph(), "cuda:0")(cuda.to_device(x0), cuda.to_device(y0))
     np.testing.assert_array_equal(y.copy_to_host(), np.tile(y0, (2, 1)))
     np.testing.assert_array_equal(x.copy_to_host(), x0)
+
+
+def test_max_pooling_indices_on_device_arrays(cuda):
+    """Two outputs on the GPU: device arrays in, both outputs device arrays; ``out=`` device
+    arrays written in place; two outputs over one allocation refused before the launch; a
+    graph reading a node's output 1 (the indices as a graph output and through a Tile)."""
+    from tests.ops.test_max_pooling import test_indices_in_a_graph_as_output_and_intermediate
+
+    x = np.random.default_rng(3).integers(0, 3, (1, 2, 5, 6)).astype(np.float32)
+    y_ref, i_ref = dml.max_pooling(x, (2, 2), 2, 1, 0, return_indices=True, device="numpy")
+    y, yi = dml.max_pooling(cuda.to_device(x), (2, 2), 2, 1, 0, return_indices=True,
+                            device="cuda")
+    assert not isinstance(yi, np.ndarray)
+    np.testing.assert_array_equal(y.copy_to_host(), y_ref)
+    np.testing.assert_array_equal(yi.copy_to_host(), i_ref)
+    d_y, d_i = cuda.device_array(y_ref.shape, np.float32), cuda.device_array(i_ref.shape,
+                                                                              np.uint64)
+    got = dml.max_pooling(x, (2, 2), 2, 1, 0, return_indices=True, device="cuda",
+                          out=(d_y, d_i))
+    assert got[0] is d_y and got[1] is d_i
+    np.testing.assert_array_equal(d_i.copy_to_host(), i_ref)
+    both = cuda.to_device(np.zeros(2 * y_ref.size, np.float32))
+    with pytest.raises(dml.ValidationError, match=r"out\[1\]: an array overlapping out\[0\]"):
+        dml.max_pooling(x, (2, 2), 2, 1, 0, return_indices=True, device="cuda",
+                        out=(both[:y_ref.size].reshape(y_ref.shape),
+                             both.view(np.uint64).reshape(i_ref.shape)))
+    assert not both.copy_to_host().any()
+    test_indices_in_a_graph_as_output_and_intermediate("cuda")
