@@ -305,3 +305,16 @@ def test_indices_in_a_graph_as_output_and_intermediate(device):
     np.testing.assert_array_equal(tiled, np.tile(yi, (1, 2, 1, 1)))
     assert_exact(padded, got[2])
     assert "-> buffer 0, buffer 0 1" in cg2.plan and (0, 1) in cg2.buffers()
+
+
+def test_indices_of_torch_tensors_are_tensors_and_have_no_gradient():
+    torch = pytest.importorskip("torch", reason="PyTorch is optional: not installed")
+    x = torch.from_numpy(random_array((1, 2, 4, 4), np.float32))
+    y, yi = dml.max_pooling(x, (2, 2), 2, return_indices=True)
+    assert isinstance(y, torch.Tensor) and isinstance(yi, torch.Tensor)
+    ref = dml.max_pooling(x.numpy(), (2, 2), 2, return_indices=True, device="numpy")
+    np.testing.assert_array_equal(yi.numpy(), ref[1])
+    with pytest.raises(dml.ValidationError, match="requires grad is invalid with several outputs"):
+        dml.max_pooling(x.clone().requires_grad_(), (2, 2), 2, return_indices=True)
+    with pytest.raises(dml.ValidationError, match="return_indices: 1 is invalid; expected True"):
+        dml.max_pooling(x, (2, 2), 2, return_indices=1)
