@@ -277,8 +277,13 @@ def test_indices_out_pairs_are_written_in_place_or_refused_unwritten(device):
 def test_indices_in_a_graph_as_output_and_intermediate(device):
     """A graph reads output 1 of a node: the indices as a graph output and through a Tile (its
     own buffer), the values through a padding, against the operator alone and numpy.tile."""
-    from dml_numba.graph import (GraphDesc, InputGraphEdgeDesc, IntermediateGraphEdgeDesc,
-                                 OperatorGraphNodeDesc, OutputGraphEdgeDesc)
+    from dml_numba.graph import (
+        GraphDesc,
+        InputGraphEdgeDesc,
+        IntermediateGraphEdgeDesc,
+        OperatorGraphNodeDesc,
+        OutputGraphEdgeDesc,
+    )
 
     x = _ties((1, 2, 6, 6), np.float32, seed=2)
     d = _desc(x, (2, 2), (2, 2), (1, 1), (1, 1), (1, 1), indices=U64)
