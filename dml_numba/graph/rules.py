@@ -38,8 +38,9 @@ _MODES = {kind: mode for mode, kind in FOLDS.items()}
 class Node:
     """A node while the rules run: its operator (canonical), where each input slot reads from
     (``("input", g)``, ``("node", k, i)``: output ``i`` of node ``k``, or None for an absent
-    input), the graph nodes it stands for, the data-movement operators it fuses (once the chain rule has run), and the compile
-    options rules added (``(("input_padding", mode),)`` once a fold has)."""
+    input), the graph nodes it stands for, the data-movement operators it fuses (once the chain
+    rule has run), and the compile options rules added (``(("input_padding", mode),)`` once a
+    fold has)."""
 
     op: object
     sources: list
