@@ -137,9 +137,10 @@ def check_no_overlap(out, inputs, owner: str, field: str = "out") -> None:
 
 def check_outputs_apart(target, earlier, owner: str, k: int) -> None:
     """Refuse output ``k`` where it overlaps an earlier output of the same call (each output
-    is written whole: two sharing memory would overwrite each other)."""
+    is written whole: two sharing memory would overwrite each other); ``earlier``: the outputs
+    before it by index, None for one not to compare."""
     for j, prev in enumerate(earlier):
-        if overlaps(target, prev):
+        if prev is not None and overlaps(target, prev):
             raise ValidationError(f"{owner}.out[{k}]: an array overlapping out[{j}] is invalid; "
                                   "expected one array per output, sharing no memory with the "
                                   "others")

@@ -101,7 +101,7 @@ class CudaDevice:
             else:
                 raise ValidationError(f"{owner}.{field}: {type(a).__name__} is invalid; expected a "
                                       "numpy.ndarray or a CUDA device array")
-        host_outs, d_outs, given = [], [], []
+        host_outs, d_outs, given = [], [], []  # given: the caller's device outputs, by index
         for k, (out, (_, out_desc)) in enumerate(zip(outs, out_specs)):
             name = "out" if single else f"out[{k}]"
             host_out = None
@@ -110,7 +110,7 @@ class CudaDevice:
             elif isinstance(out, np.ndarray):
                 host_out = view_host(out, out_desc, owner, name, writable=True)
                 check_no_overlap(host_out, host_views, owner, name)
-                check_outputs_apart(host_out, [h for h in host_outs if h is not None], owner, k)
+                check_outputs_apart(host_out, host_outs, owner, k)
                 d_out = cuda.device_array(out_desc.sizes, out_desc.dtype, stream=stream or 0)
             elif is_device_array(cuda, out):
                 d_out = _check_device_array(cuda, out, out_desc, owner, name)
@@ -120,11 +120,11 @@ class CudaDevice:
                                               f"{i} is invalid; expected an output that shares "
                                               "no memory with the inputs")
                 check_outputs_apart(d_out, given, owner, k)
-                given.append(d_out)
             else:
                 raise ValidationError(f"{owner}.{name}: {type(out).__name__} is invalid; expected "
                                       "a numpy.ndarray or a CUDA device array")
             host_outs.append(host_out)
+            given.append(d_out if host_out is None and out is not None else None)
             d_outs.append(d_out)
         # every check passed: only now copy and launch
         dev_inputs = [cuda.to_device(np.ascontiguousarray(d), stream=stream or 0)

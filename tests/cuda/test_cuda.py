@@ -447,4 +447,10 @@ def test_max_pooling_indices_on_device_arrays(cuda):
                         out=(both[:y_ref.size].reshape(y_ref.shape),
                              both.view(np.uint64).reshape(i_ref.shape)))
     assert not both.copy_to_host().any()
+    host = np.zeros(2 * y_ref.size, np.float32)  # host outputs over one buffer, likewise
+    with pytest.raises(dml.ValidationError, match=r"out\[1\]: an array overlapping out\[0\]"):
+        dml.max_pooling(x, (2, 2), 2, 1, 0, return_indices=True, device="cuda",
+                        out=(host[:y_ref.size].reshape(y_ref.shape),
+                             host.view(np.uint64).reshape(i_ref.shape)))
+    assert not host.any()
     test_indices_in_a_graph_as_output_and_intermediate("cuda")
