@@ -112,6 +112,9 @@ class CompiledModel:
         """The caller's ``out`` array for model output ``k`` as the graph writes it."""
         if o is None:
             return o
+        if k in self._signed and str(getattr(o, "dtype", "")).removeprefix("torch.") != "int64":
+            raise ValidationError(f"compile_model.out[{k}]: dtype {getattr(o, 'dtype', None)} is "
+                                  "invalid; expected int64 (a MaxPool's Indices output)")
         if k < len(self._shapes) and self._shapes[k]:
             o = o.reshape(self.graph.output_tensor(k).sizes)
         return _view(o, "uint64") if k in self._signed else o

@@ -410,3 +410,53 @@ def test_onnx_negative_axes_in_range_agree_with_onnx_runtime(op, axes):
     x = np.random.default_rng(5).standard_normal((3, 2, 3, 4)).astype(np.float32)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_array_equal(compile_model(model, "numpy")(x), sess.run(None, {"x": x})[0])
+
+
+def _maxpool_with_indices(read_indices=False):
+    """MaxPool (ceil mode, padding) whose Indices output is a model output (or, with
+    ``read_indices``, read by a Tile), its values through a Relu."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 2], strides=[2, 1],
+                              pads=[1, 0, 1, 1], ceil_mode=1),
+             helper.make_node("Relu", ["y"], ["z"])]
+    outputs = [helper.make_tensor_value_info("z", TP.FLOAT, None),
+               helper.make_tensor_value_info("i", TP.INT64, None)]
+    if read_indices:
+        nodes += [helper.make_node("Constant", [], ["r"], value=numpy_helper.from_array(
+                      np.array([1, 2, 1, 1], np.int64))),
+                  helper.make_node("Tile", ["i", "r"], ["t"])]
+        outputs = [helper.make_tensor_value_info("z", TP.FLOAT, None),
+                   helper.make_tensor_value_info("t", TP.INT64, None)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT,
+                                                                      [2, 3, 8, 7])], outputs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("device", ["numpy", "cpu"])
+def test_maxpool_indices_are_int64_model_outputs(device):
+    """Ties in most windows: values and indices as ONNX Runtime's, the indices as int64 (into
+    out= int64 arrays too); an out= of another dtype, a node reading the indices and
+    column-major indices are refused, naming what is wrong."""
+    ort = _ort()
+    m = _maxpool_with_indices()
+    x = np.random.default_rng(0).integers(-2, 3, (2, 3, 8, 7)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    cm = compile_model(m, device)
+    z, i = cm(x)
+    assert i.dtype == np.int64
+    np.testing.assert_array_equal(z, ref[0])
+    np.testing.assert_array_equal(i, ref[1])
+    oz, oi = np.empty_like(ref[0]), np.full_like(ref[1], -7)
+    assert cm(x, out=(oz, oi))[1] is oi
+    np.testing.assert_array_equal(oi, ref[1])
+    with pytest.raises(dml.ValidationError, match=r"out\[1\]: dtype int32 is invalid; expected "
+                                                  "int64"):
+        cm(x, out=(oz, np.empty(ref[1].shape, np.int32)))
+    with pytest.raises(dml.ValidationError, match="expected a tensor other than a MaxPool's "
+                                                  "Indices output"):
+        compile_model(_maxpool_with_indices(read_indices=True), device)
+    m.graph.node[0].attribute.append(helper.make_attribute("storage_order", 1))
+    with pytest.raises(dml.ValidationError, match="storage_order: 1 is invalid; expected 0"):
+        compile_model(m, device)

@@ -35,11 +35,6 @@ class Step:
     options: tuple = ()
     more: tuple = ()
 
-    @property
-    def targets(self) -> tuple:
-        """Where each of the operator's outputs goes, in binding order."""
-        return (self.output,) + tuple(ref for ref, _ in self.more)
-
 
 def plan(graph: GraphDesc, fuse: bool = True, device: str = "cpu",
          phases=PHASES) -> list[Step]:
