@@ -6,9 +6,11 @@ settled: each kernel's serial and parallel variants are timed against each other
 calls (``settle`` calls, reported apart); and the first load-and-run of a new process with a
 warm kernel cache. ``--tuned``: each model tuned first (``tune="quick"`` in new processes until
 one compiles nothing), then the tuned network (the default mode reads the choices) and the
-static choice (``tune="off"``) timed in the same alternation as ONNX Runtime.
+static choice (``tune="off"``) timed in the same alternation as ONNX Runtime. ``--first-run``:
+only the first load-and-run of new processes (median of three after one that warms the cache).
 
     python3 -m benchmarks.bench_cnn [--quick] [--tuned] [--batches 1 8] [--models resnet18 unet]
+    python3 -m benchmarks.bench_cnn --first-run     # new processes, warm kernel cache
     python3 -m benchmarks.bench_cnn --device cuda   # on a GPU: against PyTorch (cuDNN)
 
 On "cuda" the input is a device array (no transfer timed) and the peer is the same network in
@@ -284,6 +286,26 @@ def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 
     return table
 
 
+def run_first(batches=(1, 8), models=tuple(SIZES), repeats: int = 3) -> Table:
+    """The first run of a new process with a warm kernel cache alone (import to result), each
+    model and batch ``repeats`` times after one process that warms the cache: the median and
+    the range."""
+    table = Table("First run of a new process, warm kernel cache (s)",
+                  ["model", "input", "median s", "min s", "max s"])
+    for name in models:
+        size = SIZES[name]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, f"{name}.onnx")
+            Path(path).write_bytes(_export(name, size))
+            for n in batches:
+                shape = (n, 3, size, size)
+                first_run_seconds(path, shape)  # the cache warmed
+                times = sorted(first_run_seconds(path, shape) for _ in range(repeats))
+                table.add(name, f"{n}x3x{size}x{size}", f"{times[len(times) // 2]:.2f}",
+                          f"{times[0]:.2f}", f"{times[-1]:.2f}")
+    return table
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="half the image sizes")
@@ -294,9 +316,13 @@ def main(argv=None):
                    help="tune each model first (CPU), and time the static choice beside it")
     p.add_argument("--steps", action="store_true",
                    help="(cuda) each step's kernel and host time, and other algorithms'")
+    p.add_argument("--first-run", action="store_true",
+                   help="(cpu) only the first run of new processes with a warm kernel cache")
     a = p.parse_args(argv)
     print(machine())
-    if a.device == "cuda" and a.steps:
+    if a.first_run:
+        table = run_first(a.batches, a.models)
+    elif a.device == "cuda" and a.steps:
         table = Tables(steps_cuda(m, n, a.quick) for m in a.models for n in a.batches)
     elif a.device == "cuda":
         table = run_cuda(a.quick, a.batches, a.models)

@@ -25,7 +25,7 @@ from .._gather import (
 )
 from .._host import Host, planned_for, planning_elsewhere  # noqa: F401 - used by the kernels
 from ._adaptive import AdaptiveKernel, ForkSafeKernel
-from ._warmstart import load_cached
+from ._warmstart import load_cached, load_on_miss
 
 #: below this many output elements (times window taps for reductions) a serial loop nest is
 #: generated: waking the thread pool costs more than the work.
@@ -124,6 +124,8 @@ def build(key: KernelKey, source: str, arg_types):
                 mod.kernel.compile(sig)  # compiles, or loads from the disk cache the normal way
             if compiles.buffer:
                 COMPILED_HERE.add(key)
+        if mod.__dict__["__dml_disk_cache__"]:  # read-only arguments (a model's weights)
+            load_on_miss(mod.kernel)
         return mod.kernel
 
     return _diskcache.compile_kernel(key, source, finish)

@@ -6,6 +6,11 @@ which imports every typing and lowering registry of Numba (and, through its BLAS
 a loaded kernel from Python needs none of that: only Numba's runtime (NRT) must be initialised.
 :func:`load_cached` does exactly what ``compile`` does on a hit, minus the refresh.
 
+A kernel called with argument types it was not built for (a model's weights are read-only: a
+read-only array is another Numba type) misses its overloads, and Numba's miss path compiles --
+or loads from the disk cache, after that same refresh. :func:`load_on_miss` routes a kernel's
+misses through :func:`load_cached` first.
+
 It reaches into Numba's internals, so it is used only with the Numba versions it was written
 and tested for (:data:`SUPPORTED`); with any other version, when ``DML_NUMBA_FAST_LOAD=0``, or
 on any failure, it returns False and the normal path runs. A later compile in the same process
@@ -50,3 +55,25 @@ def load_cached(dispatcher, sig) -> bool:
             return True
     except Exception:  # noqa: BLE001 - any surprise: the normal path
         return False
+
+
+def load_on_miss(dispatcher) -> None:
+    """Make ``dispatcher``'s misses (a call whose argument types have no overload yet) load
+    the overload for those types from the disk cache without the refresh where it is there;
+    Numba's own path (compile, or load after the refresh) otherwise. The miss is Numba's
+    ``_compile_for_args``, which its C dispatcher looks up on the instance."""
+    if not enabled():
+        return
+    numba_miss = dispatcher._compile_for_args
+
+    def miss(*args, **kws):
+        if not kws:
+            try:
+                sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+            except Exception:  # noqa: BLE001 - Numba's path names what it cannot type
+                sig = None
+            if sig is not None and load_cached(dispatcher, sig):
+                return dispatcher.overloads[sig].entry_point
+        return numba_miss(*args, **kws)
+
+    dispatcher._compile_for_args = miss
