@@ -10,6 +10,8 @@ import operator
 import os
 import sys
 
+import numpy as np
+
 #: DirectML's UINT32 fields: sizes, strides, paddings, windows, repeats, counts are below this
 UINT32_LIMIT = 1 << 32
 
@@ -78,6 +80,12 @@ class Checker:
                       f"expected {length} entries (one per dimension), got {len(value)}")
         return tuple(self.integer(f"{field}[{i}]", v, lo=lo, hi=hi, nonzero=nonzero)
                      for i, v in enumerate(value))
+
+    def boolean(self, field: str, value) -> bool:
+        """A DirectML BOOL: ``True``/``False``, a NumPy bool, or the integers 0 and 1."""
+        if not isinstance(value, (bool, int, np.bool_)) or value not in (0, 1):
+            self.fail(field, value, "expected a bool")
+        return bool(value)
 
     def real(self, field: str, value, *, finite: bool = True) -> float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):

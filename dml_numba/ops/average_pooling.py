@@ -21,9 +21,7 @@ from ._pooling import validate_window
 
 def _validate(c, d, dilations):
     validate_window(c, d, dilations)
-    if not isinstance(d.include_padding, (bool, int)) or d.include_padding not in (0, 1):
-        c.fail("include_padding", d.include_padding, "expected a bool")
-    d._set("include_padding", bool(d.include_padding))
+    d._set("include_padding", c.boolean("include_padding", d.include_padding))
 
 
 @dataclass(frozen=True)

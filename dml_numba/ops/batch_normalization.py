@@ -61,9 +61,7 @@ class BatchNormalizationOperatorDesc(OperatorDesc):
         inp = check_tensor(c, "input_tensor", self.input_tensor)
         check_rank(c, "input_tensor", inp, 3, 5)
         check_type(c, "input_tensor", inp, COMPUTE_TYPES, " (FLOAT64 is a dml_numba extension)")
-        if not isinstance(self.spatial, (bool, int)) or self.spatial not in (0, 1):
-            c.fail("spatial", self.spatial, "expected a bool")
-        self._set("spatial", bool(self.spatial))
+        self._set("spatial", c.boolean("spatial", self.spatial))
         eps = c.real("epsilon", self.epsilon)
         if eps < 0:
             c.fail("epsilon", eps, "expected a real number >= 0")

@@ -165,3 +165,14 @@ def test_extra_cases_name_their_field(make, where):
         make()
 
 
+
+
+@pytest.mark.parametrize("value, expected", [(np.bool_(True), True), (np.bool_(False), False),
+                                             (1, True), (0, False), (True, True)])
+def test_bool_fields_take_numpy_bools_and_0_or_1(value, expected):
+    """DirectML's BOOL fields (batch normalization's spatial, average pooling's include_padding)
+    take a NumPy bool as the bool it is (stored as Python's); 2 or 0.5 are refused (above)."""
+    assert _bn(spatial=value).spatial is expected
+    avg = dml.AveragePooling1OperatorDesc(T(F32, (1, 1, 4)), T(F32, (1, 1, 3)), (1,), (2,), (0,),
+                                          (0,), (1,), value)
+    assert avg.include_padding is expected
