@@ -172,7 +172,9 @@ def test_extra_cases_name_their_field(make, where):
 def test_bool_fields_take_numpy_bools_and_0_or_1(value, expected):
     """DirectML's BOOL fields (batch normalization's spatial, average pooling's include_padding)
     take a NumPy bool as the bool it is (stored as Python's); 2 or 0.5 are refused (above)."""
-    assert _bn(spatial=value).spatial is expected
+    p = T(F32, (1, 3, 1) if expected else (1, 3, 4))  # per channel, or per position
+    bn = _bn(spatial=value, mean_tensor=p, variance_tensor=p, scale_tensor=p, bias_tensor=p)
+    assert bn.spatial is expected
     avg = dml.AveragePooling1OperatorDesc(T(F32, (1, 1, 4)), T(F32, (1, 1, 3)), (1,), (2,), (0,),
                                           (0,), (1,), value)
     assert avg.include_padding is expected
