@@ -311,6 +311,62 @@ case(
 )
 
 
+SQ = [RNG.uniform(-1, 1, (4, 4)).astype(np.float32) for _ in range(3)]  # A, B, C of a GEMM
+GEMM = dict(trans_a=False, trans_b=False, alpha=1.0, beta=1.0)
+
+
+def _gemm_call(mod, **kw):
+    a = dict(GEMM, **kw)
+    t = {k: bool(np.asarray(a[k]).item()) for k in ("trans_a", "trans_b")}
+    y = mod.gemm(SQ[0], SQ[1], SQ[2], a["trans_a"], a["trans_b"], a["alpha"], a["beta"])
+    A, B = (m.astype(np.float64) for m in SQ[:2])
+    oracle = float(np.asarray(a["alpha"])) * ((A.T if t["trans_a"] else A) @
+                                             (B.T if t["trans_b"] else B))
+    return y, oracle + float(np.asarray(a["beta"])) * SQ[2].astype(np.float64)
+
+
+for param in ("trans_a", "trans_b"):  # (forms named apart from the Dask cases' suffixes)
+    case("gemm", param, {"bool": (False, True), "numpy-bool": (np.bool_(False), np.bool_(True)),
+                         "0-d-bool": (np.array(False), np.array(True))},
+         lambda mod, v, p=param: _gemm_call(mod, **{p: v}))
+for param, (va, vb) in {"alpha": (1.5, -0.5), "beta": (0.5, 2.0)}.items():
+    case("gemm", param, both(lambda v: scalar_forms(v, np.float32), va, vb),
+         lambda mod, v, p=param: _gemm_call(mod, **{p: v}))
+
+
+def _join_call(mod, axis):
+    return mod.join([X4, X4], axis), np.concatenate([X4, X4], int(np.asarray(axis)))
+
+
+case("join", "axis", {"int": (0, 1), "numpy-int": (np.int64(0), np.int32(1)),
+                      "0-d-int": (np.array(0), np.array(1))}, _join_call)
+
+BN = [RNG.uniform(0.5, 1.5, 3).astype(np.float32) for _ in range(4)]  # mean, var, scale, bias
+
+
+def _bn_call(mod, epsilon):
+    x = X4.astype(np.float64)
+    mean, var, scale, bias = (p.astype(np.float64).reshape(1, 3, 1, 1) for p in BN)
+    y = mod.batch_normalization(X4, *BN, epsilon)
+    eps = float(np.asarray(epsilon))
+    return y, scale * (x - mean) / np.sqrt(var + eps) + bias
+
+
+case("batch_normalization", "epsilon", both(lambda v: scalar_forms(v, np.float32), 1e-3, 0.5),
+     _bn_call)
+
+
+def _add_call(mod, fused_activation):
+    y = mod.element_wise_add(X4, X4[::-1].copy(), fused_activation)
+    v = X4.astype(np.float64) + X4[::-1].astype(np.float64)
+    relu = isinstance(fused_activation, dml.ActivationReluOperatorDesc)
+    return y, np.maximum(v, 0) if relu else 1 / (1 + np.exp(-v))
+
+
+case("element_wise_add", "fused_activation", {"python": (
+    dml.ActivationReluOperatorDesc(), dml.ActivationSigmoidOperatorDesc())}, _add_call)
+
+
 def _check(y, oracle):
     y = np.asarray(y)
     if y.dtype.kind == "f" and oracle.dtype == np.float64 and y.dtype != np.float64:
