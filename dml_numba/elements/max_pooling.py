@@ -7,7 +7,7 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from .._codegen import SourceWriter, index
+from .._codegen import SourceWriter, flat_index, index
 from ..ops.max_pooling import no_position
 from . import open_pool_window
 
@@ -37,16 +37,7 @@ def pool_element(w: SourceWriter, desc, o, *, acc: str, load=lambda e: e) -> Non
         with w.block(f"if {take}:"):
             w("acc = v")
             if indices is not None:
-                w(f"at = numba.{it}({flat_index(desc.input_tensor.sizes, ['n', 'c'] + a)})")
+                w(f"at = numba.{it}({flat_index(['n', 'c'] + a, desc.input_tensor.sizes)})")
     w(f"y[{index('n', 'c', *o)}] = acc")
     if indices is not None:
         w(f"yi[{index('n', 'c', *o)}] = at")
-
-
-def flat_index(sizes, coords) -> str:
-    """The row-major flat index of ``coords`` in a tensor of ``sizes``."""
-    terms, step = [], 1
-    for n, c in reversed(list(zip(sizes, coords))):
-        terms.append(c if step == 1 else f"{c} * {step}")
-        step *= n
-    return " + ".join(reversed(terms))

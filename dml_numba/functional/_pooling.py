@@ -1,11 +1,9 @@
 """The functional layer's poolings: LP, max and average pooling."""
 from __future__ import annotations
 
-import numpy as np
-
 from .._binding import as_array
 from .._dtypes import DataType
-from .._errors import ValidationError
+from .._errors import Checker
 from ..ops import _pooling as _pool
 from ..ops.average_pooling import AveragePooling1OperatorDesc
 from ..ops.lp_pooling import LpPooling1OperatorDesc
@@ -83,10 +81,7 @@ def max_pooling_desc(x, window_size, strides=None, start_padding=None, end_paddi
     """The descriptor :func:`max_pooling` runs, from anything with ``shape`` and ``dtype``."""
     inp, args, outp = _pooled("max_pooling", x, window_size, strides, start_padding,
                               end_padding, dilations)
-    flag = _scalar(return_indices)
-    if not isinstance(flag, (bool, np.bool_)):
-        raise ValidationError(f"max_pooling.return_indices: {flag!r} is invalid; expected "
-                              "True or False")
+    flag = Checker("max_pooling").boolean("return_indices", _scalar(return_indices))
     indices = TensorDesc(DataType.UINT64, outp.sizes) if flag and inp.rank >= 3 else None
     return MaxPooling2OperatorDesc(inp, outp, indices, *args)
 

@@ -321,5 +321,5 @@ def test_indices_of_torch_tensors_are_tensors_and_have_no_gradient():
     np.testing.assert_array_equal(yi.numpy(), ref[1])
     with pytest.raises(dml.ValidationError, match="requires grad is invalid with several outputs"):
         dml.max_pooling(x.clone().requires_grad_(), (2, 2), 2, return_indices=True)
-    with pytest.raises(dml.ValidationError, match="return_indices: 1 is invalid; expected True"):
-        dml.max_pooling(x, (2, 2), 2, return_indices=1)
+    with pytest.raises(dml.ValidationError, match="return_indices: 2 is invalid; expected a bool"):
+        dml.max_pooling(x, (2, 2), 2, return_indices=2)
