@@ -348,3 +348,25 @@ def test_graph_errors():
                         (dml.OutputGraphEdgeDesc(0, 0, 0), dml.OutputGraphEdgeDesc(0, 0, 1)))
     with pytest.raises(dml.ValidationError, match="output_count 2 is invalid"):
         dd.graph(two, da.from_array(x))
+
+
+@pytest.mark.parametrize("chunking", ["ragged", "smaller than the halo"])
+@pytest.mark.parametrize("args", [((3, 2), (2, 1), (1, 0), (2, 1), (1, 2)),
+                                  ((2, 2), (1, 2), (3, 3), (4, 2))],
+                         ids=["padded dilated", "padding wider than the window"])
+def test_max_pooling_indices_index_the_whole_array(args, chunking):
+    """Each block's maxima numbered in the whole input (its region's offset added), ties in
+    most windows; a block of padding alone points nowhere; values and indices from one task
+    a block."""
+    x = np.random.default_rng(5).integers(0, 3, X.shape).astype(np.float32)
+    lazy = dd.max_pooling(da.from_array(x, chunks=CHUNKINGS[chunking]), *args,
+                          return_indices=True, device=DEVICE)
+    values, indices = dask.compute(*lazy, scheduler="threads")
+    ref = dml.max_pooling(x, *args, return_indices=True, device=DEVICE)
+    assert_exact(values, ref[0])
+    assert_exact(indices, ref[1])
+    graph = dict(lazy[0].__dask_graph__()) | dict(lazy[1].__dask_graph__())
+    pairs = [k for k in graph if isinstance(k, tuple) and k[0].startswith("dml-max_pooling")]
+    assert len(pairs) == np.prod(lazy[0].numblocks)
+    if args[2] == (3, 3):
+        assert (indices == np.iinfo(np.uint64).max).any()

@@ -3,6 +3,7 @@ transposed), each output block from its halo, its own padding where the array en
 from __future__ import annotations
 
 import itertools
+import operator
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from .. import functional as F
 from ..ops.convolution import ConvolutionDirection
+from ..ops.max_pooling import no_position
 from ._common import _as_dask, _boundaries, _check_device, _region_task, _regular, _spans
 
 
@@ -98,7 +100,24 @@ def _run_shared(run_block, region, zeros_shape, dtype, pads, keep):
     return y[(slice(None), slice(None)) + tuple(slice(0, m) for m in keep)]
 
 
-def _windowed(x, name, operands, axes, run_block, channels_out, *, shared=False, fill=0):
+def _run_positions(run_block, region, zeros_shape, dtype, starts, ends, offsets, shape, fill,
+                   none):
+    """One output block of a max pooling with its indices: the values, and each maximum's
+    flat index into the whole input ``shape`` (the block's region starts at ``offsets``); a
+    block that reads only padding points nowhere (``none``)."""
+    if region is None:
+        y = run_block(np.full(zeros_shape, fill, dtype), starts=starts, ends=ends,
+                      output_padding=None)[0]
+        return y, np.full(y.shape, none, np.uint64)
+    y, local = run_block(region, starts=starts, ends=ends, output_padding=None)
+    nowhere = local == none  # (a window of padding alone at the array's edge)
+    coords = np.unravel_index(np.where(nowhere, 0, local).astype(np.intp), region.shape)
+    flat = np.ravel_multi_index(tuple(c + o for c, o in zip(coords, offsets)), shape)
+    return y, np.where(nowhere, np.uint64(none), flat.astype(np.uint64))
+
+
+def _windowed(x, name, operands, axes, run_block, channels_out, *, shared=False, fill=0,
+              positions=False):
     """The lazy output, one task per output block: (batch chunk) x (spatial blocks from
     ``axes``, one list of :class:`_Axis` per spatial axis); channels taken whole (a convolution
     needs every channel of a group). Each task reads the input chunks its region overlaps
@@ -128,7 +147,13 @@ def _windowed(x, name, operands, axes, run_block, channels_out, *, shared=False,
                 spans = [[(bi, slice(0, nb[bi + 1] - nb[bi]))], [(0, slice(0, xb.shape[1]))]] + [
                     _spans(in_bounds[2 + d], b.lo, b.hi) for d, b in enumerate(blocks)]
                 region, zeros = _region_task(xb, spans), None
-            if shared:
+            if positions:
+                offsets = (nb[bi], 0) + tuple(b.lo for b in blocks)
+                dsk[(name, bi, 0) + idx] = (
+                    _run_positions, run_block, region, zeros, x.dtype,
+                    tuple(b.start for b in blocks), tuple(b.end for b in blocks), offsets,
+                    x.shape, fill, no_position(np.uint64))
+            elif shared:
                 dsk[(name, bi, 0) + idx] = (
                     _run_shared, run_block, region, zeros, x.dtype,
                     tuple((b.start, b.end + b.extra) for b in blocks),
@@ -141,7 +166,12 @@ def _windowed(x, name, operands, axes, run_block, channels_out, *, shared=False,
     chunks = (xb.chunks[0], (channels_out,)) + tuple(
         tuple(b.o1 - b.o0 for b in a) for a in axes)
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=[xb])
-    return Array(graph, name, chunks, dtype=x.dtype)
+    if not positions:
+        return Array(graph, name, chunks, dtype=x.dtype)
+    pairs = Array(graph, name, chunks, meta=np.empty((0,) * x.ndim, object))
+    return tuple(pairs.map_blocks(operator.itemgetter(k), dtype=dt,
+                                  meta=np.empty((0,) * x.ndim, dt))
+                 for k, dt in enumerate((x.dtype, np.dtype(np.uint64))))
 
 
 def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,
@@ -163,9 +193,12 @@ def lp_pooling(x, window_size, strides=None, start_padding=None, end_padding=Non
 
 def _pooling(x, name, desc, device, fill):
     """A max or average pooling (their padding is not zeros to be padded in: each block runs
-    with its own padding)."""
+    with its own padding); a max pooling with its indices output gives the pair."""
     run_fn = getattr(F, name)
     extra = (desc.include_padding,) if hasattr(desc, "include_padding") else ()
+    positions = getattr(desc, "output_indices_tensor", None) is not None
+    if positions:
+        extra = (True,)  # return_indices
 
     def run(block, starts, ends, output_padding):
         return run_fn(block, desc.window_size, desc.strides, starts, ends, desc.dilations,
@@ -174,15 +207,20 @@ def _pooling(x, name, desc, device, fill):
     axes = [_forward_axis(x.shape[2 + i], x.chunks[2 + i], desc.output.sizes[2 + i], s, k, d, a)
             for i, (s, k, d, a) in enumerate(zip(desc.strides, desc.window_size,
                                                  desc.dilations, desc.start_padding))]
-    return _windowed(x, f"dml-{name}", (desc, device), axes, run, x.shape[1], fill=fill)
+    return _windowed(x, f"dml-{name}", (desc, device), axes, run, x.shape[1], fill=fill,
+                     positions=positions)
 
 
 def max_pooling(x, window_size, strides=None, start_padding=None, end_padding=None,
-                dilations=None, *, device="cpu"):
-    """Lazy :func:`dml_numba.max_pooling` of a Dask array; the halo comes from the window."""
+                dilations=None, return_indices=False, *, device="cpu"):
+    """Lazy :func:`dml_numba.max_pooling` of a Dask array; the halo comes from the window.
+    ``return_indices``: the pair (values, indices), each maximum's flat index into the whole
+    of ``x`` (each block's own indices moved by where its region starts), from one task a
+    block."""
     x = _as_dask(x, "max_pooling", "x")
     _check_device(device)
-    desc = F.max_pooling_desc(x, window_size, strides, start_padding, end_padding, dilations)
+    desc = F.max_pooling_desc(x, window_size, strides, start_padding, end_padding, dilations,
+                              return_indices)
     dt = np.dtype(x.dtype)
     least = -np.inf if dt.kind == "f" else np.iinfo(dt).min  # what padding alone gives
     return _pooling(x, "max_pooling", desc, device, least)
