@@ -152,13 +152,19 @@ def _pool_call(mod, **kw):
     return y, pool_oracle(X4, *(_ints(a[k], 2) for k in POOL_AXES), float(np.asarray(a["p"])))
 
 
-for param, (va, vb) in {"window_size": ((2, 3), (3, 2)), "strides": ((1, 2), (2, 1)),
-                        "start_padding": ((0, 1), (2, 0)), "end_padding": ((1, 0), (0, 2)),
-                        "dilations": ((1, 1), (2, 1))}.items():
-    case("lp_pooling", param, both(seq_forms, va, vb),
-         lambda mod, v, p=param: _pool_call(mod, **{p: v}))
-    case("lp_pooling", param, both(axis_scalar_forms, max(va), max(vb) + 1),
-         lambda mod, v, p=param: _pool_call(mod, **{p: v}))
+def window_cases(fn, call, paddings=((0, 1), (1, 0))):
+    """Each window parameter of the pooling ``fn`` in every per-axis form and as one value for
+    every axis (``paddings``: the two start paddings; the end paddings are them reversed)."""
+    values = {"window_size": ((2, 3), (3, 2)), "strides": ((1, 2), (2, 1)),
+              "start_padding": paddings, "end_padding": tuple(p[::-1] for p in paddings),
+              "dilations": ((1, 1), (2, 1))}
+    for param, (va, vb) in values.items():
+        case(fn, param, both(seq_forms, va, vb), lambda mod, v, p=param: call(mod, **{p: v}))
+        case(fn, param, both(axis_scalar_forms, max(va), max(vb) + 1),
+             lambda mod, v, p=param: call(mod, **{p: v}))
+
+
+window_cases("lp_pooling", _pool_call, paddings=((0, 1), (2, 0)))
 case("lp_pooling", "p", both(lambda v: scalar_forms(v, np.int32), 1, 3),
      lambda mod, v: _pool_call(mod, p=v))
 
@@ -183,8 +189,7 @@ def _max_call(mod, return_indices=False, **kw):
 
     a = dict(POOL, **kw)
     axes = [_ints(a[k], 2) for k in POOL_AXES]
-    flag = {} if return_indices is False else {"return_indices": return_indices}  # (Dask: none)
-    y = mod.max_pooling(X4, *(a[k] for k in POOL_AXES), **flag)
+    y = mod.max_pooling(X4, *(a[k] for k in POOL_AXES), return_indices)
     oracle = max_oracle(X4, *axes)
     if not np.asarray(return_indices).item():
         return y, oracle
@@ -193,16 +198,9 @@ def _max_call(mod, return_indices=False, **kw):
     return y[1], at.astype(np.uint64)
 
 
-for param, (va, vb) in {"window_size": ((2, 3), (3, 2)), "strides": ((1, 2), (2, 1)),
-                        "start_padding": ((0, 1), (1, 0)), "end_padding": ((1, 0), (0, 1)),
-                        "dilations": ((1, 1), (2, 1))}.items():
-    case("max_pooling", param, both(seq_forms, va, vb),
-         lambda mod, v, p=param: _max_call(mod, **{p: v}))
-    case("max_pooling", param, both(axis_scalar_forms, max(va), max(vb) + 1),
-         lambda mod, v, p=param: _max_call(mod, **{p: v}))
-# (forms named apart from the Dask cases': Dask's max pooling gives the values only)
-case("max_pooling", "return_indices", {"bool": (False, True), "numpy-bool": (
-    np.bool_(False), np.bool_(True)), "0-d-bool": (np.array(False), np.array(True))},
+window_cases("max_pooling", _max_call)
+case("max_pooling", "return_indices", {"python": (False, True), "numpy": (
+    np.bool_(False), np.bool_(True)), "0-d": (np.array(False), np.array(True))},
     lambda mod, v: _max_call(mod, return_indices=v))
 
 def average_oracle(x, window, strides, start, end, dilations, include_padding):
@@ -230,13 +228,7 @@ def _average_call(mod, include_padding=False, **kw):
                              bool(np.asarray(include_padding).item()))
 
 
-for param, (va, vb) in {"window_size": ((2, 3), (3, 2)), "strides": ((1, 2), (2, 1)),
-                        "start_padding": ((0, 1), (1, 0)), "end_padding": ((1, 0), (0, 1)),
-                        "dilations": ((1, 1), (2, 1))}.items():
-    case("average_pooling", param, both(seq_forms, va, vb),
-         lambda mod, v, p=param: _average_call(mod, **{p: v}))
-    case("average_pooling", param, both(axis_scalar_forms, max(va), max(vb) + 1),
-         lambda mod, v, p=param: _average_call(mod, **{p: v}))
+window_cases("average_pooling", _average_call)
 case("average_pooling", "include_padding", {
     "python": (False, True), "numpy": (np.bool_(False), np.bool_(True)),
     "0-d": (np.array(False), np.array(True))},
@@ -413,10 +405,12 @@ class _Lazy:
         fn = getattr(dmd, name)
 
         def call(x, *args, **kw):
+            import dask
             import dask.array as da
 
-            return fn(da.from_array(x, chunks=tuple(max(1, n // 2) for n in x.shape)), *args,
-                      device="numpy", **kw).compute(scheduler="threads")
+            lazy = fn(da.from_array(x, chunks=tuple(max(1, n // 2) for n in x.shape)), *args,
+                      device="numpy", **kw)  # (an array, or a pair: max pooling's indices)
+            return dask.compute(lazy, scheduler="threads")[0]
 
         return call
 
