@@ -214,6 +214,10 @@ def test_unfused_graph_on_cpu_runs_node_by_node():
 
 TL = tile((2, 2), (1, 2))
 TL2 = tile((2, 4), (2, 1))
+#: a max pooling with its indices output: two outputs
+MAXI = dml.MaxPooling2OperatorDesc(dml.TensorDesc(1, (1, 1, 4)), dml.TensorDesc(1, (1, 1, 2)),
+                                   dml.TensorDesc(dml.DataType.UINT32, (1, 1, 2)), (2,), (2,),
+                                   (0,), (0,), (1,))
 CONV = conv((1, 2, 4, 4), (2, 2, 3, 3), bias=True)
 
 
@@ -243,6 +247,14 @@ CONV = conv((1, 2, 4, 4), (2, 2, 3, 3), bias=True)
     (lambda: dml.GraphDesc(1, 1, (N(TL, "a"),), (IN(0, 0, 0),), (OUT(0, 1, 0),)),
      "output_edges[0].from_node_output_index: 1 is invalid; expected an output index below 1 "
      "(the outputs of nodes[0] ('a'): output_tensor)"),
+    (lambda: dml.GraphDesc(1, 1, (N(MAXI, "m"),), (IN(0, 0, 0),), (OUT(0, 0, 0),)),
+     "nodes[0] ('m').output_indices_tensor: 'unconnected' is invalid; expected an intermediate "
+     "or output edge from every node output"),
+    (lambda: dml.GraphDesc(1, 1, (N(MAXI, "m"),), (IN(0, 0, 0),), (OUT(0, 1, 0),)),
+     "nodes[0] ('m').output: 'unconnected' is invalid"),
+    (lambda: dml.GraphDesc(1, 2, (N(MAXI, "m"),), (IN(0, 0, 0),), (OUT(0, 0, 0), OUT(0, 2, 1))),
+     "output_edges[1].from_node_output_index: 2 is invalid; expected an output index below 2 "
+     "(the outputs of nodes[0] ('m'): output_tensor, output_indices_tensor)"),
     (lambda: dml.GraphDesc(1, 2, (N(TL),), (IN(0, 0, 0),), (OUT(0, 0, 0),)),
      "output_edges: 'graph output 1' is invalid; expected an output edge to every graph output"),
     (lambda: dml.GraphDesc(1, 1, (N(TL),), (IN(0, 0, 0),), (OUT(0, 0, 0), OUT(0, 0, 0))),
