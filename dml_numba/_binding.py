@@ -175,22 +175,13 @@ class HostDevice:
         return None
 
     def call(self, kernel, owner, input_specs, inputs, out, out_desc, stream):
-        if stream is not None:
-            raise ValidationError(f"{owner}.stream: {stream!r} is invalid; expected None on the "
-                                  f"{self.name!r} device (streams are CUDA's)")
-        views = [view_host(a, t, owner, f) for a, (f, t) in zip(inputs, input_specs)]
-        if out is None:
-            result = target = np.empty(out_desc.sizes, out_desc.dtype)
-        else:
-            target = view_host(out, out_desc, owner, "out", writable=True)
-            check_no_overlap(target, views, owner)
-            result = out
-        kernel(views, target)
-        return result
+        return self.call_many(kernel, owner, input_specs, inputs, (out,), (("out", out_desc),),
+                              stream, single=True)[0]
 
-    def call_many(self, kernel, owner, input_specs, inputs, outs, out_specs, stream):
-        """:meth:`call` for an operator of several outputs: ``outs`` (None, or one array or
-        None per output) and ``out_specs`` (``(field, desc)`` per output); the kernel gets the
+    def call_many(self, kernel, owner, input_specs, inputs, outs, out_specs, stream, *,
+                  single=False):
+        """The call of an operator of one or several outputs (``outs``: one array or None per
+        output; ``out_specs``: ``(field, desc)`` each); the kernel gets the output, or the
         tuple of output arrays. Returns the tuple of outputs. Every output is checked against
         the inputs and the outputs before it before anything is written."""
         if stream is not None:
@@ -204,10 +195,11 @@ class HostDevice:
                 targets.append(y)
                 results.append(y)
                 continue
-            target = view_host(o, t, owner, f"out[{k}]", writable=True)
-            check_no_overlap(target, views, owner, f"out[{k}]")
+            name = "out" if single else f"out[{k}]"
+            target = view_host(o, t, owner, name, writable=True)
+            check_no_overlap(target, views, owner, name)
             check_outputs_apart(target, targets, owner, k)
             targets.append(target)
             results.append(o)
-        kernel(views, tuple(targets))
+        kernel(views, targets[0] if single else tuple(targets))
         return tuple(results)
