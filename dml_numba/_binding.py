@@ -175,31 +175,42 @@ class HostDevice:
         return None
 
     def call(self, kernel, owner, input_specs, inputs, out, out_desc, stream):
-        return self.call_many(kernel, owner, input_specs, inputs, (out,), (("out", out_desc),),
-                              stream, single=True)[0]
+        views = self._views(owner, input_specs, inputs, stream)
+        if out is None:
+            result = target = np.empty(out_desc.sizes, out_desc.dtype)
+        else:
+            target, result = _bind_out(out, out_desc, owner, "out", views), out
+        kernel(views, target)
+        return result
 
-    def call_many(self, kernel, owner, input_specs, inputs, outs, out_specs, stream, *,
-                  single=False):
-        """The call of an operator of one or several outputs (``outs``: one array or None per
-        output; ``out_specs``: ``(field, desc)`` each); the kernel gets the output, or the
-        tuple of output arrays. Returns the tuple of outputs. Every output is checked against
-        the inputs and the outputs before it before anything is written."""
-        if stream is not None:
-            raise ValidationError(f"{owner}.stream: {stream!r} is invalid; expected None on the "
-                                  f"{self.name!r} device (streams are CUDA's)")
-        views = [view_host(a, t, owner, f) for a, (f, t) in zip(inputs, input_specs)]
+    def call_many(self, kernel, owner, input_specs, inputs, outs, out_specs, stream):
+        """:meth:`call` for an operator of several outputs: ``outs`` (one array or None per
+        output) and ``out_specs`` (``(field, desc)`` per output); the kernel gets the tuple of
+        output arrays. Returns the tuple of outputs. Every output is checked against the
+        inputs and the outputs before it before anything is written."""
+        views = self._views(owner, input_specs, inputs, stream)
         targets, results = [], []
         for k, (o, (_, t)) in enumerate(zip(outs, out_specs)):
             if o is None:
-                y = np.empty(t.sizes, t.dtype)
-                targets.append(y)
-                results.append(y)
+                targets.append(np.empty(t.sizes, t.dtype))
+                results.append(targets[-1])
                 continue
-            name = "out" if single else f"out[{k}]"
-            target = view_host(o, t, owner, name, writable=True)
-            check_no_overlap(target, views, owner, name)
-            check_outputs_apart(target, targets, owner, k)
-            targets.append(target)
+            targets.append(_bind_out(o, t, owner, f"out[{k}]", views, targets, k))
             results.append(o)
-        kernel(views, targets[0] if single else tuple(targets))
+        kernel(views, tuple(targets))
         return tuple(results)
+
+    def _views(self, owner, input_specs, inputs, stream) -> list:
+        if stream is not None:
+            raise ValidationError(f"{owner}.stream: {stream!r} is invalid; expected None on the "
+                                  f"{self.name!r} device (streams are CUDA's)")
+        return [view_host(a, t, owner, f) for a, (f, t) in zip(inputs, input_specs)]
+
+
+def _bind_out(out, tdesc, owner: str, field: str, views, earlier=(), k: int = 0):
+    """The writable view of an ``out`` array, refused where it overlaps an input or an earlier
+    output of the same call."""
+    target = view_host(out, tdesc, owner, field, writable=True)
+    check_no_overlap(target, views, owner, field)
+    check_outputs_apart(target, earlier, owner, k)
+    return target
