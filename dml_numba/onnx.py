@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _interop
 from ._errors import ValidationError
 from ._frozen import freeze
 from ._onnx.load import Loader
@@ -130,7 +131,7 @@ class CompiledModel:
 def _view(a, dtype: str):
     """``a``'s elements read as ``dtype`` of the same size (a view; a PyTorch tensor through
     its own dtypes)."""
-    if type(a).__module__.partition(".")[0] == "torch":
+    if _interop.kind(a) == "torch":
         import torch
 
         return a.view(getattr(torch, dtype))

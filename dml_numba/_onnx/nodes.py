@@ -231,7 +231,7 @@ class Mappings:
             out.append(size)
 
         named_indices = len(node.output) > 1 and bool(node.output[1])
-        indices = named_indices and node.output[1] in {o.name for o in self.graph.output}
+        indices = named_indices and node.output[1] in self.outputs
 
         def build():
             inp = TensorDesc.like(x)
