@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _interop
 from ._errors import ValidationError
 from ._frozen import freeze
 from ._onnx.load import Loader
@@ -131,7 +130,7 @@ class CompiledModel:
 def _view(a, dtype: str):
     """``a``'s elements read as ``dtype`` of the same size (a view; a PyTorch tensor through
     its own dtypes)."""
-    if _interop.kind(a) == "torch":
+    if type(a).__module__.partition(".")[0] == "torch":  # (the loader's layer is below interop)
         import torch
 
         return a.view(getattr(torch, dtype))
