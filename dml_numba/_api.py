@@ -195,6 +195,11 @@ def _check_desc(desc, owner: str = "compile_operator") -> None:
         raise ValidationError(f"{owner}.desc: {type(desc).__name__} is invalid; expected "
                               f"one of dml_numba's operator descriptors ({names})" +
                               (f", not a subclass of {base.__name__}" if base else ""))
+    if desc.output is None:  # an activation's fused form: parameters, not an operator
+        raise ValidationError(f"{owner}.desc.{desc.output_field}: None is invalid; expected a "
+                              f"TensorDesc ({type(desc).__name__} without tensors is the form "
+                              "fused into another operator: give it input_tensor and "
+                              "output_tensor to run it on its own)")
 
 
 @functools.cache

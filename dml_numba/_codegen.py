@@ -118,7 +118,8 @@ def describe(desc) -> list[str]:
             return "(" + ", ".join(text(e) for e in v) + ("," if len(v) == 1 else "") + ")"
         if hasattr(v, "__dataclass_fields__"):
             return type(v).__name__ + "(" + ", ".join(
-                f"{f.name}={text(getattr(v, f.name))}" for f in fields(v)) + ")"
+                f"{f.name}={text(getattr(v, f.name))}" for f in fields(v)
+                if not (f.metadata.get("null_when_fused") and getattr(v, f.name) is None)) + ")"
         return "<" + type(v).__name__ + ">"
 
     lines = [type(desc).__name__] + [f"  {f.name} = {text(getattr(desc, f.name))}"

@@ -2,7 +2,8 @@
 
 ``torch.ops.dml_numba.<name>`` (``padding``, ``lp_pooling``, ``convolution``, ``tile``,
 ``slice1``, ``max_pooling``, ``average_pooling``, ``element_wise_add``,
-``element_wise_multiply``, ``batch_normalization``, ``gemm``, ``join``) takes and returns CPU
+``element_wise_multiply``, ``batch_normalization``, ``gemm``, ``join``, ``activation``: the
+activation by its DirectML name, ``"relu"``, ``"leaky_relu"``...) takes and returns CPU
 tensors, with the functional layer's parameters as lists and
 strings, and runs dml_numba's CPU kernels (read in place, result shared, no copy). Each has a
 fake (meta) implementation giving its output's shape from the operator's shape rule, on
@@ -58,6 +59,7 @@ SCHEMAS = {
     "gemm": "(Tensor a, Tensor b, Tensor? c=None, bool trans_a=False, bool trans_b=False, "
             "float alpha=1., float beta=1.) -> Tensor",
     "join": "(Tensor[] inputs, int axis) -> Tensor",
+    "activation": "(Tensor x, str activation, float[]? parameters=None) -> Tensor",
 }
 
 #: what each backward operator returns: a gradient per tensor parameter (an absent optional
@@ -127,7 +129,7 @@ def _symbolic_sizes(name: str, x, *args) -> list:
     shape = list(x.shape)
     if name in ("element_wise_add", "element_wise_multiply"):
         return list(torch.broadcast_shapes(x.shape, args[0].shape))
-    if name == "batch_normalization":
+    if name in ("batch_normalization", "activation"):
         return shape
     if name == "gemm":
         b = list(args[0].shape)

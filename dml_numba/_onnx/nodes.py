@@ -487,18 +487,14 @@ class Mappings:
 
     def _standalone(self, node, fail, activation):
         """An activation with nothing to fuse into (after a pooling, a join, a model input, or
-        an output seen elsewhere): DirectML's ADD1 of the tensor and -0.0 with the activation
-        fused. ``x + -0.0`` is ``x`` exactly in IEEE arithmetic, -0.0 and NaN included."""
+        an output seen elsewhere): DirectML's activation operator of its own."""
         src, x = self.tensor(node.input[0], fail, "input[0]")
         if not np.issubdtype(np.dtype(x.dtype), np.floating):
             fail("input[0]", node.input[0], f"expected a floating-point tensor (an activation "
                                             f"of {np.dtype(x.dtype).name} values has no "
-                                            "DirectML operator)")
-        zsrc, z = self.tensor(self.constant_name(
-            f"{node.name or node.output[0]}.identity", np.full(x.shape, -0.0, x.dtype)), fail,
-            "input[0]")
-        self.add(named(fail, "input[0]", lambda: F.element_wise_add_desc(x, z, activation)),
-                 [src, zsrc], node.name, node.output[0])
+                                            "operator here)")
+        self.add(named(fail, "input[0]", lambda: F.activation_desc(x, activation)),
+                 [src], node.name, node.output[0])
 
     def _clip_bounds(self, node, fail, a, dtype):
         if not np.issubdtype(np.dtype(dtype), np.floating):

@@ -1,6 +1,7 @@
-"""Element-wise addition and multiplication on the CPU: one (parallel) loop over the flat
-elements (every tensor has the output's sizes: broadcast inputs arrive as views, made
-contiguous), the fused activation on each sum."""
+"""Element-wise operators on the CPU (addition, multiplication; the activations' slice uses the
+same kernel): one (parallel) loop over the flat elements (every tensor has the output's sizes:
+broadcast inputs arrive as views, made contiguous), each element's value from the descriptor's
+``elementwise`` steps (a sum and its fused activation)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,33 +16,33 @@ from ._emit import CpuKernel, header, make_key, run_in_accumulator
 def emit(key) -> str:
     d = key.desc
     total = d.output_tensor.element_count
+    args = [f.split("_")[0] for f in d.input_fields]  # a, b; input
     w = SourceWriter()
     loop = header(w, key)
-    with w.block("def kernel(a, b, y):"):
-        for name in ("a", "b", "y"):
+    with w.block(f"def kernel({', '.join(args)}, y):"):
+        for name in args + ["y"]:
             w(f"{name}f = {name}.reshape(({total},))")
         with w.block(f"for i in {loop}({total}):"):
-            w(f"v = af[i] {d.op} bf[i]")
-            activation = getattr(d, "fused_activation", None)  # ADD1's; MULTIPLY has none
-            if activation is not None:
-                w(f"v = {activation.expression('v')}")
+            for step in d.elementwise([f"{name}f[i]" for name in args]):
+                w(f"v = {step}")
             w("yf[i] = v")
     return w.text()
 
 
 class ElementWiseKernel(CpuKernel):
-    """float16 computed in float32 and rounded once; other types in their own."""
+    """An element-wise operator's kernel (``desc.elementwise``: addition, multiplication, the
+    activations): float16 computed in float32 and rounded once; other types in their own."""
 
     def __init__(self, desc, options):
-        dt = desc.a_tensor.data_type
+        dt = desc.output_tensor.data_type
         self.acc = np.dtype(np.float32) if dt == DataType.FLOAT16 else dt.numpy
-        rank = desc.a_tensor.rank
+        rank = desc.output_tensor.rank
         super().__init__(make_key(desc, options), emit,
-                         [(self.acc, rank)] * 3, options)
+                         [(self.acc, rank)] * (len(desc.input_fields) + 1), options)
 
     def __call__(self, inputs, out):
         run_in_accumulator(self.acc, lambda xs, y: self.fn(
-            np.ascontiguousarray(xs[0]), np.ascontiguousarray(xs[1]), y), inputs, out)
+            *(np.ascontiguousarray(x) for x in xs), y), inputs, out)
 
 
 register(ElementWiseAdd1OperatorDesc, "cpu")(ElementWiseKernel)

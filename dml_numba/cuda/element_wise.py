@@ -12,24 +12,25 @@ def emit(key) -> str:
     d = key.desc
     sizes = d.output_tensor.sizes
     o = [f"o{i}" for i in range(len(sizes))]
-    load = half_load(d.a_tensor.data_type)
+    args = [f.split("_")[0] for f in d.input_fields]  # a, b; input
+    load = half_load(d.output_tensor.data_type)
     w = SourceWriter()
     header(w, key)
-    with element_loop(w, key, "a, b, y", d.output_tensor.element_count):
+    with element_loop(w, key, ", ".join(args + ["y"]), d.output_tensor.element_count):
         decompose(w, "f", o, sizes)
         at = index(*o)
-        w(f"v = {load(f'a[{at}]')} {d.op} {load(f'b[{at}]')}")
-        activation = getattr(d, "fused_activation", None)  # ADD1's; MULTIPLY has none
-        if activation is not None:
-            w(f"v = {activation.expression('v')}")
+        for step in d.elementwise([load(f"{name}[{at}]") for name in args]):
+            w(f"v = {step}")
         w(f"y[{at}] = v")
     return w.text()
 
 
 def lower(desc, options):
+    """An element-wise operator's kernel (the activations' slice registers it too)."""
     key = make_key(desc, options)
-    t = desc.a_tensor
-    return CudaKernel(key, emit(key), [(t.dtype, t.rank)] * 3, desc.output_tensor.element_count)
+    t = desc.output_tensor
+    return CudaKernel(key, emit(key), [(t.dtype, t.rank)] * (len(desc.input_fields) + 1),
+                      desc.output_tensor.element_count)
 
 
 register(ElementWiseAdd1OperatorDesc, "cuda")(lower)

@@ -1,6 +1,7 @@
 """Every operator on Dask arrays: ``padding``, ``lp_pooling``, ``convolution``, ``tile``,
 ``slice1``, ``max_pooling``, ``average_pooling``, ``element_wise_add``,
-``element_wise_multiply``, ``batch_normalization``, ``gemm`` and ``join`` with the functional
+``element_wise_multiply``, ``batch_normalization``, ``gemm``, ``join`` and ``activation`` with
+the functional
 layer's signatures, taking and returning ``dask.array.Array``,
 lazily, for any chunking along any axis, on any Dask scheduler (threads, processes,
 ``distributed``). Install with ``pip install "dml_numba[dask]"``.
@@ -26,7 +27,7 @@ How each output block is made (nothing is ever materialised whole):
 * **Max and average pooling**: the same halos as LP pooling, each block run with its own
   padding (their padding is not zeros to pad in: a maximum never takes it, an average that
   does not count it divides by fewer taps).
-* **Element-wise operators and batch normalization**: block by block (operands broadcast and
+* **Element-wise operators, the activations and batch normalization**: block by block (operands broadcast and
   cut like the first one; batch normalization's parameters whole, the channel axis whole).
 * **GEMM**: block by block along the batch axes and M, K and N whole; **join**: Dask's own
   concatenation of the inputs' blocks (nothing to compute), checked as DirectML's JOIN.
@@ -50,14 +51,20 @@ The functions live in private modules by family (``_data_movement``, ``_windows`
 """
 from __future__ import annotations
 
-from ._arithmetic import batch_normalization, element_wise_add, element_wise_multiply, gemm
+from ._arithmetic import (
+    activation,
+    batch_normalization,
+    element_wise_add,
+    element_wise_multiply,
+    gemm,
+)
 from ._data_movement import join, padding, slice1, tile
 from ._graph import graph
 from ._windows import average_pooling, convolution, lp_pooling, max_pooling
 
 __all__ = ["padding", "lp_pooling", "convolution", "tile", "slice1", "max_pooling",
            "average_pooling", "element_wise_add", "element_wise_multiply", "batch_normalization",
-           "gemm", "join", "graph"]
+           "gemm", "join", "activation", "graph"]
 
 # the functions are this module's (documentation and pickling by reference)
 for _f in [v for k, v in list(globals().items()) if callable(v) and not k.startswith("_")

@@ -1,4 +1,5 @@
-"""Element-wise operators, batch normalization and GEMM on Dask arrays, block by block."""
+"""Element-wise operators, the activations, batch normalization and GEMM on Dask arrays, block
+by block."""
 from __future__ import annotations
 
 import functools
@@ -39,6 +40,20 @@ def element_wise_add(a, b, fused_activation=None, *, device="cpu"):
 def element_wise_multiply(a, b, *, device="cpu"):
     """Lazy :func:`dml_numba.element_wise_multiply`: ``a * b`` block by block."""
     return _element_wise("element_wise_multiply", a, b, (), device)
+
+
+def activation(x, activation, parameters=None, *, device="cpu"):
+    """Lazy :func:`dml_numba.activation`: the activation of every element, block by block."""
+    x = _as_dask(x, "activation", "x")
+    _check_device(device)
+    F.activation_desc(_shape(x), activation, parameters)  # its checks, before any block
+    fn = functools.partial(_activation_block, activation, parameters, device)
+    return x.map_blocks(fn, dtype=x.dtype, name="dml-activation-" + _da_token(
+        x, activation, parameters, device))
+
+
+def _activation_block(activation, parameters, device, x):
+    return F.activation(np.ascontiguousarray(x), activation, parameters, device=device)
 
 
 def batch_normalization(x, mean, variance, scale, bias, epsilon=1e-5, fused_activation=None, *,

@@ -15,6 +15,8 @@ The functions live in private modules by family (``_data_movement``, ``_pooling`
 from __future__ import annotations
 
 from ._arithmetic import (
+    activation,
+    activation_desc,
     batch_normalization,
     batch_normalization_desc,
     element_wise_add,
@@ -48,7 +50,7 @@ from ._pooling import (
 
 __all__ = ["padding", "lp_pooling", "convolution", "tile", "slice1", "max_pooling",
            "average_pooling", "element_wise_add", "element_wise_multiply",
-           "batch_normalization", "gemm", "join"]
+           "batch_normalization", "gemm", "join", "activation"]
 
 #: ``slice`` is the operator's everyday name (the DML_SLICE1 version is the one implemented)
 slice = slice1  # shadows the builtin in this module only, where it is not used

@@ -1,12 +1,15 @@
-"""The functional layer's arithmetic: element-wise addition and multiplication, batch
-normalization, GEMM."""
+"""The functional layer's arithmetic: element-wise addition and multiplication, the
+activations, batch normalization, GEMM."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from .._binding import as_array
 from .._errors import Checker
 from ..ops import gemm as _gemm
+from ..ops.activation import FUSABLE_ACTIVATIONS, from_name
 from ..ops.batch_normalization import BatchNormalizationOperatorDesc
 from ..ops.element_wise import ElementWiseAdd1OperatorDesc, ElementWiseMultiplyOperatorDesc
 from ..ops.gemm import GemmOperatorDesc, MatrixTransform
@@ -69,6 +72,35 @@ def element_wise_multiply_desc(a, b):
     """The descriptor :func:`element_wise_multiply` runs (``a`` and ``b`` of one shape)."""
     ta, tb = TensorDesc.like(a), TensorDesc.like(b)
     return ElementWiseMultiplyOperatorDesc(ta, tb, TensorDesc(ta.data_type, ta.sizes))
+
+
+def activation(x, activation, parameters=None, *, device="cpu", out=None):
+    """``activation`` of every element of ``x``: an activation descriptor (its parameters; its
+    tensors, where it has them, become ``x``'s) or DirectML's name of one (``"relu"``,
+    ``"leaky_relu"``, ``"clip"``... :data:`dml_numba.ops.activation.BY_NAME`) with
+    ``parameters`` in its fields' order (those left out keep their defaults).
+
+    >>> import numpy as np
+    >>> activation(np.array([-2., 3.], np.float32), "leaky_relu", [0.5], device="numpy")
+    array([-1.,  3.], dtype=float32)
+    """
+    x0, x = x, as_array(x, "activation", "x")
+    return run("activation", (x,), (activation, parameters), activation_desc, (x,), device, out,
+               x0)
+
+
+def activation_desc(x, activation, parameters=None):
+    """The descriptor :func:`activation` runs: the activation's standalone form over ``x``."""
+    c = Checker("activation")
+    if type(activation) in FUSABLE_ACTIVATIONS:
+        if parameters is not None and len(parameters):
+            c.fail("parameters", parameters, "expected None with an activation descriptor (its "
+                   "parameters are its fields)")
+        base = activation
+    else:
+        base = from_name(c, "activation", activation, parameters)
+    t = TensorDesc.like(x)
+    return replace(base, input_tensor=t, output_tensor=TensorDesc(t.data_type, t.sizes))
 
 
 def batch_normalization(x, mean, variance, scale, bias, epsilon=1e-5, fused_activation=None,

@@ -45,6 +45,9 @@ class OperatorGraphNodeDesc:
         c = Checker(type(self).__name__)
         if type(self.operator) not in DESCRIPTOR_TYPES:
             c.fail("operator", self.operator, "expected one of dml_numba's operator descriptors")
+        if self.operator.output is None:
+            c.fail("operator", self.operator, "expected an operator with its tensors (an "
+                   "activation's fused form has none: give it input_tensor and output_tensor)")
         _name(c, "name", self.name)
 
 

@@ -47,9 +47,9 @@ class OperatorDesc:
         return sum(t.element_count * t.data_type.itemsize
                    for _, t in self.bound_inputs() + self.bound_outputs())
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, abstract: bool = False, **kwargs):
         super().__init_subclass__(**kwargs)
-        if cls.__module__.startswith(__name__.rsplit(".", 1)[0] + "."):
+        if not abstract and cls.__module__.startswith(__name__.rsplit(".", 1)[0] + "."):
             DESCRIPTOR_TYPES.add(cls)
 
     def __post_init__(self):
@@ -97,8 +97,8 @@ class OperatorDesc:
             (f, getattr(self, f)) for f in self.extra_output_fields if getattr(self, f) is not None)
 
     @property
-    def output(self) -> TensorDesc:
-        """The (first) output's desc."""
+    def output(self) -> TensorDesc | None:
+        """The (first) output's desc (None only for an activation's fused form)."""
         return getattr(self, self.output_field)
 
     def canonical(self) -> OperatorDesc:

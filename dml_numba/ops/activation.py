@@ -1,16 +1,24 @@
-"""The 18 activations DirectML can fuse into CONVOLUTION (docs/SEMANTICS.md §2).
+"""The 18 activations DirectML can fuse into CONVOLUTION (docs/SEMANTICS.md §2), which are
+also operators of their own (DML_ACTIVATION_*_OPERATOR_DESC, ELEMENT_WISE_CLIP; §10).
 
-One frozen dataclass per DML desc, fields in DirectML's order (the null Input/Output tensors of a
-fused activation are omitted), defaults from DirectMLX's ``dml::FusedActivation``. Each knows its
+One frozen dataclass per DML desc, fields in DirectML's order, defaults from DirectMLX's
+``dml::FusedActivation``. DirectML uses one struct for both uses: as an operator's
+``fused_activation`` its tensors are null (here: ``input_tensor`` and ``output_tensor`` None,
+keyword-only, so ``ActivationLinearOperatorDesc(2.0, 1.0)`` reads as in the fused form); given
+both, it is an operator of one input and one output of the same sizes and type. Each knows its
 formula once, as ``expression(x)``: a string of Python that the vectorised device evaluates
-with NumPy and the generated kernels with ``math`` -- the same formula for every device.
+with NumPy and the generated kernels with ``math`` -- the same formula for every device -- and
+its derivative as ``derivative(x)`` (the gradient of the standalone operator).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+import re
+from dataclasses import dataclass, field, fields
 
-from .._errors import Checker
+from .._dtypes import FLOAT_TYPES
+from ..tensor import TensorDesc
+from ._base import OperatorDesc, check_same_type, check_tensor, check_type
 
 #: The one contract between the activation formulas and every device: an expression may call
 #: exactly these functions (scalar semantics; ``where(c, a, b)`` is ``a if c else b``). The
@@ -18,14 +26,33 @@ from .._errors import Checker
 #: NumPy's functions of the same names and checks at import that it binds exactly this set.
 FUNCTIONS = ("erf", "exp", "expm1", "fabs", "log1p", "tanh", "where")
 
+#: a field that is null (None) in the fused form: left out where a fused activation is
+#: described (generated sources' headers), as DirectML leaves it unread
+NULL_WHEN_FUSED = {"null_when_fused": True}
 
-class ActivationDesc:
-    """Base of the fusable activation descriptors. ``expression`` returns source computing the
-    activation of variable ``x`` with the functions in :data:`FUNCTIONS` only."""
 
-    def __post_init__(self):
-        c = Checker(type(self).__name__)
+@dataclass(frozen=True, repr=False)
+class ActivationDesc(OperatorDesc, abstract=True):
+    """Base of the activation descriptors. ``expression`` returns source computing the
+    activation of variable ``x`` with the functions in :data:`FUNCTIONS` only; ``derivative``
+    its derivative with respect to ``x`` the same way.
+
+    Fused form (both tensors None): only the parameters are read. Standalone form (both given):
+    ``output = f(input)`` element by element; FLOAT32 or FLOAT16 (computed in float32, rounded
+    once), the output of the input's type and sizes (the input may broadcast through strides of
+    0)."""
+
+    input_tensor: TensorDesc | None = field(default=None, kw_only=True, metadata=NULL_WHEN_FUSED)
+    output_tensor: TensorDesc | None = field(default=None, kw_only=True,
+                                             metadata=NULL_WHEN_FUSED)
+
+    exact = False  # a formula computed within a tolerance
+    batch_separable = True
+
+    def _validate(self, c):
         for f in fields(self):
+            if f.metadata.get("null_when_fused"):
+                continue
             v = getattr(self, f.name)
             if f.name == "scale_bias":
                 if v is not None:
@@ -34,13 +61,66 @@ class ActivationDesc:
                     v = (c.real("scale_bias[0]", v[0]), c.real("scale_bias[1]", v[1]))
             else:
                 v = c.real(f.name, v)
-            object.__setattr__(self, f.name, v)
+            self._set(f.name, v)
         self._check(c)
+        if self.input_tensor is None and self.output_tensor is None:
+            return  # the fused form
+        for name, other in (("input_tensor", "output_tensor"), ("output_tensor", "input_tensor")):
+            if getattr(self, name) is None:
+                c.fail(name, None, f"expected a TensorDesc, as {other} is given (both None: "
+                                   "the fused form; both given: the operator of its own)")
+        inp = check_tensor(c, "input_tensor", self.input_tensor)
+        out = check_tensor(c, "output_tensor", self.output_tensor)
+        check_type(c, "input_tensor", inp, FLOAT_TYPES,
+                   " (the activations compute in floating point)")
+        check_same_type(c, "output_tensor", out, inp, "input_tensor")
+        if out.sizes != inp.sizes:
+            c.fail("output_tensor.sizes", out.sizes,
+                   f"expected {inp.sizes}, the sizes of input_tensor")
 
     def _check(self, c):
         pass
 
+    def __repr__(self):  # the fused form without its null tensors
+        return type(self).__name__ + "(" + ", ".join(
+            f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+            if not (f.metadata.get("null_when_fused") and getattr(self, f.name) is None)) + ")"
+
+    @property
+    def fused(self) -> bool:
+        """Whether this is the fused form (no tensors: an operator's ``fused_activation``)."""
+        return self.input_tensor is None
+
+    def parameters(self) -> tuple:
+        """The parameters in field order (ELEMENT_WISE_CLIP's scale and bias last, where
+        given): what :meth:`from_name` takes back."""
+        values = []
+        for f in fields(self):
+            if f.metadata.get("null_when_fused"):
+                continue
+            v = getattr(self, f.name)
+            values.extend(() if v is None else v if isinstance(v, tuple) else (v,))
+        return tuple(values)
+
+    @classmethod
+    def activation_name(cls) -> str:
+        """DirectML's name of the activation, lower case: ``relu``, ``leaky_relu``, ``clip``."""
+        core = cls.__name__.removesuffix("OperatorDesc")
+        core = core.removeprefix("Activation").removeprefix("ElementWise")
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", core).lower()
+
+    def flops(self) -> int:
+        return self.output_tensor.element_count if self.output_tensor is not None else 0
+
+    def elementwise(self, names) -> list:
+        """The element's value as assignments to ``v``, from the input element ``names[0]``
+        (the element-wise kernels' body)."""
+        return [self.expression(names[0])]
+
     def expression(self, x: str) -> str:  # pragma: no cover - every activation overrides it
+        raise NotImplementedError
+
+    def derivative(self, x: str) -> str:  # pragma: no cover - every activation overrides it
         raise NotImplementedError
 
 
@@ -48,12 +128,16 @@ def _lit(v: float) -> str:
     return repr(float(v))
 
 
+def _sigmoid(z: str) -> str:
+    return f"(1.0 / (1.0 + exp(-{z})))"
+
+
 def _softplus(z: str) -> str:
     # ln(1 + e^z) without overflow: max(z, 0) + log1p(e^-|z|)
     return f"(where({z} > 0.0, {z}, 0.0) + log1p(exp(-fabs({z}))))"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ActivationLinearOperatorDesc(ActivationDesc):
     """alpha * x + beta."""
     alpha: float
@@ -62,16 +146,22 @@ class ActivationLinearOperatorDesc(ActivationDesc):
     def expression(self, x):
         return f"({_lit(self.alpha)} * {x} + {_lit(self.beta)})"
 
+    def derivative(self, x):
+        return _lit(self.alpha)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationSigmoidOperatorDesc(ActivationDesc):
     """1 / (1 + e^-x)."""
 
     def expression(self, x):
-        return f"(1.0 / (1.0 + exp(-{x})))"
+        return _sigmoid(x)
+
+    def derivative(self, x):
+        return f"({_sigmoid(x)} * (1.0 - {_sigmoid(x)}))"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ActivationHardSigmoidOperatorDesc(ActivationDesc):
     """max(0, min(alpha * x + beta, 1))."""
     alpha: float = 0.2
@@ -81,16 +171,23 @@ class ActivationHardSigmoidOperatorDesc(ActivationDesc):
         z = f"({_lit(self.alpha)} * {x} + {_lit(self.beta)})"
         return f"where({z} > 1.0, 1.0, where({z} > 0.0, {z}, 0.0))"
 
+    def derivative(self, x):
+        z = f"({_lit(self.alpha)} * {x} + {_lit(self.beta)})"
+        return f"where({z} > 0.0, where({z} < 1.0, {_lit(self.alpha)}, 0.0), 0.0)"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationTanhOperatorDesc(ActivationDesc):
     """tanh(x)."""
 
     def expression(self, x):
         return f"tanh({x})"
 
+    def derivative(self, x):
+        return f"(1.0 - tanh({x}) * tanh({x}))"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationScaledTanhOperatorDesc(ActivationDesc):
     """alpha * tanh(beta * x)."""
     alpha: float = 1.0
@@ -99,16 +196,23 @@ class ActivationScaledTanhOperatorDesc(ActivationDesc):
     def expression(self, x):
         return f"({_lit(self.alpha)} * tanh({_lit(self.beta)} * {x}))"
 
+    def derivative(self, x):
+        t = f"tanh({_lit(self.beta)} * {x})"
+        return f"({_lit(self.alpha * self.beta)} * (1.0 - {t} * {t}))"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationReluOperatorDesc(ActivationDesc):
     """max(0, x)."""
 
     def expression(self, x):
         return f"where({x} > 0.0, {x}, 0.0)"
 
+    def derivative(self, x):
+        return f"where({x} > 0.0, 1.0, 0.0)"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationLeakyReluOperatorDesc(ActivationDesc):
     """x if x >= 0 else alpha * x."""
     alpha: float = 0.01
@@ -116,8 +220,11 @@ class ActivationLeakyReluOperatorDesc(ActivationDesc):
     def expression(self, x):
         return f"where({x} >= 0.0, {x}, {_lit(self.alpha)} * {x})"
 
+    def derivative(self, x):
+        return f"where({x} > 0.0, 1.0, {_lit(self.alpha)})"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationThresholdedReluOperatorDesc(ActivationDesc):
     """x if x > alpha else 0."""
     alpha: float = 1.0
@@ -125,8 +232,11 @@ class ActivationThresholdedReluOperatorDesc(ActivationDesc):
     def expression(self, x):
         return f"where({x} > {_lit(self.alpha)}, {x}, 0.0)"
 
+    def derivative(self, x):
+        return f"where({x} > {_lit(self.alpha)}, 1.0, 0.0)"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationEluOperatorDesc(ActivationDesc):
     """x if x >= 0 else alpha * (e^x - 1)."""
     alpha: float = 1.0
@@ -134,8 +244,11 @@ class ActivationEluOperatorDesc(ActivationDesc):
     def expression(self, x):
         return f"where({x} >= 0.0, {x}, {_lit(self.alpha)} * expm1({x}))"
 
+    def derivative(self, x):
+        return f"where({x} > 0.0, 1.0, {_lit(self.alpha)} * exp({x}))"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationCeluOperatorDesc(ActivationDesc):
     """max(0, x) + min(0, alpha * (e^(x/alpha) - 1)) (FL3.0)."""
     alpha: float = 1.0
@@ -149,8 +262,13 @@ class ActivationCeluOperatorDesc(ActivationDesc):
         neg = f"({a} * expm1({x} / {a}))"
         return f"(where({x} > 0.0, {x}, 0.0) + where({neg} < 0.0, {neg}, 0.0))"
 
+    def derivative(self, x):
+        a = _lit(self.alpha)
+        neg = f"({a} * expm1({x} / {a}))"
+        return f"(where({x} > 0.0, 1.0, 0.0) + where({neg} < 0.0, exp({x} / {a}), 0.0))"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationScaledEluOperatorDesc(ActivationDesc):
     """gamma * x if x > 0 else gamma * (alpha * e^x - alpha)."""
     alpha: float = 1.67326319217681884765625
@@ -160,8 +278,12 @@ class ActivationScaledEluOperatorDesc(ActivationDesc):
         a, g = _lit(self.alpha), _lit(self.gamma)
         return f"where({x} > 0.0, {g} * {x}, {g} * ({a} * exp({x}) - {a}))"
 
+    def derivative(self, x):
+        a, g = _lit(self.alpha), _lit(self.gamma)
+        return f"where({x} > 0.0, {g}, {g} * {a} * exp({x}))"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationSoftplusOperatorDesc(ActivationDesc):
     """ln(1 + e^(steepness * x)) / steepness; steepness > 0 (< 1 allowed from FL6.4)."""
     steepness: float = 1.0
@@ -174,8 +296,11 @@ class ActivationSoftplusOperatorDesc(ActivationDesc):
         s = _lit(self.steepness)
         return f"({_softplus(f'({s} * {x})')} / {s})"
 
+    def derivative(self, x):
+        return _sigmoid(f"({_lit(self.steepness)} * {x})")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationParametricSoftplusOperatorDesc(ActivationDesc):
     """alpha * ln(1 + e^(beta * x))."""
     alpha: float
@@ -184,24 +309,33 @@ class ActivationParametricSoftplusOperatorDesc(ActivationDesc):
     def expression(self, x):
         return f"({_lit(self.alpha)} * {_softplus(f'({_lit(self.beta)} * {x})')})"
 
+    def derivative(self, x):
+        return f"({_lit(self.alpha * self.beta)} * {_sigmoid(f'({_lit(self.beta)} * {x})')})"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationSoftsignOperatorDesc(ActivationDesc):
     """x / (1 + |x|)."""
 
     def expression(self, x):
         return f"({x} / (1.0 + fabs({x})))"
 
+    def derivative(self, x):
+        return f"(1.0 / ((1.0 + fabs({x})) * (1.0 + fabs({x}))))"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationIdentityOperatorDesc(ActivationDesc):
     """x."""
 
     def expression(self, x):
         return x
 
+    def derivative(self, x):
+        return "1.0"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationShrinkOperatorDesc(ActivationDesc):
     """x - bias if x > threshold; x + bias if x < -threshold; else 0 (FL2.0)."""
     bias: float = 0.0
@@ -211,16 +345,24 @@ class ActivationShrinkOperatorDesc(ActivationDesc):
         b, t = _lit(self.bias), _lit(self.threshold)
         return f"where({x} > {t}, {x} - {b}, where({x} < -{t}, {x} + {b}, 0.0))"
 
+    def derivative(self, x):
+        t = _lit(self.threshold)
+        return f"where({x} > {t}, 1.0, where({x} < -{t}, 1.0, 0.0))"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ActivationGeluOperatorDesc(ActivationDesc):
     """0.5 * x * (1 + erf(x / sqrt(2))) (FL5.1)."""
 
     def expression(self, x):
         return f"(0.5 * {x} * (1.0 + erf({x} * {_lit(1 / math.sqrt(2))})))"
 
+    def derivative(self, x):
+        return (f"(0.5 * (1.0 + erf({x} * {_lit(1 / math.sqrt(2))})) + {x} * "
+                f"{_lit(1 / math.sqrt(2 * math.pi))} * exp(-0.5 * {x} * {x}))")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ElementWiseClipOperatorDesc(ActivationDesc):
     """min(max, max(min, x * scale + bias)); fusable from FL6.0. ``scale_bias`` is the optional
     DML_SCALE_BIAS as ``(scale, bias)``."""
@@ -238,6 +380,14 @@ class ElementWiseClipOperatorDesc(ActivationDesc):
         lo, hi = _lit(self.min), _lit(self.max)
         return f"where({x} > {hi}, {hi}, where({x} < {lo}, {lo}, {x}))"
 
+    def derivative(self, x):
+        scale = 1.0
+        if self.scale_bias is not None:
+            scale = self.scale_bias[0]
+            x = f"({x} * {_lit(scale)} + {_lit(self.scale_bias[1])})"
+        lo, hi = _lit(self.min), _lit(self.max)
+        return f"where({x} > {hi}, 0.0, where({x} < {lo}, 0.0, {_lit(scale)}))"
+
 
 FUSABLE_ACTIVATIONS = (
     ActivationLinearOperatorDesc, ActivationSigmoidOperatorDesc,
@@ -249,5 +399,31 @@ FUSABLE_ACTIVATIONS = (
     ActivationSoftsignOperatorDesc, ActivationIdentityOperatorDesc, ActivationShrinkOperatorDesc,
     ActivationGeluOperatorDesc, ElementWiseClipOperatorDesc,
 )
+
+#: each activation by its name (:meth:`ActivationDesc.activation_name`)
+BY_NAME = {a.activation_name(): a for a in FUSABLE_ACTIVATIONS}
+
+
+def from_name(c, field: str, name, parameters=()) -> ActivationDesc:
+    """The fused form of the activation named ``name`` (``"relu"``, ``"leaky_relu"``...) with
+    ``parameters`` in field order (those left out keep their defaults; ELEMENT_WISE_CLIP's
+    optional scale and bias as two more), checked with ``c`` naming ``field``."""
+    if not isinstance(name, str) or name.lower() not in BY_NAME:
+        c.fail(field, name, "expected an activation descriptor or one of the names " +
+               ", ".join(BY_NAME))
+    cls = BY_NAME[name.lower()]
+    values = list(parameters if parameters is not None else ())
+    names = [f.name for f in fields(cls) if not f.metadata.get("null_when_fused")]
+    if "scale_bias" in names and len(values) == len(names) + 1:
+        values = values[:-2] + [tuple(values[-2:])]
+    if len(values) > len(names):
+        c.fail(f"{field} parameters", tuple(values),
+               f"expected at most {len(names)} for {name.lower()} ({', '.join(names)})")
+    try:
+        return cls(*values)
+    except TypeError:  # a parameter without a default left out
+        c.fail(f"{field} parameters", tuple(values),
+               f"expected {', '.join(names)} for {name.lower()}")
+
 
 __all__ = ["ActivationDesc", "FUSABLE_ACTIVATIONS"] + [a.__name__ for a in FUSABLE_ACTIVATIONS]

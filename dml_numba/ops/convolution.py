@@ -66,6 +66,10 @@ def _check_activation(c: Checker, act):
         c.fail("fused_activation", type(act).__name__,  # formula becomes generated code
                "expected None or one of the fusable activation descs (not a subclass): " +
                ", ".join(t.__name__ for t in FUSABLE_ACTIVATIONS))
+    if act is not None and not act.fused:
+        c.fail("fused_activation.input_tensor", act.input_tensor,
+               "expected None: a fused activation's tensors are null (DirectML reads only its "
+               "parameters; the operator's output is its input and output)")
     return act
 
 

@@ -66,9 +66,11 @@ class ElementWiseAdd1OperatorDesc(_Binary, OperatorDesc):
         self._set("fused_activation", _check_activation(c, self.fused_activation))
         _validate(c, self, self.fused_activation)
 
-    @property
-    def op(self) -> str:
-        return "+"
+    def elementwise(self, names) -> list:
+        """The element's value as assignments to ``v``, from the input elements ``names`` (the
+        element-wise kernels' body): the sum, then the fused activation of it."""
+        steps = [f"{names[0]} + {names[1]}"]
+        return steps + ([self.fused_activation.expression("v")] if self.fused_activation else [])
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,5 @@ class ElementWiseMultiplyOperatorDesc(_Binary, OperatorDesc):
     def _validate(self, c):
         _validate(c, self)
 
-    @property
-    def op(self) -> str:
-        return "*"
+    def elementwise(self, names) -> list:
+        return [f"{names[0]} * {names[1]}"]

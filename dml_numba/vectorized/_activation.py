@@ -32,6 +32,12 @@ def apply_activation(act, y: np.ndarray) -> np.ndarray:
     """The fused activation's formula (the same text the kernels compile) evaluated with NumPy."""
     if act is None:
         return y
+    return apply_formula(act.expression("x"), y)
+
+
+def apply_formula(expression: str, x: np.ndarray) -> np.ndarray:
+    """A formula of ``x`` in the activations' contract (an activation's, its derivative's)
+    evaluated with NumPy in float64, of ``x``'s shape."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(eval(_compiled(act.expression("x")), {"__builtins__": {}, **_FUNCTIONS,
-                                                                "x": y}), dtype=np.float64)
+        y = eval(_compiled(expression), {"__builtins__": {}, **_FUNCTIONS, "x": x})
+    return np.broadcast_to(np.asarray(y, dtype=np.float64), np.shape(x))
