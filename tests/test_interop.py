@@ -60,6 +60,8 @@ CALLS = {
     "gemm": (lambda x, **kw: dml.gemm(x, np.ones((1, 2, 6, 2), F32), **kw),
              lambda x: x @ np.ones((6, 2), F32)),
     "join": (lambda x, **kw: dml.join([x, X4], 3, **kw), lambda x: np.concatenate([x, X4], 3)),
+    "activation": (lambda x, **kw: dml.activation(x, "leaky_relu", [0.25], **kw),
+                   lambda x: np.where(x > 0, x, 0.25 * x)),
 }
 
 

@@ -51,6 +51,8 @@ OPS = {
              lambda x: 0.5 * x @ np.swapaxes(x, -1, -2)),
     "join": (lambda x, w, b: torch.ops.dml_numba.join([x, x[:, :1]], 1),
              lambda x: np.concatenate([x, x[:, :1]], 1)),
+    "activation": (lambda x, w, b: torch.ops.dml_numba.activation(x - 2, "elu", [0.5]),
+                   lambda x: np.where(x - 2 >= 0, x - 2, 0.5 * np.expm1(x - 2))),
 }
 
 
@@ -163,6 +165,10 @@ GRADIENTS = {
                             torch.randn(2, 3, 5, dtype=D, generator=G))),
     "join": (lambda a, b: torch.ops.dml_numba.join([a, b], 2),
              (XD, torch.randn(1, 4, 2, 6, dtype=D, generator=G))),
+    **{f"activation {n}": (lambda x, n=n, p=p: torch.ops.dml_numba.activation(x, n, p), (XD,))
+       for n, p in (("sigmoid", None), ("scaled_tanh", [1.5, 0.7]), ("celu", [1.3]),
+                    ("gelu", None), ("clip", [-0.5, 0.75, 2.0, 0.1]),
+                    ("parametric_softplus", [0.5, 1.5]))},
 }
 
 
@@ -200,6 +206,7 @@ FUNCTIONAL = {
                                                                    b[1:], b[:3]),
     "gemm": lambda x, w, b: dml.gemm(x, x, trans_b=True),
     "join": lambda x, w, b: dml.join([x, x], 3),
+    "activation": lambda x, w, b: dml.activation(x, dml.ActivationSoftsignOperatorDesc()),
 }
 
 
@@ -274,6 +281,7 @@ OPCHECK = {
     "batch_normalization": lambda x, w, b: (x, b[:3], b[1:] ** 2 + 1, b[1:], b[:3]),
     "gemm": lambda x, w, b: (x, x, None, False, True, 0.5),
     "join": lambda x, w, b: ([x, x], 2),
+    "activation": lambda x, w, b: (x, "leaky_relu", [0.2]),
 }
 
 

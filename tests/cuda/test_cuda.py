@@ -168,6 +168,7 @@ FUNCTIONAL = {  # every function of the functional layer, on a tiny (N, C, H, W)
         x, [1, 2], [4, 1], [0.5, 2], [0, 1], device=d),
     "gemm": lambda x, d: dml.gemm(x, x, trans_b=True, device=d),
     "join": lambda x, d: dml.join([x, x], 2, device=d),
+    "activation": lambda x, d: dml.activation(x, dml.ActivationEluOperatorDesc(0.5), device=d),
 }
 
 
