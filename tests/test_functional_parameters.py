@@ -359,6 +359,27 @@ case("element_wise_add", "fused_activation", {"python": (
     dml.ActivationReluOperatorDesc(), dml.ActivationSigmoidOperatorDesc())}, _add_call)
 
 
+def _activation_call(mod, activation, parameters=None):
+    y = mod.activation(X4, activation, parameters)
+    v = X4.astype(np.float64)
+    if isinstance(activation, dml.ActivationLeakyReluOperatorDesc) or activation == "leaky_relu":
+        alpha = activation.alpha if parameters is None else float(np.asarray(parameters)[0])
+        return y, np.where(v >= 0, v, alpha * v)
+    return y, np.clip(v, *np.asarray(parameters, np.float64)[:2])  # clip by its name
+
+
+case("activation", "activation", {"descriptor": (dml.ActivationLeakyReluOperatorDesc(0.1),
+                                                 dml.ActivationLeakyReluOperatorDesc(0.3))},
+     _activation_call)
+case("activation", "parameters", {
+    "list": ([0.1], [0.3]), "tuple": ((0.1,), (0.3,)), "ndarray": (np.array([0.1]),
+                                                                  np.array([0.3])),
+    "numpy": ((np.float32(0.1),), (np.float64(0.3),))},
+    lambda mod, v: _activation_call(mod, "leaky_relu", v))
+case("activation", "parameters", {"clip-list": ([-0.5, 0.5], [0.0, 1.0])},
+     lambda mod, v: _activation_call(mod, "clip", v))
+
+
 def _check(y, oracle):
     y = np.asarray(y)
     if y.dtype.kind == "f" and oracle.dtype == np.float64 and y.dtype != np.float64:

@@ -283,7 +283,7 @@ _Y, _C = ("y", [1, 2, 4, 4]), ("c", [1, 2, 4, 4])
 def test_an_activation_whose_convolution_output_is_seen_elsewhere_is_not_fused(extra, outputs,
                                                                                relu_input):
     """Fusing would hand every other reader the activated values: the activation runs as an
-    operator of its own (ADD1 of -0.0 with the activation fused), however the convolution's
+    operator of its own (DirectML's activation operator), however the convolution's
     output is seen (a model output, a second node, under an Identity's name); every output is
     ONNX Runtime's."""
     ort = _ort()
@@ -293,6 +293,7 @@ def test_an_activation_whose_convolution_output_is_seen_elsewhere_is_not_fused(e
     m = compile_model(model, "numpy")
     convs = [n.operator for n in m.graph.nodes if hasattr(n.operator, "filter_tensor")]
     assert len(convs) == 1 and convs[0].fused_activation is None
+    assert [type(n.operator) for n in m.graph.nodes].count(dml.ActivationReluOperatorDesc) == 1
     x = np.random.default_rng(2).standard_normal((1, 1, 4, 4)).astype(np.float32)
     refs = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, {"x": x})
@@ -331,14 +332,17 @@ def test_errors_name_the_node_and_attribute(change, message):
     ("Relu", lambda v: np.maximum(v, 0)), ("Sigmoid", lambda v: 1 / (1 + np.exp(-v))),
     ("LeakyRelu", lambda v: np.where(v > 0, v, 0.01 * v))])
 def test_an_activation_with_nothing_to_fuse_into_is_exact(op, formula):
-    """A standalone activation is ADD1 of the tensor and -0.0 with the activation fused:
-    ``x + -0.0`` is ``x`` (a -0.0 stays -0.0), so the activation sees the tensor exactly."""
+    """A standalone activation is DirectML's activation operator over the tensor (no constant
+    operand): it sees the tensor exactly, a -0.0 stays -0.0."""
     node = helper.make_node(op, ["x"], ["y"], name="r")
     g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.FLOAT, [5])],
                           [helper.make_tensor_value_info("y", TP.FLOAT, [5])])
     x = np.array([-0.0, 0.0, -2.5, 3.0, 1e-30], np.float32)
     for device in ("numpy", "cpu"):
-        y = compile_model(helper.make_model(g), device)(x)
+        m = compile_model(helper.make_model(g), device)
+        (only,) = [n.operator for n in m.graph.nodes]
+        assert isinstance(only, dml.ops.activation.ActivationDesc) and not only.fused
+        y = m(x)
         np.testing.assert_allclose(y, formula(x), rtol=1e-6)
         if op == "LeakyRelu":
             assert np.signbit(y[0]) and not np.signbit(y[1])  # -0.0 * 0.01 is -0.0

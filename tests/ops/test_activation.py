@@ -3,7 +3,7 @@ formula written independently here, fused after the bias, on every device (the j
 both variants, and CUDA on the simulator); and the one function contract the formulas share."""
 import ast
 import math
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, replace
 
 import numpy as np
 import pytest
@@ -122,3 +122,127 @@ def test_clip_with_min_equal_to_max_is_valid_and_constant(device):
     y = dml.convolution(x.reshape(1, 1, 3), np.ones((1, 1, 1), np.float32),
                         fused_activation=act, device=device)
     assert y.ravel().tolist() == [0.5, 0.5, 0.5]
+
+
+# -- the activations as operators of their own (DML_ACTIVATION_*, ELEMENT_WISE_CLIP) ----------
+
+def _standalone(cls, values, dtype, shape, strides=None):
+    t = dml.TensorDesc(dml.DataType.from_numpy(np.dtype(dtype)), shape, strides)
+    return cls(**values, input_tensor=t,
+               output_tensor=dml.TensorDesc(t.data_type, shape))
+
+
+def _points(dtype, shape=(2, 3, 5)):
+    """Random values, with the table's kinks and thresholds among them (0, -0, +-0.4, 0.3)."""
+    x = (np.random.default_rng(11).standard_normal(shape) * 2).astype(dtype)
+    x.flat[:6] = [0.0, -0.0, 0.4, -0.4, 1.0, 0.3]
+    return x
+
+
+@pytest.mark.parametrize("row,variant", sampled(
+    ACTIVATION_RUNS, lambda run: f"{run[0][0].__name__}-{run[1]}",
+    lambda run: run[1] != "cpu-parallel" or run[0][0] in PARALLEL_ACTIVATIONS))
+def test_every_activation_as_an_operator_of_its_own(row, variant):
+    """The standalone form (both tensors given) with every parameter off its default, against
+    the independent formula, in float64."""
+    cls, values, formula = row
+    device, options = VARIANTS[variant]
+    x = _points(np.float64)
+    op = dml.compile_operator(_standalone(cls, values, np.float64, x.shape), device, **options)
+    np.testing.assert_allclose(op(x), formula(x, **values), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("cls,values,formula", TABLE, ids=IDS)
+def test_every_activation_as_an_operator_of_its_own_on_cuda(cls, values, formula):
+    x = _points(np.float64, (2, 3))
+    op = dml.compile_operator(_standalone(cls, values, np.float64, x.shape), "cuda")
+    np.testing.assert_allclose(op(x), formula(x, **values), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("cls,values,formula", [TABLE[1], TABLE[5], TABLE[16], TABLE[17]],
+                         ids=lambda v: getattr(v, "__name__", ""))
+def test_float32_and_float16(cls, values, formula, dtype, device):
+    """float16 is computed in float32 and rounded once: within half a float16 ulp of the exact
+    value rounded (one ulp); float32 within a few of its own."""
+    x = _points(dtype)
+    y = dml.compile_operator(_standalone(cls, values, dtype, x.shape), device)(x)
+    assert y.dtype == dtype
+    exact = formula(x.astype(np.float64), **values)
+    if dtype == np.float16:
+        np.testing.assert_allclose(y.astype(np.float64), exact.astype(dtype).astype(np.float64),
+                                   rtol=2 ** -10, atol=2 ** -24)
+    else:
+        np.testing.assert_allclose(y, exact, rtol=4e-7, atol=1e-30)
+
+
+def test_a_broadcast_input_and_a_bound_buffer(device):
+    """DirectML's broadcasting: an input of strides 0 bound to a 1-D buffer reads each of its
+    elements for every row."""
+    buf = np.array([-1.5, -0.2, 0.0, 2.5], np.float32)
+    desc = _standalone(dml.ActivationEluOperatorDesc, {"alpha": 0.5}, np.float32, (3, 4), (0, 1))
+    y = dml.compile_operator(desc, device)(buf)
+    row = np.where(buf >= 0, buf, 0.5 * np.expm1(buf.astype(np.float64)))
+    np.testing.assert_allclose(y, np.broadcast_to(row, (3, 4)), rtol=1e-6)
+
+
+def test_the_fused_form_is_refused_as_an_operator_and_the_standalone_one_as_fused():
+    """One struct for both uses, as in DirectML: without tensors it is a fused activation
+    (compile_operator and a graph refuse it, naming what to give); with them an operator (a
+    convolution refuses it as its fused activation)."""
+    relu = dml.ActivationReluOperatorDesc()
+    with pytest.raises(dml.ValidationError, match=r"compile_operator.desc.output_tensor: None "
+                                                  r"is invalid; expected a TensorDesc \("
+                                                  r"ActivationReluOperatorDesc without tensors"):
+        dml.compile_operator(relu, "cpu")
+    with pytest.raises(dml.ValidationError, match=r"OperatorGraphNodeDesc.operator: .* is "
+                                                  r"invalid; expected an operator with its"):
+        dml.OperatorGraphNodeDesc(relu)
+    x = np.ones((1, 1, 3), np.float32)
+    standalone = dml.functional.activation_desc(x, relu)
+    assert not standalone.fused and relu.fused and standalone != relu
+    assert repr(relu) == "ActivationReluOperatorDesc()"  # the fused form's null tensors unshown
+    with pytest.raises(dml.ValidationError, match=r"convolution.fused_activation.input_tensor: "
+                                                  r".* is invalid; expected None"):
+        dml.convolution(x, np.ones((1, 1, 1), np.float32), fused_activation=standalone)
+
+
+def test_an_output_overlapping_the_input_is_refused(device):
+    x = _points(np.float32)
+    op = dml.compile_operator(_standalone(dml.ActivationReluOperatorDesc, {}, np.float32,
+                                          x.shape), device)
+    with pytest.raises(dml.ValidationError, match="overlapping input 0"):
+        op(x, out=x)
+    assert x.flat[3] == np.float32(-0.4)  # nothing written
+
+
+def test_names_and_parameters():
+    """Each activation by DirectML's name, lower case, its parameters in field order (clip's
+    optional scale and bias as two more); the functional layer takes either form."""
+    from dml_numba.ops.activation import BY_NAME
+
+    assert list(BY_NAME.values()) == list(dml.FUSABLE_ACTIVATIONS)
+    assert {"relu", "leaky_relu", "hard_sigmoid", "scaled_elu", "parametric_softplus",
+            "clip"} <= set(BY_NAME)
+    for cls, values, _ in TABLE:
+        act = cls(**values)
+        named = dml.functional.activation_desc(np.zeros(2, np.float32),
+                                               act.activation_name(), act.parameters())
+        assert replace(named, input_tensor=None, output_tensor=None) == act
+    with pytest.raises(dml.ValidationError, match="activation.parameters: .* expected None "
+                                                  "with an activation descriptor"):
+        dml.activation(np.zeros(2, np.float32), dml.ActivationReluOperatorDesc(), [1.0])
+
+
+@pytest.mark.parametrize("cls,values,formula", TABLE, ids=IDS)
+def test_each_derivative_is_its_formula_s_slope(cls, values, formula):
+    """The gradient's derivative against central differences of the independent formula, on
+    points away from every kink of the table."""
+    from dml_numba.vectorized._activation import apply_formula
+
+    x = np.linspace(-3, 3, 61) + 0.013
+    h = 1e-6
+    slope = (formula(x + h, **values) - formula(x - h, **values)) / (2 * h)
+    got = apply_formula(cls(**values).derivative("x"), x)
+    np.testing.assert_allclose(got, slope, rtol=1e-6, atol=1e-7)
