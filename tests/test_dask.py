@@ -104,6 +104,10 @@ CASES = [
                                       device=DEVICE),
      lambda x: dml.batch_normalization(x, B[:3], B[1:] ** 2, B[:3], B[1:], 0.1, RELU,
                                        device=DEVICE), False),
+    ("activation by its name",
+     lambda x: dd.activation(x, "elu", [0.5], device=DEVICE),
+     lambda x: np.where(X >= 0, X, 0.5 * np.expm1(X.astype(np.float64))).astype(np.float32),
+     False),
     ("gemm with c", lambda x: dd.gemm(x, M2, B[:1], False, False, 0.5, 2.0, device=DEVICE),
      lambda x: dml.gemm(x, M2, B[:1], False, False, 0.5, 2.0, device=DEVICE), False),
     ("gemm transposed a and b",
@@ -123,6 +127,7 @@ CASES = [
 #: chunking by default, every chunking and scheduler with --runslow
 BLOCKWISE = {"element-wise add of a broadcast bias, relu",
              "element-wise multiply of two chunked arrays", "batch normalization, relu",
+             "activation by its name",
              "gemm with c", "gemm transposed a and b", "join along the channels"}
 
 

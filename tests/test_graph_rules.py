@@ -150,7 +150,23 @@ def _pads_then_window(draw, shape):
                                                                pads[-1][0].output.sizes)]
 
 
-KINDS = {"zero": _zero_pad, "mode": _mode_pad, "slice": _slice, "tile": _tile, "conv": _conv,
+def _act(draw, shape):
+    """An activation of its own (what a fuse meets after a convolution, a pooling, another
+    activation)."""
+    act = draw(st.sampled_from([dml.ActivationReluOperatorDesc(),
+                                dml.ActivationSigmoidOperatorDesc(),
+                                dml.ActivationEluOperatorDesc(0.5)]))
+    return FD.activation_desc(_x(shape), act), []
+
+
+def _window_then_act(draw, shape):
+    """A window and an activation of its output (a fuse, or a blocker: a pooling has no slot,
+    a convolution may have its activation already)."""
+    window = draw(st.sampled_from([_conv, _conv, _pool]))(draw, shape)
+    return [window, _act(draw, window[0].output.sizes)]
+
+
+KINDS = {"act": _act, "conv-act": _window_then_act, "zero": _zero_pad, "mode": _mode_pad, "slice": _slice, "tile": _tile, "conv": _conv,
          "lp": _lp, "pool": _pool, "pads": _pads_stacked, "crop": _window_then_slice,
          "padded": _pads_then_window}
 
@@ -299,7 +315,7 @@ def test_the_random_graphs_trigger_every_rule_and_every_blocker():
                     rule.apply(work, k)
 
     tally()
-    assert applied == {"absorb", "fold", "crop", "chain"}
+    assert applied == {"fuse", "absorb", "fold", "crop", "chain"}
     every = {(r.name, name) for phase in rules.PHASES for r in phase for name, _ in
              r.preconditions}
     every -= {("absorb", "the window's padding reads zeros")}  # (no such window yet: unit test)
@@ -309,7 +325,8 @@ def test_the_random_graphs_trigger_every_rule_and_every_blocker():
 # -- each precondition removed: the random graphs fail --------------------------------------------
 
 #: for each rule, the kinds of node that make its triggers and blockers likely
-TARGETS = {"absorb": ("zero", "mode", "conv", "lp", "pool", "slice", "pads", "padded"),
+TARGETS = {"fuse": ("conv-act", "conv-act", "act", "conv", "pool", "tile"),
+           "absorb": ("zero", "mode", "conv", "lp", "pool", "slice", "pads", "padded"),
            "fold": ("zero", "mode", "conv", "lp", "pool", "pads", "padded"),
            "crop": ("crop", "crop", "conv", "lp", "pool", "slice", "mode", "tile"),
            "chain": ("zero", "mode", "slice", "tile", "lp")}
@@ -386,7 +403,7 @@ def _conv_on(shape, pads=0, strides=1):
 
 ZERO = FD.padding_desc(_x(X), (0, 0, 1, 1), (0, 0, 1, 1))
 REFLECT = FD.padding_desc(_x(X), (0, 0, 1, 1), (0, 0, 1, 1), P.REFLECTION)
-ABSORB, FOLD, CROP, CHAIN = (r for phase in rules.PHASES for r in phase)
+FUSE, ABSORB, FOLD, CROP, CHAIN = (r for phase in rules.PHASES for r in phase)
 
 
 @pytest.mark.parametrize("graph, k, why", [
@@ -504,6 +521,40 @@ SLICE = FD.slice1_desc(_x((1, 2, 6, 12)), (0, 0, 0, 0), (1, 2, 6, 12), (1, 1, 1,
 ])
 def test_chain_preconditions_one_by_one(graph, k, why):
     assert _refusal(CHAIN, graph, k) == why
+
+
+RELU_ON = FD.activation_desc(_x((1, 2, 6, 6)), "relu")
+
+
+@pytest.mark.parametrize("graph, k, why", [
+    (_graph(_CONV, RELU_ON), 1, None),
+    (_graph(_CONV, FD.tile_desc(_x((1, 2, 6, 6)), (1, 1, 1, 1))), 1,
+     "the node is an activation of its own"),
+    (_graph(FD.convolution_desc(_x(X), W, start_padding=1, end_padding=1,
+                                fused_activation=dml.ActivationSigmoidOperatorDesc()), RELU_ON),
+     1, "the producer has an empty fused-activation slot"),
+    (_graph(FD.max_pooling_desc(_x(X), (1, 1)), RELU_ON), 1,
+     "the producer has an empty fused-activation slot"),
+    (_graph(_CONV, RELU_ON, outputs=[0, 1]), 1, "the producer is no graph output"),
+    (_graph(_CONV, RELU_ON, extra_readers=[(FD.tile_desc(_x((1, 2, 6, 6)), (1, 1, 1, 1)), 0)]),
+     1, "the producer is read by this node alone"),
+])
+def test_fuse_preconditions_one_by_one(graph, k, why):
+    assert _refusal(FUSE, graph, k) == why
+
+
+def test_a_fused_activation_is_one_step_and_right_on_every_device():
+    """conv -> relu -> sigmoid: one step, the convolution with the relu fused (the sigmoid
+    then stays: the slot is taken), equal to the nodes one by one."""
+    g = _graph(_CONV, RELU_ON, FD.activation_desc(_x((1, 2, 6, 6)), "sigmoid"))
+    steps = plan(g, device="cpu")
+    assert len(steps) == 2 and steps[0].op.fused_activation == dml.ActivationReluOperatorDesc()
+    assert steps[0].nodes == (0, 1) and steps[1].nodes == (2,)
+    x = np.random.default_rng(0).standard_normal(X).astype(np.float32)
+    ref = 1 / (1 + np.exp(-np.maximum(dml.convolution(x, W, start_padding=1, end_padding=1,
+                                                      device="numpy"), 0)))
+    for device in ("numpy", "cpu"):
+        assert_close(dml.compile_graph(g, device)(x, W), ref, np.float32)
 
 
 def test_a_deep_chain_plans_and_compiles_in_one_step():

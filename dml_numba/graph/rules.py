@@ -16,16 +16,18 @@ One word per rewrite, here and in ``docs/GRAPHS.md``:
 * **crop**: a slice with positive strides after a window becomes the window's strides and start
   padding: only the windows the slice keeps are computed;
 * **chain**: data-movement nodes, each read by the next alone, become one gather
-  (:class:`~dml_numba.ops.gather_chain.GatherChainDesc`).
+  (:class:`~dml_numba.ops.gather_chain.GatherChainDesc`);
+* **fuse**: an activation of its own (``as_fused_activation()``), after an operator whose
+  ``fused_activation`` slot is empty, becomes that operator's fused activation.
 
 Absorb and fold change what the window reads, not what it writes: the padding node stays
-wherever anything else reads it (or it is a graph output). Crop and chain remove a node's
+wherever anything else reads it (or it is a graph output). Crop, chain and fuse remove a node's
 output: they need that node to be no graph output and read by the rewritten node alone.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .._registry import option_values
 from ..ops._base import FOLDS, PAD_KINDS
@@ -341,9 +343,38 @@ class Chain(Rule):
                          (work.nodes[k].chain or (work.nodes[k].op,))}
 
 
-#: the rules in phases, each applied to a fixed point before the next: the window rules first
-#: (a padding or slice next to a window is worth more there than in a chain), then chains
-PHASES = ((Absorb(), Fold(), Crop()), (Chain(),))
+class Fuse(Rule):
+    """An activation of its own after an operator that takes a fused activation and has none:
+    the operator applies it as it stores its output (one pass over memory fewer). The
+    operator's result is the activation's input alone (no graph output, no other reader), and
+    its output tensor becomes the activation's (same sizes and type)."""
+
+    name = "fuse"
+    removes = whole = True
+    preconditions = (
+        ("the node is an activation of its own",
+         lambda w, k, p: w.nodes[k].op.as_fused_activation() is not None),
+        ("the producer has an empty fused-activation slot",
+         lambda w, k, p: "fused_activation" in getattr(w.nodes[p].op, "__dataclass_fields__",
+                                                       ()) and
+         w.nodes[p].op.fused_activation is None),
+        _PRODUCER_NOT_OUTPUT,
+        _READ_ALONE,
+    )
+
+    def rewrite(self, work, k, p):
+        op, act = work.nodes[p].op, work.nodes[k].op
+        return replace(op, fused_activation=act.as_fused_activation(),
+                       **{op.output_field: act.output})
+
+    def changes(self, work, k, p):
+        return {"options": work.nodes[p].options}
+
+
+#: the rules in phases, each applied to a fixed point before the next: the window rules and
+#: the activations' fusion first (a padding or slice next to a window is worth more there than
+#: in a chain), then chains
+PHASES = ((Fuse(), Absorb(), Fold(), Crop()), (Chain(),))
 
 
 def apply_rules(work: Work, order, phases=PHASES) -> None:

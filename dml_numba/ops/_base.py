@@ -80,6 +80,12 @@ class OperatorDesc:
         except ValidationError:
             return None
 
+    def as_fused_activation(self):
+        """The fused form of this operator where it is an activation of its own (one formula
+        applied to each element of its one input: what an operator's ``fused_activation``
+        slot takes), else None (the trait the graph's fuse rule reads)."""
+        return None
+
     #: each output batch element depends on the same input batch element alone (and on the
     #: other inputs, filters and biases, whole): Dask blocks may run it on a range of the batch
     batch_separable: ClassVar[bool] = False

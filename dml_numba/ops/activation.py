@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from .._dtypes import FLOAT_TYPES
 from ..tensor import TensorDesc
@@ -90,6 +90,9 @@ class ActivationDesc(OperatorDesc, abstract=True):
     def fused(self) -> bool:
         """Whether this is the fused form (no tensors: an operator's ``fused_activation``)."""
         return self.input_tensor is None
+
+    def as_fused_activation(self):
+        return None if self.fused else replace(self, input_tensor=None, output_tensor=None)
 
     def parameters(self) -> tuple:
         """The parameters in field order (ELEMENT_WISE_CLIP's scale and bias last, where
