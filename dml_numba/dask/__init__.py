@@ -27,8 +27,9 @@ How each output block is made (nothing is ever materialised whole):
 * **Max and average pooling**: the same halos as LP pooling, each block run with its own
   padding (their padding is not zeros to pad in: a maximum never takes it, an average that
   does not count it divides by fewer taps).
-* **Element-wise operators, the activations and batch normalization**: block by block (operands broadcast and
-  cut like the first one; batch normalization's parameters whole, the channel axis whole).
+* **Element-wise operators, the activations and batch normalization**: block by block
+  (operands broadcast and cut like the first one; batch normalization's parameters whole, the
+  channel axis whole).
 * **GEMM**: block by block along the batch axes and M, K and N whole; **join**: Dask's own
   concatenation of the inputs' blocks (nothing to compute), checked as DirectML's JOIN.
 * A block whose window lies wholly in the padding (padding wider than the kernel, or gaps of a
