@@ -167,8 +167,8 @@ def _window_then_act(draw, shape):
 
 
 KINDS = {"act": _act, "conv-act": _window_then_act, "zero": _zero_pad, "mode": _mode_pad,
-         "slice": _slice, "tile": _tile, "conv": _conv, "lp": _lp, "pool": _pool, "pads": _pads_stacked, "crop": _window_then_slice,
-         "padded": _pads_then_window}
+         "slice": _slice, "tile": _tile, "conv": _conv, "lp": _lp, "pool": _pool,
+         "pads": _pads_stacked, "crop": _window_then_slice, "padded": _pads_then_window}
 
 
 def _bind(params, arrays):
