@@ -148,6 +148,33 @@ def run(quick: bool = False) -> Table:
                             repeat=repeat)
         table.add("", "", "padding, then the convolution", _fmt(b * 1e3), _fmt(b / a), "")
 
+    # 2b. a convolution, then an activation of its own: the fuse rule
+    w = (rng.standard_normal((64, 64, 3, 3)) * 0.1).astype(np.float32)
+    c = dml.functional.convolution_desc(x, w, start_padding=(1, 1), end_padding=(1, 1))
+    act = dml.functional.activation_desc(np.empty(c.output.sizes, np.float32), "relu")
+    g = _chain(c, act)
+    fused, unfused = dml.compile_graph(g, "cpu"), dml.compile_graph(g, "cpu", fuse=False)
+    assert len(fused.steps) == 1 and len(unfused.steps) == 2
+    out = np.empty(c.output.sizes, np.float32)
+    np.testing.assert_allclose(fused(x, w, out=out), np.maximum(dml.convolution(
+        x, w, start_padding=1, end_padding=1), 0), rtol=1e-4, atol=1e-4)
+    a, b = paired_times(lambda: fused(x, w, out=out), lambda: unfused(x, w, out=out),
+                        repeat=repeat)
+    table.add(f"dense 64->64 3x3 -> ReLU of its own (fused into it), {shape}", _fmt(a * 1e3),
+              "the two operators one by one", _fmt(b * 1e3), _fmt(b / a), "> 1")
+    relu_op = dml.compile_operator(dml.functional.activation_desc(x, "relu"), "cpu")
+    y = np.empty(shape, np.float32)
+    src, dst = np.ones(x.size, np.float32), np.empty(x.size, np.float32)
+    a, b = paired_times(lambda: relu_op(x, out=y), lambda: _parallel_copy(src, dst),
+                        repeat=repeat)
+    table.add(f"ReLU of its own, {shape}", _fmt(a * 1e3), "a parallel copy (the memory limit)",
+              _fmt(b * 1e3), _fmt(b / a), ">= 0.83")
+    if torch is not None:
+        tx = torch.from_numpy(x)
+        a, b = paired_times(lambda: relu_op(x, out=y), lambda: torch.relu(tx), repeat=repeat)
+        table.add("", "", f"PyTorch {torch.__version__} relu", _fmt(b * 1e3), _fmt(b / a),
+                  ">= 1")
+
     # 3. the whole pipeline
     w = (rng.standard_normal((64, 1, 3, 3)) * 0.3).astype(np.float32)
     c = dml.functional.convolution_desc(xp, w, group_count=64, fused_activation=relu)
