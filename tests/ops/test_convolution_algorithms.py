@@ -5,6 +5,7 @@ tests of its own in test_convolution_blocked.py)."""
 import json
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
 
@@ -53,9 +54,9 @@ def test_unpadded_stride1_1x1_skips_im2col():
     assert not dml.compile_operator(desc2, "cpu", algorithm="gemm").kernel.skip_im2col
 
 
-@pytest.mark.parametrize("name, helpers", [("conv-fwd-groups", ["im2col", "epilogue"]),
-                                           ("conv-fwd-1x1-groups", ["epilogue"]),
-                                           ("conv-fwd-clip-nobias", ["im2col", "epilogue"]),
+@pytest.mark.parametrize("name, helpers", [("conv-fwd-groups", ["im2col", "product"]),
+                                           ("conv-fwd-1x1-groups", ["product"]),
+                                           ("conv-fwd-clip-nobias", ["im2col", "product"]),
                                            ("conv-bwd-3d-f64-nobias-batch3", ["col2im"])])
 @pytest.mark.parametrize("parallel", [False, True])
 def test_a_gemm_kernel_names_the_generated_kernels_it_runs(name, helpers, parallel):
@@ -80,6 +81,37 @@ def test_the_source_of_every_kernel_is_emitted_from_its_key_alone(name, algorith
     op = dml.compile_operator(desc, "cpu", algorithm=algorithm, parallel=False)
     keys = op.kernel.compiled_keys()
     assert keys and "\n".join(cpu_conv.emit(k) for k in keys) == op.source
+
+
+@pytest.mark.parametrize("cout, groups", [(5, 1), (6, 2), (1, 1)])
+def test_the_gemm_product_split_into_slabs_of_output_channels(cout, groups):
+    """One image and group, more threads than items: each (image, group) is cut into slabs of
+    output channels (uneven ones, more slabs than a group has channels), each a BLAS call and
+    its rows' bias and activation; every split gives the brute-force loops' result."""
+    from tests.helpers import brute_conv_forward
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 4, 5, 6)).astype(np.float32)
+    w = rng.standard_normal((cout, 4 // groups, 3, 2)).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32)
+    desc = dml.functional.convolution_desc(x, w, b.reshape(1, cout, 1, 1), start_padding=(1, 0),
+                                           group_count=groups,
+                                           fused_activation=dml.ActivationEluOperatorDesc(0.5))
+    kernel = cpu_conv.make_kernel(desc, {"algorithm": "gemm", "parallel": True})
+    pre = brute_conv_forward(x.astype(np.float64), w.astype(np.float64), b, (1, 1), (1, 1),
+                             (1, 0), groups=groups, out_spatial=desc.output.sizes[2:])
+    ref = np.where(pre >= 0, pre, 0.5 * np.expm1(pre))
+    mg = cout // groups
+    assert kernel._slabs(groups, mg) == (1 if groups >= numba.get_num_threads() else
+                                        min(mg, -(-numba.get_num_threads() // groups)))
+    cols = np.empty((1, groups, 4 // groups * 6, int(np.prod(desc.output.sizes[2:]))),
+                    np.float32)
+    kernel.im2col(x, 0, cols)
+    for slabs in range(1, mg + 3):
+        y = np.full(desc.output.sizes, np.nan, np.float32)
+        kernel.product(w.reshape(groups, mg, -1), cols, b.reshape(1, cout, 1, 1),
+                       y.reshape(1, groups, mg, -1), slabs)
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5, err_msg=f"{slabs} slabs")
 
 
 @pytest.mark.parametrize("name", ["conv-fwd-groups", "conv-bwd-groups-outpad"])

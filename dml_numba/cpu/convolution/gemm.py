@@ -1,15 +1,20 @@
-"""``algorithm="gemm"``: the work goes to BLAS (NumPy's ``matmul``, in the calling thread:
-:func:`dml_numba._blas.one_thread`), with generated kernels (parallel or not) around it.
-FORWARD: a batched im2col (skipped for unpadded stride-1 1x1 convolutions, whose input already
-is the matrix), one ``matmul`` per image and group written straight into the output,
-then a fused bias + activation pass. BACKWARD: ``matmul`` of the transposed filter with the input
-gives every tap's contribution ("columns"), then col2im gathers them per output element
-(race-free) with bias and activation fused in. CONVOLUTION mode flips the filter once per call.
+"""``algorithm="gemm"``: the work goes to BLAS, in the calling threads
+(:func:`dml_numba._blas.one_thread`: BLAS's own thread pool would fight Numba's for the cores),
+with generated kernels (parallel or not) around it. FORWARD: a batched im2col (skipped for
+unpadded stride-1 1x1 convolutions, whose input already is the matrix), then the ``product``
+kernel: Numba's parallel loop over (image, group, slab of output channels), each item BLAS's
+product of its slab of filter rows with the image's columns (``np.dot``, written straight into
+the output) and then the slab's bias and activation while it is in cache: both cores run BLAS
+where one image and group would leave one idle. BACKWARD: ``matmul`` of the transposed filter
+with the input gives every tap's contribution ("columns"), then col2im gathers them per output
+element (race-free) with bias and activation fused in. CONVOLUTION mode flips the filter once
+per call.
 """
 from __future__ import annotations
 
 from contextlib import ExitStack
 
+import numba
 import numpy as np
 
 from ... import _blas
@@ -20,8 +25,8 @@ from ..._dtypes import accumulator
 from ...elements import open_window_loops
 from ...elements.convolution import conv_epilogue
 from ...ops.convolution import ConvolutionDirection, ConvolutionMode, geometry
-from .._emit import build_variants, header
-from .base import ConvolutionKernel
+from .._emit import build_variants, header, resolve_parallel
+from .base import ConvolutionKernel, conv_work
 
 #: bound on the im2col / columns buffer of one call; larger batches are processed in chunks
 #: (one 3x3 64-channel 56x56 image: cache-friendly)
@@ -122,39 +127,57 @@ def emit_col2im(key) -> str:
     return w.text()
 
 
-def emit_epilogue(key) -> str:
-    """In place on y viewed (N, M, spatial): v = act(y + b[m])."""
+def emit_product(key) -> str:
+    """y[nn, g, m, :] = act(w[g, m, :] @ cols[nn, g] + b[g*Mg + m]) for a chunk of images: the
+    items (image, group, slab of ``slabs`` of the group's output channels) in the parallel loop,
+    each one BLAS call (``np.dot`` into its rows of y) and its rows' epilogue."""
     d = key.desc
-    n_, cout = d.output_tensor.sizes[:2]
+    g = d.group_count
+    mg = d.output_tensor.sizes[1] // g
     inner = prod(d.output_tensor.sizes[2:])
     nd = d.input_tensor.rank - 2
+    epilogue = d.bias_tensor is not None or d.fused_activation is not None
     w = SourceWriter()
     loop = header(w, key)
-    args = "b, y" if d.bias_tensor is not None else "y"
+    args = "w, cols, b, y, slabs" if d.bias_tensor is not None else "w, cols, y, slabs"
     with w.block(f"def kernel({args}):"):
-        with w.block(f"for f in {loop}({n_ * cout}):"):
-            decompose(w, "f", ["n", "m"], [n_, cout])
-            if d.bias_tensor is not None:
-                w(f"bm = b[{index(0, 'm', *([0] * nd))}]")
-            with w.block(f"for j in range({inner}):"):
-                conv_epilogue(w, d, "y[n, m, j]", "y[n, m, j]", bias="bm")
+        w(f"step = ({mg} + slabs - 1) // slabs")
+        with w.block(f"for q in {loop}(cols.shape[0] * {g} * slabs):"):
+            w(f"nn = q // ({g} * slabs)")
+            w(f"r = q - nn * ({g} * slabs)")
+            w("g = r // slabs")
+            w("s = r - g * slabs")
+            w("m0 = s * step")
+            w(f"m1 = min({mg}, m0 + step)")
+            with w.block("if m0 < m1:"):
+                w("np.dot(w[g, m0:m1], cols[nn, g], y[nn, g, m0:m1])")
+                if epilogue:
+                    with w.block("for mm in range(m0, m1):"):
+                        if d.bias_tensor is not None:
+                            w(f"bm = b[{index(0, f'g * {mg} + mm', *([0] * nd))}]")
+                        with w.block(f"for j in range({inner}):"):
+                            conv_epilogue(w, d, "y[nn, g, mm, j]", "y[nn, g, mm, j]",
+                                          bias="bm")
     return w.text()
 
 
 class GemmKernel(ConvolutionKernel):
     """BLAS with the generated helpers around it (:meth:`run` drives them; their keys are its
-    :meth:`compiled_keys`); the helpers are serial unless forced (``parallel=True``), BLAS
-    runs in the calling thread (:mod:`dml_numba._blas`): two thread pools handing the cores
-    back and forth cost more than either gains (``benchmarks/HISTORY.md``)."""
+    :meth:`compiled_keys`). BLAS runs in the threads that call it (:mod:`dml_numba._blas`):
+    two thread pools handing the cores back and forth cost more than either gains
+    (``benchmarks/HISTORY.md``); the FORWARD product's items spread its calls over Numba's
+    threads (parallel by the convolution's work, as the other algorithms' kernels), im2col and
+    col2im are serial unless forced (``parallel=True``)."""
 
     algorithm = "gemm"
-    emitters = {"im2col": emit_im2col, "col2im": emit_col2im, "epilogue": emit_epilogue}
+    emitters = {"im2col": emit_im2col, "col2im": emit_col2im, "product": emit_product}
 
     def __init__(self, desc, options, plan=None):  # BLAS chooses its own blocking: no plan
         d, geo = desc, geometry(desc)
         self.desc = desc
         self.acc = accumulator(d.input_tensor.data_type)
         self.parallel = bool(options.get("parallel"))
+        self.product_parallel = resolve_parallel(options.get("parallel"), conv_work(d))
         self._keys = []
         self.skip_im2col = geo.forward and geo.taps == 1 and all(
             s == 1 for s in d.strides) and not any(d.start_padding + d.end_padding)
@@ -167,18 +190,18 @@ class GemmKernel(ConvolutionKernel):
         self._sources = []
         acc, i64, rank = self.acc, np.dtype(np.int64), d.input_tensor.rank
         bias_arg = [(acc, rank)] if d.bias_tensor is not None else []
-        self.im2col = self.epilogue = self.col2im = None
+        self.im2col = self.product = self.col2im = None
         if geo.forward:
             if not self.skip_im2col:
                 self.im2col = self._helper("im2col", [(acc, rank), (i64, 0), (acc, 4)])
-            if d.bias_tensor is not None or d.fused_activation is not None:
-                self.epilogue = self._helper("epilogue", bias_arg + [(acc, 3)])
+            self.product = self._helper("product", [(acc, 3), (acc, 4)] + bias_arg + [
+                (acc, 4), (i64, 0)], self.product_parallel)
         else:
             self.col2im = self._helper("col2im", [(acc, 4), (i64, 0)] + bias_arg + [(acc, rank)])
         self.source = "\n".join(self._sources)
 
-    def _helper(self, name, arg_types):
-        key = KernelKey("cpu", self.desc, name, self.parallel)
+    def _helper(self, name, arg_types, parallel=None):
+        key = KernelKey("cpu", self.desc, name, self.parallel if parallel is None else parallel)
         source = emit(key)
         self._keys.append(key)
         self._sources.append(source)
@@ -210,17 +233,23 @@ class GemmKernel(ConvolutionKernel):
         size_in, size_out = prod(x.shape[2:]), prod(y.shape[2:])
         wg = w.reshape(g, cout // g, cin // g * taps)
         yv = y.reshape(n_, g, cout // g, size_out)
+        bias = (b,) if b is not None else ()
         if self.skip_im2col:
-            np.matmul(wg, x.reshape(n_, g, cin // g, size_in), out=yv)
+            self.product(wg, x.reshape(n_, g, cin // g, size_in), *bias, yv,
+                         self._slabs(n_ * g, cout // g))
         else:
             for n0 in range(0, n_, self.chunk):
                 n1 = min(n_, n0 + self.chunk)
                 cols = self.buffer((n1 - n0, g, cin // g * taps, size_out))
                 self.im2col(x, n0, cols)
-                np.matmul(wg, cols, out=yv[n0:n1])
-        if self.epilogue is not None:
-            flat = y.reshape(n_, cout, size_out)
-            self.epilogue(*((b, flat) if b is not None else (flat,)))
+                self.product(wg, cols, *bias, yv[n0:n1], self._slabs((n1 - n0) * g, cout // g))
+
+    def _slabs(self, items: int, rows: int) -> int:
+        """How many slabs of its output channels each (image, group) is cut into: enough for
+        every thread of the parallel product to have an item (one slab where the images and
+        groups already give every thread one)."""
+        threads = numba.get_num_threads() if self.product_parallel else 1
+        return 1 if items >= threads else max(1, min(rows, -(-threads // items)))
 
     def _backward(self, x, w, b, y):
         g = self.desc.group_count
