@@ -1,7 +1,7 @@
 """Convolution on the "cpu" device against PyTorch CPU (oneDNN) and the machine's own FMA peak,
 float32, ResNet-like shapes; GFLOP/s counts 2 flops per multiply-add.
 
-    python3 -m benchmarks.bench_convolution [--quick] [--grid]
+    python3 -m benchmarks.bench_convolution [--quick] [--grid | --gemm]
 
 * the main table: every workload with the algorithm chosen automatically (and which ran), its
   GFLOP/s and fraction of the measured FMA peak, the ratio against PyTorch (PyTorch time / ours,
@@ -10,7 +10,10 @@ float32, ResNet-like shapes; GFLOP/s counts 2 flops per multiply-add.
   ceiling any convolution here can reach;
 * ``--grid``: every algorithm on a grid of shapes (batch 1 and 8; channels 16 to 512; kernels 1,
   3, 5, 7; strides 1 and 2; dense, 8 groups, depthwise; 1-D, 2-D, 3-D), the fastest, and what
-  the automatic choice picked (the crossover table).
+  the automatic choice picked (the crossover table);
+* ``--gemm``: the ``gemm`` algorithm (BLAS, its product spread over Numba's threads) on layers
+  of small planes, against the static choice and against NumPy's own ``matmul`` of the same
+  matrices on BLAS's own threads (the product alone: the ceiling of a BLAS-bound layer).
 """
 from __future__ import annotations
 
@@ -220,9 +223,52 @@ def grid(quick: bool = False) -> Table:
     return table
 
 
+#: (batch, in, out, plane, kernel, stride): ResNet-18's stride-2 downsamples and last 3x3,
+#: MobileNetV2's 1x1 layers on small planes
+GEMM_LAYERS = [(1, 64, 128, 56, 1, 2), (1, 128, 256, 28, 1, 2), (1, 256, 512, 14, 1, 2),
+               (1, 320, 1280, 7, 1, 1), (1, 96, 576, 14, 1, 1), (1, 512, 512, 7, 3, 1),
+               (8, 64, 128, 56, 1, 2), (8, 320, 1280, 7, 1, 1)]
+
+
+def gemm_layers(quick: bool = False) -> Table:
+    """The ``gemm`` algorithm (bias, ReLU6) against the static choice and NumPy's ``matmul`` of
+    the 1x1 layers' matrices (BLAS on its own threads, no epilogue), medians sampled in turn,
+    the weights frozen as a model's are."""
+    from benchmarks._harness import paired_times
+    from dml_numba._frozen import freeze
+
+    rng = np.random.default_rng(0)
+    table = Table("The gemm algorithm on small planes, float32, 'cpu' device (ms)",
+                  ["layer", "gemm", "static choice", "its ms", "NumPy matmul (1x1)"])
+    clip = dml.ElementWiseClipOperatorDesc(0.0, 6.0)
+    for n, cin, cout, hw, k, st in GEMM_LAYERS[:3] if quick else GEMM_LAYERS:
+        x = rng.standard_normal((n, cin, hw, hw)).astype(np.float32)
+        # frozen, as a model's weights are: the blocked kernel packs its filter once
+        w = freeze((rng.standard_normal((cout, cin, k, k)) * 0.1).astype(np.float32))
+        b = freeze(rng.standard_normal((1, cout, 1, 1)).astype(np.float32))
+        desc = dml.functional.convolution_desc(x, w, b, strides=(st, st), start_padding=k // 2,
+                                               end_padding=k // 2, fused_activation=clip)
+        y = np.empty(desc.output.sizes, np.float32)
+        gemm, auto = (dml.compile_operator(desc, "cpu", **o) for o in ({"algorithm": "gemm"}, {}))
+        np.testing.assert_allclose(gemm(x, w, b), auto(x, w, b), rtol=1e-4, atol=1e-4)
+        a, c = paired_times(lambda: gemm(x, w, b, out=y), lambda: auto(x, w, b, out=y),
+                            repeat=31 if not quick else 9)
+        blas = "n/a"
+        if k == 1 and n == 1:
+            wm = w.reshape(cout, cin)
+            xm = np.ascontiguousarray(x[:, :, ::st, ::st]).reshape(cin, -1)
+            ym = np.empty((cout, xm.shape[1]), np.float32)
+            blas = f"{median_time(lambda: np.matmul(wm, xm, out=ym), repeat=31) * 1e3:.3f}"
+        table.add(f"{k}x{k} {cin}->{cout} stride {st} on {hw}x{hw}, N={n}", f"{a * 1e3:.3f}",
+                  auto.kernel.algorithm, f"{c * 1e3:.3f}", blas)
+    return table
+
+
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
     if "--grid" in sys.argv:
         print(grid(quick).markdown())
+    elif "--gemm" in sys.argv:
+        print(gemm_layers(quick).markdown())
     else:
         print(run(quick).markdown())
