@@ -93,7 +93,7 @@ def activation_desc(x, activation, parameters=None):
     """The descriptor :func:`activation` runs: the activation's standalone form over ``x``."""
     c = Checker("activation")
     if type(activation) in FUSABLE_ACTIVATIONS:
-        if parameters is not None and len(parameters):
+        if parameters is not None and np.size(parameters):
             c.fail("parameters", parameters, "expected None with an activation descriptor (its "
                    "parameters are its fields)")
         base = activation

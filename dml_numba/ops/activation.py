@@ -1,5 +1,6 @@
-"""The 18 activations DirectML can fuse into CONVOLUTION (docs/SEMANTICS.md §2), which are
-also operators of their own (DML_ACTIVATION_*_OPERATOR_DESC, ELEMENT_WISE_CLIP; §10).
+"""The 18 activations DirectML can fuse into CONVOLUTION, which are also operators of their own
+(DML_ACTIVATION_*_OPERATOR_DESC, ELEMENT_WISE_CLIP; docs/SEMANTICS.md §2, "Fusable
+activations").
 
 One frozen dataclass per DML desc, fields in DirectML's order, defaults from DirectMLX's
 ``dml::FusedActivation``. DirectML uses one struct for both uses: as an operator's
@@ -16,6 +17,8 @@ import math
 import re
 from dataclasses import dataclass, field, fields, replace
 
+import numpy as np
+
 from .._dtypes import FLOAT_TYPES
 from ..tensor import TensorDesc
 from ._base import OperatorDesc, check_same_type, check_tensor, check_type
@@ -31,6 +34,11 @@ FUNCTIONS = ("erf", "exp", "expm1", "fabs", "log1p", "tanh", "where")
 NULL_WHEN_FUSED = {"null_when_fused": True}
 
 
+def parameter_fields(activation) -> list:
+    """The fields of an activation (class or instance) that are parameters, not its tensors."""
+    return [f for f in fields(activation) if not f.metadata.get("null_when_fused")]
+
+
 @dataclass(frozen=True, repr=False)
 class ActivationDesc(OperatorDesc, abstract=True):
     """Base of the activation descriptors. ``expression`` returns source computing the
@@ -38,9 +46,9 @@ class ActivationDesc(OperatorDesc, abstract=True):
     its derivative with respect to ``x`` the same way.
 
     Fused form (both tensors None): only the parameters are read. Standalone form (both given):
-    ``output = f(input)`` element by element; FLOAT32 or FLOAT16 (computed in float32, rounded
-    once), the output of the input's type and sizes (the input may broadcast through strides of
-    0)."""
+    ``output = f(input)`` element by element; float types (FLOAT16 computed in float32 and
+    rounded once), the output of the input's type and sizes (the input may broadcast through
+    strides of 0)."""
 
     input_tensor: TensorDesc | None = field(default=None, kw_only=True, metadata=NULL_WHEN_FUSED)
     output_tensor: TensorDesc | None = field(default=None, kw_only=True,
@@ -50,9 +58,7 @@ class ActivationDesc(OperatorDesc, abstract=True):
     batch_separable = True
 
     def _validate(self, c):
-        for f in fields(self):
-            if f.metadata.get("null_when_fused"):
-                continue
+        for f in parameter_fields(self):
             v = getattr(self, f.name)
             if f.name == "scale_bias":
                 if v is not None:
@@ -96,11 +102,9 @@ class ActivationDesc(OperatorDesc, abstract=True):
 
     def parameters(self) -> tuple:
         """The parameters in field order (ELEMENT_WISE_CLIP's scale and bias last, where
-        given): what :meth:`from_name` takes back."""
+        given): what :func:`from_name` takes back."""
         values = []
-        for f in fields(self):
-            if f.metadata.get("null_when_fused"):
-                continue
+        for f in parameter_fields(self):
             v = getattr(self, f.name)
             values.extend(() if v is None else v if isinstance(v, tuple) else (v,))
         return tuple(values)
@@ -409,14 +413,16 @@ BY_NAME = {a.activation_name(): a for a in FUSABLE_ACTIVATIONS}
 
 def from_name(c, field: str, name, parameters=()) -> ActivationDesc:
     """The fused form of the activation named ``name`` (``"relu"``, ``"leaky_relu"``...) with
-    ``parameters`` in field order (those left out keep their defaults; ELEMENT_WISE_CLIP's
-    optional scale and bias as two more), checked with ``c`` naming ``field``."""
+    ``parameters`` in field order (a sequence, or one value for the first; those left out keep
+    their defaults; ELEMENT_WISE_CLIP's optional scale and bias as two more), checked with
+    ``c`` naming ``field``."""
     if not isinstance(name, str) or name.lower() not in BY_NAME:
         c.fail(field, name, "expected an activation descriptor or one of the names " +
                ", ".join(BY_NAME))
     cls = BY_NAME[name.lower()]
-    values = list(parameters if parameters is not None else ())
-    names = [f.name for f in fields(cls) if not f.metadata.get("null_when_fused")]
+    # a sequence, an array or one value (a scalar, a 0-d array) standing for the first
+    values = [] if parameters is None else list(np.ravel(np.asarray(parameters, dtype=object)))
+    names = [f.name for f in parameter_fields(cls)]
     if "scale_bias" in names and len(values) == len(names) + 1:
         values = values[:-2] + [tuple(values[-2:])]
     if len(values) > len(names):

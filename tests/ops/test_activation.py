@@ -3,13 +3,13 @@ formula written independently here, fused after the bias, on every device (the j
 both variants, and CUDA on the simulator); and the one function contract the formulas share."""
 import ast
 import math
-from dataclasses import MISSING, fields, replace
+from dataclasses import MISSING, replace
 
 import numpy as np
 import pytest
 
 import dml_numba as dml
-from dml_numba.ops.activation import FUNCTIONS
+from dml_numba.ops.activation import FUNCTIONS, parameter_fields
 from tests.helpers import brute_conv_forward, random_array, sampled
 
 _erf = np.vectorize(math.erf)
@@ -55,9 +55,7 @@ IDS = [cls.__name__ for cls, _, _ in TABLE]
 def test_the_table_covers_every_activation_and_every_parameter_off_its_default():
     assert [cls for cls, _, _ in TABLE] == list(dml.FUSABLE_ACTIVATIONS)
     for cls, values, _ in TABLE:
-        for f in fields(cls):
-            if f.metadata.get("null_when_fused"):
-                continue  # the standalone operator's tensors
+        for f in parameter_fields(cls):  # (not the standalone operator's tensors)
             assert f.name in values, (cls.__name__, f.name)
             if f.default is not MISSING:
                 assert values[f.name] != f.default, (cls.__name__, f.name)
@@ -233,6 +231,11 @@ def test_names_and_parameters():
     with pytest.raises(dml.ValidationError, match="activation.parameters: .* expected None "
                                                   "with an activation descriptor"):
         dml.activation(np.zeros(2, np.float32), dml.ActivationReluOperatorDesc(), [1.0])
+    x = np.array([-2.0, 3.0], np.float32)  # one value stands for the first parameter
+    for one in (0.5, np.float32(0.5), np.array(0.5)):
+        np.testing.assert_array_equal(dml.activation(x, "leaky_relu", one), [-1.0, 3.0])
+    with pytest.raises(dml.ValidationError, match="activation.alpha: 'a' is invalid"):
+        dml.activation(x, "elu", ["a"])
 
 
 @pytest.mark.parametrize("cls,values,formula", TABLE, ids=IDS)
