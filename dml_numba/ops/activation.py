@@ -270,9 +270,8 @@ class ActivationCeluOperatorDesc(ActivationDesc):
         return f"(where({x} > 0.0, {x}, 0.0) + where({neg} < 0.0, {neg}, 0.0))"
 
     def derivative(self, x):
-        a = _lit(self.alpha)
-        neg = f"({a} * expm1({x} / {a}))"
-        return f"(where({x} > 0.0, 1.0, 0.0) + where({neg} < 0.0, exp({x} / {a}), 0.0))"
+        # the negative part is below 0 exactly where x is (either sign of alpha): its slope
+        return f"where({x} > 0.0, 1.0, exp({x} / {_lit(self.alpha)}))"
 
 
 @dataclass(frozen=True, repr=False)

@@ -249,3 +249,30 @@ def test_each_derivative_is_its_formula_s_slope(cls, values, formula):
     slope = (formula(x + h, **values) - formula(x - h, **values)) / (2 * h)
     got = apply_formula(cls(**values).derivative("x"), x)
     np.testing.assert_allclose(got, slope, rtol=1e-6, atol=1e-7)
+
+
+def test_the_derivative_at_each_kink_is_pytorch_s():
+    """INFERRED (DirectML defines no gradient): at a kink the gradient is PyTorch's for the
+    same function -- RELU 0 at 0, LEAKY_RELU alpha at 0, ELU, CELU and SELU their x <= 0
+    branch's at 0, CLIP 1 at both bounds (inclusive), HARD_SIGMOID 0 at both ends, a threshold
+    or shrink 0 at its threshold -- checked against torch.autograd at exactly those points."""
+    torch = pytest.importorskip("torch", reason="PyTorch is optional: the gradient's peer")
+    F_ = torch.nn.functional
+    cases = [
+        ("relu", None, F_.relu, [0.0, -0.0]),
+        ("leaky_relu", [0.1], lambda t: F_.leaky_relu(t, 0.1), [0.0]),
+        ("elu", [0.7], lambda t: F_.elu(t, 0.7), [0.0]),
+        ("celu", [1.3], lambda t: F_.celu(t, 1.3), [0.0]),
+        ("scaled_elu", None, F_.selu, [0.0]),
+        ("clip", [-0.5, 0.75], lambda t: torch.clamp(t, -0.5, 0.75), [-0.5, 0.75]),
+        ("hard_sigmoid", [1 / 6, 0.5], F_.hardsigmoid, [-3.0, 3.0]),
+        ("thresholded_relu", [0.25], lambda t: F_.threshold(t, 0.25, 0.0), [0.25]),
+        ("shrink", [0.5, 0.5], lambda t: F_.softshrink(t, 0.5), [0.5, -0.5]),
+    ]
+    pytest.importorskip("dml_numba.torch")  # registers the operator and its gradient
+    for name, params, fn, points in cases:
+        x = torch.tensor(points, dtype=torch.float64, requires_grad=True)
+        fn(x).sum().backward()
+        t = torch.tensor(points, dtype=torch.float64, requires_grad=True)
+        torch.ops.dml_numba.activation(t, name, params).sum().backward()
+        np.testing.assert_allclose(t.grad.numpy(), x.grad.numpy(), rtol=1e-7, err_msg=name)
