@@ -40,6 +40,7 @@ class CompiledOperator:
             device, HostDevice) and len(self._outputs) == 1 else None
         self._made = (self._output.sizes, self._output.dtype)
         self._launch = getattr(device, "run_checked", None)
+        self._in_place = desc.in_place  # an output may be an input's very view
 
     def __call__(self, *inputs, out=None, stream=None):
         if len(inputs) != len(self._inputs):
@@ -50,7 +51,7 @@ class CompiledOperator:
             return self._call_many(inputs, out, stream)
         if self._plain is not None and stream is None:
             result = self.device.call_plain(self.kernel, self._owner, self._plain, self._made,
-                                            inputs, out)
+                                            inputs, out, self._in_place)
             if result is not None:
                 return result
         for a in inputs:  # NumPy arrays only: the common case, decided first
@@ -59,7 +60,7 @@ class CompiledOperator:
         else:
             if out is None or type(out) is np.ndarray:
                 return self.device.call(self.kernel, self._owner, self._inputs, inputs, out,
-                                        self._output, stream)
+                                        self._output, stream, self._in_place)
         if out is not None:
             _interop.check_out(out, f"{self._owner}.out")
         if _interop.needs_grad(inputs):  # a node of PyTorch's autograd graph
@@ -67,7 +68,7 @@ class CompiledOperator:
         result = self.device.call(
             self.kernel, self._owner, self._inputs,
             [_interop.to_host(a, f"{self._owner}.{f}") for a, (f, _) in zip(inputs, self._inputs)],
-            _interop.to_host(out, f"{self._owner}.out"), self._output, stream)
+            _interop.to_host(out, f"{self._owner}.out"), self._output, stream, self._in_place)
         if out is not None:
             return out
         return _interop.as_kind(result, _interop.first_kind(inputs))

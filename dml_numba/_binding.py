@@ -119,9 +119,30 @@ def overlaps(a, b) -> bool:
         return True
 
 
-def check_no_overlap(out, inputs, owner: str, field: str = "out") -> None:
-    """Refuse an ``out`` that shares memory with any input (exact test when it is cheap)."""
+def same_view(a, b) -> bool:
+    """Whether two arrays are one view of the same memory: the same address, shape, strides
+    and type (NumPy's, or a device array's ``__cuda_array_interface__``)."""
+    if a is b:
+        return True
+    fa = getattr(a, "__cuda_array_interface__", None)
+    fb = getattr(b, "__cuda_array_interface__", None)
+    if fa is not None and fb is not None:
+        return (fa["data"][0] == fb["data"][0] and tuple(fa["shape"]) == tuple(fb["shape"])
+                and fa.get("strides") == fb.get("strides") and fa["typestr"] == fb["typestr"])
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+        return False
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype)
+
+
+def check_no_overlap(out, inputs, owner: str, field: str = "out", *,
+                     in_place: bool = False) -> None:
+    """Refuse an ``out`` that shares memory with any input (exact test when it is cheap);
+    ``in_place``: but not one that is an input's very view (:func:`same_view`: an operator
+    that runs in place, ``OperatorDesc.in_place``)."""
     for i, a in enumerate(inputs):
+        if in_place and same_view(a, out):
+            continue
         if a is not out and a.base is None and out.base is None:
             continue  # two separate allocations cannot overlap
         if isinstance(a, np.ndarray) and np.may_share_memory(out, a):
@@ -132,7 +153,8 @@ def check_no_overlap(out, inputs, owner: str, field: str = "out") -> None:
             if overlap:
                 raise ValidationError(f"{owner}.{field}: an array overlapping input {i} is "
                                       "invalid; expected an output that shares no memory with "
-                                      "the inputs")
+                                      "the inputs" + (" (or is one of them, in place)" if in_place
+                                                      else ""))
 
 
 def check_outputs_apart(target, earlier, owner: str, k: int) -> None:
@@ -154,7 +176,7 @@ class HostDevice:
         self.name = name
         self.options = dict(options or {})
 
-    def call_plain(self, kernel, owner, plain, made, inputs, out):
+    def call_plain(self, kernel, owner, plain, made, inputs, out, in_place=False):
         """:meth:`call` where it is plain, decided without its per-argument checks: NumPy
         arrays of exactly the bound ``(shape, dtype)`` pairs ``plain``, and no ``out`` or a
         writable one of the output's ``made``. None where the call is not plain (then
@@ -169,17 +191,18 @@ class HostDevice:
             return y
         if (type(out) is np.ndarray and out.shape == shape and out.dtype == dtype
                 and out.flags.writeable):
-            check_no_overlap(out, inputs, owner)
+            check_no_overlap(out, inputs, owner, in_place=in_place)
             kernel(inputs, out)
             return out
         return None
 
-    def call(self, kernel, owner, input_specs, inputs, out, out_desc, stream):
+    def call(self, kernel, owner, input_specs, inputs, out, out_desc, stream, in_place=False):
         views = self._views(owner, input_specs, inputs, stream)
         if out is None:
             result = target = np.empty(out_desc.sizes, out_desc.dtype)
         else:
-            target, result = _bind_out(out, out_desc, owner, "out", views), out
+            target, result = _bind_out(out, out_desc, owner, "out", views,
+                                       in_place=in_place), out
         kernel(views, target)
         return result
 
@@ -207,10 +230,11 @@ class HostDevice:
         return [view_host(a, t, owner, f) for a, (f, t) in zip(inputs, input_specs)]
 
 
-def _bind_out(out, tdesc, owner: str, field: str, views, earlier=(), k: int = 0):
-    """The writable view of an ``out`` array, refused where it overlaps an input or an earlier
-    output of the same call."""
+def _bind_out(out, tdesc, owner: str, field: str, views, earlier=(), k: int = 0, *,
+              in_place: bool = False):
+    """The writable view of an ``out`` array, refused where it overlaps an input (but for
+    being its very view, ``in_place``) or an earlier output of the same call."""
     target = view_host(out, tdesc, owner, field, writable=True)
-    check_no_overlap(target, views, owner, field)
+    check_no_overlap(target, views, owner, field, in_place=in_place)
     check_outputs_apart(target, earlier, owner, k)
     return target

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._binding import check_no_overlap, check_outputs_apart, overlaps, view_host
+from .._binding import check_no_overlap, check_outputs_apart, overlaps, same_view, view_host
 from .._errors import DeviceUnavailableError, ValidationError
 
 
@@ -75,12 +75,12 @@ class CudaDevice:
                 f"{'s' if count != 1 else ''} ({', '.join(f'cuda:{i}' for i in range(count))})")
         return _OnGpu(self.cuda, index)
 
-    def call(self, kernel, owner, input_specs, inputs, out, out_desc, stream):
+    def call(self, kernel, owner, input_specs, inputs, out, out_desc, stream, in_place=False):
         return self.call_many(kernel, owner, input_specs, inputs, (out,),
-                              (("out", out_desc),), stream, single=True)[0]
+                              (("out", out_desc),), stream, single=True, in_place=in_place)[0]
 
     def call_many(self, kernel, owner, input_specs, inputs, outs, out_specs, stream, *,
-                  single=False):
+                  single=False, in_place=False):
         """The call of an operator of one or several outputs (``outs``: one array or None per
         output; ``out_specs``: ``(field, desc)`` each): NumPy inputs copied to the GPU, the
         outputs made there or checked (no output overlapping an input or an earlier output),
@@ -109,13 +109,14 @@ class CudaDevice:
                 d_out = cuda.device_array(out_desc.sizes, out_desc.dtype, stream=stream or 0)
             elif isinstance(out, np.ndarray):
                 host_out = view_host(out, out_desc, owner, name, writable=True)
-                check_no_overlap(host_out, host_views, owner, name)
+                check_no_overlap(host_out, host_views, owner, name, in_place=in_place)
                 check_outputs_apart(host_out, host_outs, owner, k)
                 d_out = cuda.device_array(out_desc.sizes, out_desc.dtype, stream=stream or 0)
             elif is_device_array(cuda, out):
                 d_out = _check_device_array(cuda, out, out_desc, owner, name)
                 for i, d in enumerate(dev_inputs):
-                    if not isinstance(d, np.ndarray) and overlaps(d, d_out):
+                    if not isinstance(d, np.ndarray) and overlaps(d, d_out) and not (
+                            in_place and same_view(d, d_out)):
                         raise ValidationError(f"{owner}.{name}: a device array overlapping input "
                                               f"{i} is invalid; expected an output that shares "
                                               "no memory with the inputs")

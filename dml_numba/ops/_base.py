@@ -30,6 +30,11 @@ class OperatorDesc:
     extra_output_fields: ClassVar[tuple[str, ...]] = ()
     #: data movement compares exactly; arithmetic (convolution, pooling) within a tolerance
     exact: ClassVar[bool] = True
+    #: the output may be bound to an input's very memory (the same array or view: address,
+    #: shape, strides and type), as DirectML lets its element-wise operators run in place: each
+    #: output element is computed from the inputs' elements at its own coordinates alone, each
+    #: read before that element is written. Any other overlap is refused
+    in_place: ClassVar[bool] = False
 
     @classmethod
     def op_name(cls) -> str:

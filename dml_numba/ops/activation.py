@@ -56,6 +56,7 @@ class ActivationDesc(OperatorDesc, abstract=True):
 
     exact = False  # a formula computed within a tolerance
     batch_separable = True
+    in_place = True  # as DirectML's activations may run
 
     def _validate(self, c):
         for f in parameter_fields(self):

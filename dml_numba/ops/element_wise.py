@@ -42,6 +42,7 @@ class _Binary:
     """What the binary operators share (a mixin: not a descriptor of its own)."""
 
     input_fields = ("a_tensor", "b_tensor")
+    in_place = True  # DirectML's element-wise operators may run in place
 
     def flops(self) -> int:
         return self.output_tensor.element_count

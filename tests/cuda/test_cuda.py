@@ -87,6 +87,26 @@ def test_overlapping_device_out_refused_nothing_written(cuda):
     np.testing.assert_array_equal(d.copy_to_host(), np.arange(6, dtype=np.float32))
 
 
+def test_element_wise_operators_run_in_place_on_device_and_host_arrays(cuda):
+    """An activation and an addition written over an input: a device array (the kernel reads
+    each element before writing it) and a host array (copied in, computed, copied back); a
+    device output overlapping an input otherwise stays refused."""
+    x = np.array([-2.0, -0.5, 0.0, 1.5, 3.0, -1.0], np.float32)
+    d = cuda.to_device(x)
+    assert dml.activation(d, "leaky_relu", [0.5], device="cuda", out=d) is d
+    np.testing.assert_array_equal(d.copy_to_host(), np.where(x >= 0, x, 0.5 * x))
+    a, b = cuda.to_device(x), cuda.to_device(x * 2)
+    dml.element_wise_add(a, b, device="cuda", out=b)
+    np.testing.assert_array_equal(b.copy_to_host(), x * 3)
+    h = x.copy()
+    dml.activation(h, "relu", device="cuda", out=h)
+    np.testing.assert_array_equal(h, np.maximum(x, 0))
+    d2 = cuda.to_device(np.arange(8, dtype=np.float32))
+    with pytest.raises(dml.ValidationError, match="overlapping input 0"):
+        dml.activation(d2[1:], "relu", device="cuda", out=d2[:7])
+    np.testing.assert_array_equal(d2.copy_to_host(), np.arange(8, dtype=np.float32))
+
+
 def test_generated_cuda_source_is_inspectable(cuda):
     desc, _ = CASES["conv-bwd-stride2"]
     op = dml.compile_operator(desc, "cuda")

@@ -206,15 +206,6 @@ def test_the_fused_form_is_refused_as_an_operator_and_the_standalone_one_as_fuse
         dml.convolution(x, np.ones((1, 1, 1), np.float32), fused_activation=standalone)
 
 
-def test_an_output_overlapping_the_input_is_refused(device):
-    x = _points(np.float32)
-    op = dml.compile_operator(_standalone(dml.ActivationReluOperatorDesc, {}, np.float32,
-                                          x.shape), device)
-    with pytest.raises(dml.ValidationError, match="overlapping input 0"):
-        op(x, out=x)
-    assert x.flat[3] == np.float32(-0.4)  # nothing written
-
-
 def test_names_and_parameters():
     """Each activation by DirectML's name, lower case, its parameters in field order (clip's
     optional scale and bias as two more); the functional layer takes either form."""

@@ -189,6 +189,64 @@ def test_functional_out_overlapping_its_input_is_refused(device):
     np.testing.assert_array_equal(buf, np.arange(12, dtype=np.float32))
 
 
+def _in_place_cases():
+    """(operator call on (inputs, out), inputs, the input that is also the output, oracle)."""
+    rng = np.random.default_rng(5)
+    a, b = (rng.standard_normal((3, 8)).astype(np.float32) for _ in range(2))
+    h = rng.standard_normal((3, 8)).astype(np.float16)
+    return {
+        "relu": (lambda xs, out, d: dml.activation(xs[0], "relu", device=d, out=out), [a], 0,
+                 lambda xs: np.maximum(xs[0], 0)),
+        "add, out = a": (lambda xs, out, d: dml.element_wise_add(*xs, device=d, out=out), [a, b],
+                         0, lambda xs: xs[0] + xs[1]),
+        "add + sigmoid, out = b": (lambda xs, out, d: dml.element_wise_add(
+            *xs, dml.ActivationSigmoidOperatorDesc(), device=d, out=out), [a, b], 1,
+            lambda xs: 1 / (1 + np.exp(-(xs[0].astype(np.float64) + xs[1])))),
+        "multiply by itself": (lambda xs, out, d: dml.element_wise_multiply(
+            xs[0], xs[0], device=d, out=out), [a], 0, lambda xs: xs[0] * xs[0]),
+        "elu, float16": (lambda xs, out, d: dml.activation(xs[0], "elu", device=d, out=out), [h],
+                         0, lambda xs: np.where(xs[0] >= 0, xs[0], np.expm1(
+                             xs[0].astype(np.float64)))),
+    }
+
+
+@pytest.mark.parametrize("case", list(_in_place_cases()))
+@pytest.mark.parametrize("view", ["array", "strided view", "an equal view"])
+def test_element_wise_operators_run_in_place(device, case, view):
+    """DirectML lets its element-wise operators (addition, multiplication, the activations)
+    write their output over an input: the same array, a strided view of one, or another view
+    object of the very same memory, each element read before it is written."""
+    call, inputs, k, oracle = _in_place_cases()[case]
+    base = [np.repeat(x, 2, axis=1) if view != "array" else x.copy() for x in inputs]
+    xs = [x[:, ::2] if view != "array" else x for x in base]
+    ref = oracle([x.copy() for x in xs])
+    out = base[k][:, ::2] if view == "an equal view" else xs[k]
+    assert out is not xs[k] or view != "an equal view"
+    result = call(xs, out, device)
+    assert result is out
+    np.testing.assert_allclose(xs[k].astype(np.float64), ref,
+                               rtol=2e-3 if xs[k].dtype == np.float16 else 1e-6, atol=1e-6)
+    if view != "array":  # the elements between the view's are untouched
+        np.testing.assert_array_equal(base[k][:, 1::2], inputs[k])
+
+
+def test_in_place_is_only_the_very_same_view(device):
+    """A partial overlap of the output and an input stays refused for an element-wise operator
+    (shifted by one element, the same memory read with other strides) and every overlap for an
+    operator that does not run in place; nothing is written."""
+    buf = np.arange(16, dtype=np.float32) - 8
+    before = buf.copy()
+    for x, out in ((buf[1:9], buf[:8]), (buf[:8], buf[:16:2])):
+        with pytest.raises(dml.ValidationError, match=r"activation.out: an array overlapping "
+                                                      r"input 0 is invalid; expected an output "
+                                                      r"that shares no memory with the inputs "
+                                                      r"\(or is one of them, in place\)"):
+            dml.activation(x, "relu", device=device, out=out)
+    with pytest.raises(dml.ValidationError, match="tile.out: an array overlapping input 0"):
+        dml.tile(buf[:8], (1,), device=device, out=buf[:8])
+    np.testing.assert_array_equal(buf, before)
+
+
 def test_overlap_through_one_dimensional_buffers_is_refused(device):
     """Input and output bound as 1-D buffers through strides: the bytes they reach overlap."""
     buf = np.zeros(32, np.float32)
