@@ -112,7 +112,15 @@ def test_the_gemm_convolution_multiplies_in_one_thread(two_threads, monkeypatch,
     desc = dml.functional.convolution_desc(x, w, direction=direction)
     op = dml.compile_operator(desc, "cpu", algorithm="gemm", parallel=parallel)
     spy = _Spy()
-    monkeypatch.setattr(conv_gemm, "np", spy)
+    monkeypatch.setattr(conv_gemm, "np", spy)  # BACKWARD: NumPy's matmul
+    product = op.kernel.product
+    if product is not None:  # FORWARD: the generated product's BLAS calls, in Numba's threads
+
+        def spied(*args):
+            spy.counts.append(set(_blas.threads().values()))
+            return product(*args)
+
+        monkeypatch.setattr(op.kernel, "product", spied)
     y = op(x, w)
     assert spy.counts and all(c == {1} for c in spy.counts)
     assert set(_blas.threads().values()) == {2}
