@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from .._dtypes import FLOAT_TYPES
-from ..tensor import TensorDesc
-from ._base import OperatorDesc, check_same_type, check_tensor, check_type
+from ..tensor import MAX_RANK, TensorDesc
+from ._base import OperatorDesc, check_unary_tensors
 
 #: The one contract between the activation formulas and every device: an expression may call
 #: exactly these functions (scalar semantics; ``where(c, a, b)`` is ``a if c else b``). The
@@ -76,11 +76,8 @@ class ActivationDesc(OperatorDesc, abstract=True):
             if getattr(self, name) is None:
                 c.fail(name, None, f"expected a TensorDesc, as {other} is given (both None: "
                                    "the fused form; both given: the operator of its own)")
-        inp = check_tensor(c, "input_tensor", self.input_tensor)
-        out = check_tensor(c, "output_tensor", self.output_tensor)
-        check_type(c, "input_tensor", inp, FLOAT_TYPES,
-                   " (the activations compute in floating point)")
-        check_same_type(c, "output_tensor", out, inp, "input_tensor")
+        inp, out = check_unary_tensors(c, self, FLOAT_TYPES, 1, MAX_RANK,
+                                       " (the activations compute in floating point)")
         if out.sizes != inp.sizes:
             c.fail("output_tensor.sizes", out.sizes,
                    f"expected {inp.sizes}, the sizes of input_tensor")
