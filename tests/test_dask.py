@@ -323,8 +323,17 @@ def _dask_graphs():
     wtr = rand((4, 2, 2, 2), seed=10)
     mixed = dml.GraphDesc(3, 1, (N(zc), N(tr)), (IN(0, 0, 0), IN(1, 0, 1), IN(2, 1, 1)),
                           (OUT(1, 0, 0),), (MID(0, 0, 1, 0),))
+    # activations of their own: one after a convolution (fused into it where the plan runs
+    # fused), one after an LP pooling (nothing to fuse into)
+    za = dml.functional.activation_desc(np.zeros((2, 4, 13, 15), np.float32), "elu", [0.5])
+    lpa = pool((2, 4, 13, 15), (2, 2), (2, 2))
+    sg = dml.functional.activation_desc(np.zeros((2, 4, 6, 7), np.float32), "sigmoid")
+    activations = dml.GraphDesc(2, 1, (N(zc), N(za), N(lpa), N(sg)), (IN(0, 0, 0), IN(1, 0, 1)),
+                                (OUT(3, 0, 0),), (MID(0, 0, 1, 0), MID(1, 0, 2, 0),
+                                                  MID(2, 0, 3, 0)))
     return {"pipeline": (pipeline, x, (w,), False), "chain": (chain, x, (), True),
-            "conv-transposed": (mixed, x, (wt, wtr), False)}
+            "conv-transposed": (mixed, x, (wt, wtr), False),
+            "activations": (activations, x, (wt,), False)}
 
 
 DASK_GRAPHS = _dask_graphs()
