@@ -149,6 +149,7 @@ def catalogue():
         "activation-relu-f32-4d": functional_case(lambda x: F.activation_desc(x, "relu"), arrays(np.float32, (2, 3, 2, 5))),
         "activation-gelu-f16": functional_case(lambda x: F.activation_desc(x, "gelu"), arrays(np.float16, (4, 5))),
         "activation-clip-scaled-f64-1d": functional_case(lambda x: F.activation_desc(x, "clip", [-0.5, 0.5, 2.0, 0.1]), arrays(np.float64, (7,))),
+        "activation-relu-i16-2d": functional_case(lambda x: F.activation_desc(x, "relu"), [np.array([[-32768, -1, 0], [1, 2, 32767]], np.int16)]),
         "activation-softplus-f32-5d": functional_case(lambda x: F.activation_desc(x, "softplus", [2.0]), arrays(np.float32, (1, 2, 2, 1, 3))),
         "bn-spatial-relu-f32": bn_case(np.float32, (2, 3, 3, 4), act=dml.ActivationReluOperatorDesc()),
         "bn-per-position-f64-3d": bn_case(np.float64, (2, 2, 5), spatial=False),

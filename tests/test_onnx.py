@@ -348,12 +348,36 @@ def test_an_activation_with_nothing_to_fuse_into_is_exact(op, formula):
             assert np.signbit(y[0]) and not np.signbit(y[1])  # -0.0 * 0.01 is -0.0
 
 
-def test_an_integer_activation_is_refused():
+@pytest.mark.parametrize("elem, dtype", [(TP.INT32, np.int32), (TP.INT16, np.int16),
+                                         (TP.INT8, np.int8)])
+def test_an_integer_relu_runs_as_directml_s(elem, dtype):
+    """DirectML's RELU takes INT32, INT16 and INT8 (FL5.1): ONNX's Relu of those runs, equal to
+    ONNX's reference evaluator at the type's extremes."""
     node = helper.make_node("Relu", ["x"], ["y"], name="r")
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.INT32, [2])],
-                          [helper.make_tensor_value_info("y", TP.INT32, [2])])
-    with pytest.raises(dml.ValidationError, match="Relu 'r' \\(node 0\\).input\\[0\\]: 'x' is "
-                                                  "invalid; expected a floating-point tensor"):
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, [5])],
+                          [helper.make_tensor_value_info("y", elem, [5])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    info = np.iinfo(dtype)
+    x = np.array([info.min, -1, 0, 1, info.max], dtype)
+    from onnx.reference import ReferenceEvaluator
+
+    ref = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    for device in ("numpy", "cpu"):
+        y = compile_model(model, device)(x)
+        assert y.dtype == dtype
+        np.testing.assert_array_equal(y, ref)
+
+
+@pytest.mark.parametrize("op, elem, name", [("Relu", TP.INT64, "int64"),
+                                            ("LeakyRelu", TP.INT32, "int32"),
+                                            ("Relu", TP.UINT8, "uint8")])
+def test_an_activation_of_a_type_directml_s_has_not_is_refused(op, elem, name):
+    node = helper.make_node(op, ["x"], ["y"], name="r")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, [2])],
+                          [helper.make_tensor_value_info("y", elem, [2])])
+    with pytest.raises(dml.ValidationError, match=f"{op} 'r' \\(node 0\\).input\\[0\\]: 'x' is "
+                                                  f"invalid; expected a tensor of float32, "
+                                                  f".* \\(DirectML's {op} takes no {name}\\)"):
         compile_model(helper.make_model(g), "cpu")
 
 

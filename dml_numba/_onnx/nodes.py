@@ -489,10 +489,11 @@ class Mappings:
         """An activation with nothing to fuse into (after a pooling, a join, a model input, or
         an output seen elsewhere): DirectML's activation operator of its own."""
         src, x = self.tensor(node.input[0], fail, "input[0]")
-        if not np.issubdtype(np.dtype(x.dtype), np.floating):
-            fail("input[0]", node.input[0], f"expected a floating-point tensor (an activation "
-                                            f"of {np.dtype(x.dtype).name} values has no "
-                                            "operator here)")
+        allowed = [t.numpy for t in activation.data_types]
+        if np.dtype(x.dtype) not in allowed:
+            fail("input[0]", node.input[0], f"expected a tensor of "
+                                            f"{', '.join(t.name for t in allowed)} (DirectML's "
+                                            f"{node.op_type} takes no {np.dtype(x.dtype).name})")
         self.add(named(fail, "input[0]", lambda: F.activation_desc(x, activation)),
                  [src], node.name, node.output[0])
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from .._dtypes import FLOAT_TYPES
+from .._dtypes import FLOAT_TYPES, DataType
 from ..tensor import MAX_RANK, TensorDesc
 from ._base import OperatorDesc, check_unary_tensors
 
@@ -57,6 +57,9 @@ class ActivationDesc(OperatorDesc, abstract=True):
     exact = False  # a formula computed within a tolerance
     batch_separable = True
     in_place = True  # as DirectML's activations may run
+    #: the types of the standalone form (DirectML's float types and our FLOAT64; RELU adds
+    #: DirectML's integer ones)
+    data_types = FLOAT_TYPES
 
     def _validate(self, c):
         for f in parameter_fields(self):
@@ -76,8 +79,10 @@ class ActivationDesc(OperatorDesc, abstract=True):
             if getattr(self, name) is None:
                 c.fail(name, None, f"expected a TensorDesc, as {other} is given (both None: "
                                    "the fused form; both given: the operator of its own)")
-        inp, out = check_unary_tensors(c, self, FLOAT_TYPES, 1, MAX_RANK,
-                                       " (the activations compute in floating point)")
+        inp, out = check_unary_tensors(
+            c, self, self.data_types, 1, MAX_RANK,
+            "" if self.data_types != FLOAT_TYPES else " (this activation computes in floating "
+                                                       "point)")
         if out.sizes != inp.sizes:
             c.fail("output_tensor.sizes", out.sizes,
                    f"expected {inp.sizes}, the sizes of input_tensor")
@@ -208,7 +213,9 @@ class ActivationScaledTanhOperatorDesc(ActivationDesc):
 
 @dataclass(frozen=True, repr=False)
 class ActivationReluOperatorDesc(ActivationDesc):
-    """max(0, x)."""
+    """max(0, x); of its own also on INT32, INT16 and INT8 tensors (FL5.1), exactly."""
+
+    data_types = FLOAT_TYPES + (DataType.INT32, DataType.INT16, DataType.INT8)
 
     def expression(self, x):
         return f"where({x} > 0.0, {x}, 0.0)"

@@ -267,3 +267,36 @@ def test_the_derivative_at_each_kink_is_pytorch_s():
         t = torch.tensor(points, dtype=torch.float64, requires_grad=True)
         torch.ops.dml_numba.activation(t, name, params).sum().backward()
         np.testing.assert_allclose(t.grad.numpy(), x.grad.numpy(), rtol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int16, np.int8])
+def test_relu_of_its_own_on_directml_s_integer_types(dtype, device):
+    """RELU alone also takes INT32, INT16 and INT8 (DirectML FL5.1): exact at the type's
+    extremes; the other activations and the other integer types are refused by name."""
+    info = np.iinfo(dtype)
+    x = np.array([[info.min, -1, 0], [1, info.max - 1, info.max]], dtype)
+    y = dml.activation(x, "relu", device=device)
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+
+
+def test_integer_types_relu_does_not_take_are_refused():
+    t = dml.TensorDesc(dml.DataType.INT32, (3,))
+    with pytest.raises(dml.ValidationError, match=r"ActivationLeakyReluOperatorDesc.input_tensor."
+                                                  r"data_type: 'INT32' is invalid; expected one "
+                                                  r"of FLOAT32, FLOAT16, FLOAT64 \(this "
+                                                  r"activation computes in floating point\)"):
+        dml.ActivationLeakyReluOperatorDesc(input_tensor=t, output_tensor=t)
+    for dt in (dml.DataType.INT64, dml.DataType.UINT8):
+        u = dml.TensorDesc(dt, (3,))
+        with pytest.raises(dml.ValidationError, match=rf"ActivationReluOperatorDesc.input_tensor"
+                                                      rf".data_type: '{dt.name}' is invalid; "
+                                                      r"expected one of FLOAT32, FLOAT16, "
+                                                      r"FLOAT64, INT32, INT16, INT8$"):
+            dml.ActivationReluOperatorDesc(input_tensor=u, output_tensor=u)
+
+
+@pytest.mark.cuda
+def test_relu_of_its_own_on_integer_types_on_cuda():
+    x = np.array([-128, -1, 0, 1, 127], np.int8)
+    np.testing.assert_array_equal(dml.activation(x, "relu", device="cuda"), np.maximum(x, 0))
