@@ -358,6 +358,9 @@ class Fuse(Rule):
          lambda w, k, p: "fused_activation" in getattr(w.nodes[p].op, "__dataclass_fields__",
                                                        ()) and
          w.nodes[p].op.fused_activation is None),
+        # (an integer addition takes no fused activation: a RELU of its own after it stays)
+        ("the producer computes in floating point",
+         lambda w, k, p: w.nodes[p].op.output.data_type.is_float),
         _PRODUCER_NOT_OUTPUT,
         _READ_ALONE,
     )
