@@ -75,7 +75,7 @@ EXTRA = [  # (make, expected 'Owner.field' at the start of the message)
     (lambda: dml.ActivationReluOperatorDesc(input_tensor=T(F32, (2, 3))), r"ActivationReluOperatorDesc.output_tensor"),
     (lambda: dml.ActivationReluOperatorDesc(output_tensor=T(F32, (2, 3))), r"ActivationReluOperatorDesc.input_tensor"),
     (lambda: dml.ActivationEluOperatorDesc(input_tensor=T(F32, (2, 3)), output_tensor=T(F32, (3, 2))), r"ActivationEluOperatorDesc.output_tensor.sizes"),
-    (lambda: dml.ActivationReluOperatorDesc(input_tensor=T(I32, (2, 3)), output_tensor=T(I32, (2, 3))), r"ActivationReluOperatorDesc.input_tensor.data_type"),
+    (lambda: dml.ActivationReluOperatorDesc(input_tensor=T(dml.DataType.INT64, (2, 3)), output_tensor=T(dml.DataType.INT64, (2, 3))), r"ActivationReluOperatorDesc.input_tensor.data_type"),
     (lambda: dml.ElementWiseClipOperatorDesc(0.0, 1.0, input_tensor=T(F32, (2,)), output_tensor=T(dml.DataType.FLOAT16, (2,))), r"ElementWiseClipOperatorDesc.output_tensor.data_type"),
     (lambda: conv(fused_activation=dml.ActivationReluOperatorDesc(input_tensor=T(F32, (2,)), output_tensor=T(F32, (2,)))), r"ConvolutionOperatorDesc.fused_activation.input_tensor"),
     (lambda: dml.functional.activation_desc(np.zeros(2, np.float32), "swish"), r"activation.activation"),
