@@ -121,7 +121,8 @@ def overlaps(a, b) -> bool:
 
 def same_view(a, b) -> bool:
     """Whether two arrays are one view of the same memory: the same address, shape, strides
-    and type (NumPy's, or a device array's ``__cuda_array_interface__``)."""
+    and type (NumPy's, a device array's ``__cuda_array_interface__``, or the host arrays the
+    CUDA simulator's wrap, as :func:`overlaps` reads them)."""
     if a is b:
         return True
     fa = getattr(a, "__cuda_array_interface__", None)
@@ -129,6 +130,7 @@ def same_view(a, b) -> bool:
     if fa is not None and fb is not None:
         return (fa["data"][0] == fb["data"][0] and tuple(fa["shape"]) == tuple(fb["shape"])
                 and fa.get("strides") == fb.get("strides") and fa["typestr"] == fb["typestr"])
+    a, b = getattr(a, "_ary", a), getattr(b, "_ary", b)
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
         return False
     return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]

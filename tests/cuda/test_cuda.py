@@ -95,6 +95,9 @@ def test_element_wise_operators_run_in_place_on_device_and_host_arrays(cuda):
     d = cuda.to_device(x)
     assert dml.activation(d, "leaky_relu", [0.5], device="cuda", out=d) is d
     np.testing.assert_array_equal(d.copy_to_host(), np.where(x >= 0, x, 0.5 * x))
+    view = d[:]  # another view object of the very same memory
+    assert view is not d and dml.activation(d, "relu", device="cuda", out=view) is view
+    np.testing.assert_array_equal(d.copy_to_host(), np.maximum(x, 0))
     a, b = cuda.to_device(x), cuda.to_device(x * 2)
     dml.element_wise_add(a, b, device="cuda", out=b)
     np.testing.assert_array_equal(b.copy_to_host(), x * 3)
