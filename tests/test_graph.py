@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dml_numba as dml
-from tests.helpers import assert_close
+from tests.helpers import assert_close, brute_conv_forward
 
 F32 = dml.DataType.FLOAT32
 N, IN, OUT, MID = (dml.OperatorGraphNodeDesc, dml.InputGraphEdgeDesc, dml.OutputGraphEdgeDesc,
@@ -187,6 +187,36 @@ def test_intermediate_buffers_are_allocated_once_and_per_thread():
     th.start()
     th.join()
     assert sorted(other) == [0, 1] and all(other[k] is not bufs[k] for k in bufs)
+
+
+@pytest.mark.parametrize("device", ["numpy", "cpu"])
+def test_buffers_share_memory_only_where_their_lives_do_not_overlap(device):
+    # pad -> conv -> pad -> conv -> slice, nothing folds: buffers 0..3, each read by the next
+    # step alone, so node 2's output may take node 0's bytes (and 3 node 1's), but no step's
+    # output shares its input's
+    x, w = rand((1, 2, 6, 6)), rand((2, 2, 3, 3), seed=3)
+    ops = [pad((1, 2, 6, 6), (0, 0, 1, 1), (0, 0, 1, 1), value=1.0),
+           conv((1, 2, 8, 8), (2, 2, 3, 3)),
+           pad((1, 2, 6, 6), (0, 0, 1, 1), (0, 0, 1, 1), value=2.0),
+           conv((1, 2, 8, 8), (2, 2, 3, 3)),
+           slice1((1, 2, 6, 6), (0, 0, 0, 0), (1, 2, 6, 6), (1, 1, 1, -2))]
+    g = dml.GraphDesc(2, 1, tuple(N(op) for op in ops), (IN(0, 0, 0), IN(1, 1, 1), IN(1, 3, 1)),
+                      (OUT(4, 0, 0),), tuple(MID(k, 0, k + 1, 0) for k in range(4)))
+    cg = dml.compile_graph(g, device)
+    assert len(cg.steps) == 5
+    got = cg(x, w)
+    b = cg.buffers()
+    assert sorted(b) == [0, 1, 2, 3]
+    for k in range(3):
+        assert not np.shares_memory(b[k], b[k + 1]), k
+    assert np.shares_memory(b[0], b[2]) and np.shares_memory(b[1], b[3])
+    # against NumPy's own functions
+    def conv_ref(a):
+        return brute_conv_forward(a, w, None, (1, 1), (1, 1), (0, 0), out_spatial=(6, 6))
+    y = conv_ref(np.pad(conv_ref(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=1)),
+                        ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=2))[..., ::-2]
+    np.testing.assert_allclose(got, y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(cg(x, w), got)  # again, over the same buffers
 
 
 def test_out_is_written_in_place_and_returned():

@@ -12,6 +12,7 @@ from .._cache import cache, graph_key
 from .._errors import ValidationError
 from .._frozen import Derived
 from .._registry import check_device_name, get_device, split_device
+from . import memory
 from .desc import GraphDesc
 from .plan import describe, plan
 
@@ -32,6 +33,7 @@ class CompiledGraph:
         self._cuda = split_device(device)[0] == "cuda"
         self._views = [_views(graph, step) for step in steps]
         self._uploads = Derived()  # the device copies of frozen host inputs (CUDA)
+        self._arena = None  # (offsets, bytes) of the intermediate buffers, made on first use
 
     # -- what it runs -------------------------------------------------------------------------
     @property
@@ -47,8 +49,9 @@ class CompiledGraph:
         return "\n".join(op.source for op in self.ops if op.source)
 
     def buffers(self) -> dict:
-        """This thread's intermediate buffers by node (allocated on the first call); the
-        buffer of a node's output ``i`` > 0 by ``(node, i)``."""
+        """This thread's intermediate buffers by node (views of one arena allocated on the first
+        call: outputs never alive at once share memory, :mod:`.memory`); the buffer of a node's
+        output ``i`` > 0 by ``(node, i)``."""
         return dict(getattr(self._local, "buffers", {}))
 
     # -- calling ------------------------------------------------------------------------------
@@ -90,20 +93,18 @@ class CompiledGraph:
         return self._finish(results, out, kind)
 
     def _run(self, inputs, results, allocate) -> None:
-        """Every step, reading graph inputs, graph outputs and this thread's buffers (made by
-        ``allocate(shape, dtype)`` on first use)."""
-        bufs = self._local.__dict__.setdefault("buffers", {})
+        """Every step, reading graph inputs, graph outputs and this thread's buffers (views of
+        an arena made by ``allocate(shape, dtype)`` on first use)."""
+        bufs = self._local.__dict__.get("buffers")
+        if bufs is None:
+            bufs = self._local.buffers = self._buffers(allocate)
 
         def at(ref):
             if ref[0] == "input":
                 return inputs[ref[1]]
             if ref[0] == "output":
                 return results[ref[1]]
-            key = ref[1:] if len(ref) > 2 else ref[1]  # (node, output i > 0), or the node's
-            if key not in bufs:
-                t = self.graph.node_output(*ref[1:])
-                bufs[key] = allocate(t.sizes, t.dtype)
-            return bufs[key]
+            return bufs[memory.key_of(ref)]
 
         for step, op, views in zip(self.steps, self.ops, self._views):
             target = at(step.output)
@@ -120,6 +121,27 @@ class CompiledGraph:
                 op.run_checked(args, target)  # checked: the graph's entry, edges and buffers
             for extra in step.also:
                 results[extra[1]][...] = target
+
+    def _buffers(self, allocate) -> dict:
+        """This thread's buffers: views of one arena (``allocate(shape, dtype)``, uint8) at the
+        offsets :mod:`.memory` gives them (outputs never alive at once share memory)."""
+        if self._arena is None:
+            self._arena = memory.place(self.steps, lambda k: _nbytes(self._tensor(k)))
+        offsets, total = self._arena
+        if not offsets:
+            return {}
+        arena = allocate((total + memory.ALIGN,), np.uint8)
+        base = -_address(arena) % memory.ALIGN
+        views = {}
+        for k, off in offsets.items():
+            t = self._tensor(k)
+            start = base + off
+            views[k] = arena[start:start + _nbytes(t)].view(t.dtype).reshape(t.sizes)
+        return views
+
+    def _tensor(self, key):
+        return self.graph.node_output(*key) if isinstance(key, tuple) else \
+            self.graph.node_output(key)
 
     def _run_cuda(self, host, outs, out, kind):
         dev = get_device(self.device)  # its arrays, through the device (no backend import)
@@ -187,6 +209,23 @@ class CompiledGraph:
     def __repr__(self):
         return (f"<CompiledGraph of {len(self.graph.nodes)} nodes in {len(self.steps)} steps on "
                 f"{self.device!r}>")
+
+
+def _nbytes(t) -> int:
+    """Bytes of a packed array of tensor ``t``'s sizes and type (a buffer's)."""
+    return t.element_count * np.dtype(t.dtype).itemsize
+
+
+def _address(a) -> int:
+    """The address of an array's first byte: NumPy's, a device array's, or the host array a
+    CUDA simulator's array wraps (0 where none is known: CUDA's allocations are aligned)."""
+    if isinstance(a, np.ndarray):
+        return a.ctypes.data
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        return cai["data"][0]
+    host = getattr(a, "_ary", None)
+    return host.ctypes.data if isinstance(host, np.ndarray) else 0
 
 
 def _views(graph: GraphDesc, step) -> list:
