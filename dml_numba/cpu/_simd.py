@@ -17,6 +17,8 @@ convolution kernels hold their accumulators in ``<L x float>`` values: a Numba t
 * ``vscatter(a, i, s, v)``: ``a[i + s * lane] = v[lane]`` for every lane, through
   ``llvm.masked.scatter`` (one instruction with AVX-512, a store per lane elsewhere; one call
   in the IR either way, which keeps compile times of kernels with many strided stores short);
+* ``vstore_transposed(a, i, s, (v0, v1, ...))``: ``a[i + s * lane + p] = vp[lane]``, the
+  vectors transposed in registers and each lane's row stored at once;
 * ``vinterleave(a, b)``: the lanes of two vectors alternately, as one of twice the lanes;
 * ``vstore_rows(a, base, p, v, width, pitch)``: the lanes of ``v`` that fall in the first
   ``width`` columns of a plane with rows of ``pitch`` (two masked stores);
@@ -342,6 +344,60 @@ def vscatter(typingctx, arr, index, stride, vec):
         return context.get_dummy_value()
 
     return types.none(arr, index, stride, vec), codegen
+
+
+@intrinsic
+def vstore_transposed(typingctx, arr, index, stride, vecs):
+    """``a[i + s * lane + p] = vecs[p][lane]`` for every lane and every ``p < P``: a tuple of
+    ``P <= L`` vectors of ``L`` lanes (one pixel each, one output channel a lane) written as
+    ``L`` rows of ``P`` consecutive elements ``s`` apart (one row a channel's plane). The
+    vectors are transposed in registers (``log2 L`` rounds of pairwise interleaving, the
+    vectors ``P`` to ``L`` undefined: L log2 L shuffles at most) and each row is one store,
+    masked to its ``P`` lanes where ``P < L``: for 14 pixels of 16 channels, 64 shuffles and
+    16 stores where scattering each pixel's vector writes 224 separate elements."""
+    _check_array(arr)
+    if not (isinstance(vecs, types.UniTuple) and isinstance(vecs.dtype, FloatVector)
+            and isinstance(index, types.Integer) and isinstance(stride, types.Integer)):
+        raise TypeError("vstore_transposed takes an array, an index, a stride and a tuple of "
+                        "FloatVectors")
+    n, count = vecs.dtype.lanes, vecs.count
+    if n & (n - 1) or not 0 < count <= n:
+        raise TypeError(f"vstore_transposed: {count} vectors of {n} lanes (at most one a lane, "
+                        "a power-of-two lane count)")
+
+    def codegen(context, builder, sig, args):
+        vt = _floats(n)
+        i32 = ir.IntType(32)
+        rows = [builder.extract_value(args[3], p) for p in range(count)]
+        rows += [ir.Constant(vt, ir.Undefined)] * (n - count)
+        half = n // 2
+        lo = ir.Constant(ir.VectorType(i32, n), [x for k in range(half) for x in (k, n + k)])
+        hi = ir.Constant(ir.VectorType(i32, n),
+                         [x for k in range(half, n) for x in (k, n + k)])
+        for _ in range(n.bit_length() - 1):  # perfect shuffles: log2(n) rounds transpose
+            new = [None] * n
+            for i in range(half):
+                new[2 * i] = builder.shuffle_vector(rows[i], rows[i + half], lo)
+                new[2 * i + 1] = builder.shuffle_vector(rows[i], rows[i + half], hi)
+            rows = new
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        index_ = context.cast(builder, args[1], sig.args[1], types.int64)
+        stride_ = context.cast(builder, args[2], sig.args[2], types.int64)
+        if count < n:
+            mask = ir.Constant(ir.VectorType(ir.IntType(1), n), [1] * count + [0] * (n - count))
+            fnty = ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), i32, mask.type])
+            fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                                f"llvm.masked.store.v{n}f32.p0")
+        for c in range(n):
+            at = builder.add(index_, builder.mul(stride_, ir.Constant(ir.IntType(64), c)))
+            ptr = builder.bitcast(builder.gep(ary.data, [at]), vt.as_pointer())
+            if count < n:
+                builder.call(fn, [rows[c], ptr, ir.Constant(i32, 4), mask])
+            else:
+                builder.store(rows[c], ptr, align=4)
+        return context.get_dummy_value()
+
+    return types.none(arr, index, stride, vecs), codegen
 
 
 # -- data movement: vectors of any element type ---------------------------------------------

@@ -18,7 +18,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
-from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, vscatter
+from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, vstore_transposed
 
 
 @numba.njit(inline='always')
@@ -161,20 +161,6 @@ def tile32(xp, wp, b, y, n, g, mbi, rt, xs):
                 a0_7 = vfma(w2_0, s9, a0_7)
                 a1_7 = vfma(w2_1, s9, a1_7)
         bs = vload(b, m0 + 0, 16)
-        vscatter(y, (n * 64 + m0 + 0) * 3136 + yr0 + j + 0, 3136, vrelu(vadd(a0_0, bs)))
-        vscatter(y, (n * 64 + m0 + 0) * 3136 + yr0 + j + 1, 3136, vrelu(vadd(a0_1, bs)))
-        vscatter(y, (n * 64 + m0 + 0) * 3136 + yr0 + j + 2, 3136, vrelu(vadd(a0_2, bs)))
-        vscatter(y, (n * 64 + m0 + 0) * 3136 + yr0 + j + 3, 3136, vrelu(vadd(a0_3, bs)))
-        vscatter(y, (n * 64 + m0 + 0) * 3136 + yr0 + j + 4, 3136, vrelu(vadd(a0_4, bs)))
-        vscatter(y, (n * 64 + m0 + 0) * 3136 + yr0 + j + 5, 3136, vrelu(vadd(a0_5, bs)))
-        vscatter(y, (n * 64 + m0 + 0) * 3136 + yr0 + j + 6, 3136, vrelu(vadd(a0_6, bs)))
-        vscatter(y, (n * 64 + m0 + 0) * 3136 + yr0 + j + 7, 3136, vrelu(vadd(a0_7, bs)))
+        vstore_transposed(y, (n * 64 + m0 + 0) * 3136 + yr0 + j + 0, 3136, (vrelu(vadd(a0_0, bs)), vrelu(vadd(a0_1, bs)), vrelu(vadd(a0_2, bs)), vrelu(vadd(a0_3, bs)), vrelu(vadd(a0_4, bs)), vrelu(vadd(a0_5, bs)), vrelu(vadd(a0_6, bs)), vrelu(vadd(a0_7, bs))))
         bs = vload(b, m0 + 16, 16)
-        vscatter(y, (n * 64 + m0 + 16) * 3136 + yr0 + j + 0, 3136, vrelu(vadd(a1_0, bs)))
-        vscatter(y, (n * 64 + m0 + 16) * 3136 + yr0 + j + 1, 3136, vrelu(vadd(a1_1, bs)))
-        vscatter(y, (n * 64 + m0 + 16) * 3136 + yr0 + j + 2, 3136, vrelu(vadd(a1_2, bs)))
-        vscatter(y, (n * 64 + m0 + 16) * 3136 + yr0 + j + 3, 3136, vrelu(vadd(a1_3, bs)))
-        vscatter(y, (n * 64 + m0 + 16) * 3136 + yr0 + j + 4, 3136, vrelu(vadd(a1_4, bs)))
-        vscatter(y, (n * 64 + m0 + 16) * 3136 + yr0 + j + 5, 3136, vrelu(vadd(a1_5, bs)))
-        vscatter(y, (n * 64 + m0 + 16) * 3136 + yr0 + j + 6, 3136, vrelu(vadd(a1_6, bs)))
-        vscatter(y, (n * 64 + m0 + 16) * 3136 + yr0 + j + 7, 3136, vrelu(vadd(a1_7, bs)))
+        vstore_transposed(y, (n * 64 + m0 + 16) * 3136 + yr0 + j + 0, 3136, (vrelu(vadd(a1_0, bs)), vrelu(vadd(a1_1, bs)), vrelu(vadd(a1_2, bs)), vrelu(vadd(a1_3, bs)), vrelu(vadd(a1_4, bs)), vrelu(vadd(a1_5, bs)), vrelu(vadd(a1_6, bs)), vrelu(vadd(a1_7, bs))))

@@ -18,7 +18,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
-from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, vscatter
+from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, vstore_transposed
 
 
 @numba.njit(inline='always')
@@ -177,23 +177,5 @@ def tile16(xp, wp, b, y, n, g, mbi, rt):
                 s21 = vbroadcast(xp, xq + 21, 16)
                 a0_19 = vfma(w2_0, s21, a0_19)
         bs = vload(b, m0 + 0, 16)
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 0, 400, vrelu(vadd(a0_0, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 1, 400, vrelu(vadd(a0_1, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 2, 400, vrelu(vadd(a0_2, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 3, 400, vrelu(vadd(a0_3, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 4, 400, vrelu(vadd(a0_4, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 5, 400, vrelu(vadd(a0_5, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 6, 400, vrelu(vadd(a0_6, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 7, 400, vrelu(vadd(a0_7, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 8, 400, vrelu(vadd(a0_8, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 9, 400, vrelu(vadd(a0_9, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 10, 400, vrelu(vadd(a0_10, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 11, 400, vrelu(vadd(a0_11, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 12, 400, vrelu(vadd(a0_12, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 13, 400, vrelu(vadd(a0_13, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 14, 400, vrelu(vadd(a0_14, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 15, 400, vrelu(vadd(a0_15, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 16, 400, vrelu(vadd(a0_16, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 17, 400, vrelu(vadd(a0_17, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 18, 400, vrelu(vadd(a0_18, bs)))
-        vscatter(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 19, 400, vrelu(vadd(a0_19, bs)))
+        vstore_transposed(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 0, 400, (vrelu(vadd(a0_0, bs)), vrelu(vadd(a0_1, bs)), vrelu(vadd(a0_2, bs)), vrelu(vadd(a0_3, bs)), vrelu(vadd(a0_4, bs)), vrelu(vadd(a0_5, bs)), vrelu(vadd(a0_6, bs)), vrelu(vadd(a0_7, bs)), vrelu(vadd(a0_8, bs)), vrelu(vadd(a0_9, bs)), vrelu(vadd(a0_10, bs)), vrelu(vadd(a0_11, bs)), vrelu(vadd(a0_12, bs)), vrelu(vadd(a0_13, bs)), vrelu(vadd(a0_14, bs)), vrelu(vadd(a0_15, bs))))
+        vstore_transposed(y, (n * 16 + m0 + 0) * 400 + yr0 + j + 16, 400, (vrelu(vadd(a0_16, bs)), vrelu(vadd(a0_17, bs)), vrelu(vadd(a0_18, bs)), vrelu(vadd(a0_19, bs))))

@@ -18,7 +18,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
-from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, vscatter
+from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, vstore_transposed
 
 
 @numba.njit(inline='always')
@@ -152,18 +152,6 @@ def tile32(xp, wp, b, y, n, g, mbi, rt, xs):
                 a0_6 = vfma(w2_0, s8, a0_6)
                 a1_6 = vfma(w2_1, s8, a1_6)
         bs = vload(b, m0 + 0, 16)
-        vscatter(y, (n * 256 + m0 + 0) * 784 + yr0 + j + 0, 784, vrelu(vadd(a0_0, bs)))
-        vscatter(y, (n * 256 + m0 + 0) * 784 + yr0 + j + 1, 784, vrelu(vadd(a0_1, bs)))
-        vscatter(y, (n * 256 + m0 + 0) * 784 + yr0 + j + 2, 784, vrelu(vadd(a0_2, bs)))
-        vscatter(y, (n * 256 + m0 + 0) * 784 + yr0 + j + 3, 784, vrelu(vadd(a0_3, bs)))
-        vscatter(y, (n * 256 + m0 + 0) * 784 + yr0 + j + 4, 784, vrelu(vadd(a0_4, bs)))
-        vscatter(y, (n * 256 + m0 + 0) * 784 + yr0 + j + 5, 784, vrelu(vadd(a0_5, bs)))
-        vscatter(y, (n * 256 + m0 + 0) * 784 + yr0 + j + 6, 784, vrelu(vadd(a0_6, bs)))
+        vstore_transposed(y, (n * 256 + m0 + 0) * 784 + yr0 + j + 0, 784, (vrelu(vadd(a0_0, bs)), vrelu(vadd(a0_1, bs)), vrelu(vadd(a0_2, bs)), vrelu(vadd(a0_3, bs)), vrelu(vadd(a0_4, bs)), vrelu(vadd(a0_5, bs)), vrelu(vadd(a0_6, bs))))
         bs = vload(b, m0 + 16, 16)
-        vscatter(y, (n * 256 + m0 + 16) * 784 + yr0 + j + 0, 784, vrelu(vadd(a1_0, bs)))
-        vscatter(y, (n * 256 + m0 + 16) * 784 + yr0 + j + 1, 784, vrelu(vadd(a1_1, bs)))
-        vscatter(y, (n * 256 + m0 + 16) * 784 + yr0 + j + 2, 784, vrelu(vadd(a1_2, bs)))
-        vscatter(y, (n * 256 + m0 + 16) * 784 + yr0 + j + 3, 784, vrelu(vadd(a1_3, bs)))
-        vscatter(y, (n * 256 + m0 + 16) * 784 + yr0 + j + 4, 784, vrelu(vadd(a1_4, bs)))
-        vscatter(y, (n * 256 + m0 + 16) * 784 + yr0 + j + 5, 784, vrelu(vadd(a1_5, bs)))
-        vscatter(y, (n * 256 + m0 + 16) * 784 + yr0 + j + 6, 784, vrelu(vadd(a1_6, bs)))
+        vstore_transposed(y, (n * 256 + m0 + 16) * 784 + yr0 + j + 0, 784, (vrelu(vadd(a1_0, bs)), vrelu(vadd(a1_1, bs)), vrelu(vadd(a1_2, bs)), vrelu(vadd(a1_3, bs)), vrelu(vadd(a1_4, bs)), vrelu(vadd(a1_5, bs)), vrelu(vadd(a1_6, bs))))

@@ -233,7 +233,7 @@ def test_channels_tiles_agree_with_brute_force_and_numpy(name, host, staged):
     assert plan.accumulators + plan.vectors * desc.filter_tensor.sizes[-1] + 1 \
         <= planner.registers(host)
     kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": False}, "blocked", plan)
-    assert kernel.key.kernel.startswith("blocked-channels") and "vscatter(" in kernel.source
+    assert kernel.key.kernel.startswith("blocked-channels") and "vstore_transposed(" in kernel.source
     y = np.full(desc.output_tensor.sizes, np.nan, F32)
     kernel(list(inputs), y)
     compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))

@@ -17,6 +17,7 @@ from dml_numba.cpu._simd import (
     vstore,
     vstore_raw,
     vstore_rows,
+    vstore_transposed,
     vzero,
 )
 
@@ -123,6 +124,37 @@ def test_vstore_rows_writes_the_kept_columns_only(width, pitch):
             if c < width:
                 expect[3 + r * width + c] = src[q]
         np.testing.assert_array_equal(out, expect, err_msg=f"start {p}")
+
+
+def _transposed_store(lanes, count):
+    """A kernel storing ``count`` vectors of ``lanes`` loaded from ``src`` (vector ``p`` from
+    ``src[p * lanes:]``) with vstore_transposed (the tuple's length is fixed in the source)."""
+    vecs = ", ".join(f"vload(src, {p * lanes}, {lanes})" for p in range(count))
+    scope = {"numba": numba, "vload": vload, "vstore_transposed": vstore_transposed}
+    exec(f"@numba.njit\ndef store(src, out, i, stride):\n"
+         f"    vstore_transposed(out, i, stride, ({vecs},))\n", scope)
+    return scope["store"]
+
+
+@pytest.mark.parametrize("lanes,count", [(4, 1), (4, 3), (4, 4), (8, 2), (8, 7), (8, 8),
+                                         (16, 1), (16, 14), (16, 16)])
+def test_vstore_transposed_writes_each_lane_as_a_row(lanes, count):
+    """Vector ``p``'s lane ``c`` lands at ``i + c * stride + p``: ``lanes`` rows of ``count``
+    elements (a masked store where ``count < lanes``); nothing between the rows is written."""
+    src = np.arange(lanes * count, dtype=np.float32) + 1
+    stride = count + 3
+    out = np.full(5 + lanes * stride + 2 * lanes, -1, np.float32)
+    _transposed_store(lanes, count)(src, out, 5, stride)
+    expect = np.full_like(out, -1)
+    for p in range(count):
+        for c in range(lanes):
+            expect[5 + c * stride + p] = src[p * lanes + c]
+    np.testing.assert_array_equal(out, expect)
+
+
+def test_vstore_transposed_refuses_more_vectors_than_lanes():
+    with pytest.raises(Exception, match="at most one a lane"):
+        _transposed_store(4, 5)(np.zeros(20, np.float32), np.zeros(64, np.float32), 0, 8)
 
 
 def test_mismatched_vectors_are_refused_at_compile_time():

@@ -19,8 +19,9 @@ there, so the padded copy stays in cache instead of going through memory.
 Channels plans (``blocked-channels``, ``blocked-channels-staged``: ``plan.pixels``): the same
 kernels and padded copy, the tile ``mb / lanes`` vectors of output channels x ``pixels``
 consecutive outputs of one row (``tile.emit_channel_tile``), each input value broadcast from the
-padded row (by stride phase where it is split, as above), the results scattered a lane per
-output plane; the last run of pixels overlaps the one before.
+padded row (by stride phase where it is split, as above), each vector of channels' pixels
+transposed in registers and stored as rows of their output planes (a masked store a plane);
+the last run of pixels overlaps the one before.
 
 Flat plans (unit strides over the last two axes): a tile is a run of ``vectors`` consecutive
 vectors of the padded plane flattened (row by row, padding columns included) instead of rows x
@@ -79,7 +80,7 @@ def emit(key) -> str:
     loop = header(w, key, imports=(SIMD_IMPORT + (", vload_stride, vstore_raw" if split > 1
                                                   else "")
                                    + (", vstore_rows" if plan.flat else "")
-                                   + (", vscatter" if plan.pixels else "")
+                                   + (", vstore_transposed" if plan.pixels else "")
                                    + activation_import(d),))
     runs = Runs.of(lay, plan.flat)
     outer = [f"o{i}" for i in range(lay.rank - 2)]
@@ -204,11 +205,15 @@ def _spec(w, names, d, lay: Layout, plan, mb: int) -> TileSpec:
 
 def _channel_spec(w, names, d, lay: Layout, plan, mb: int) -> TileSpec:
     """The channels tile (:func:`.tile.emit_channel_tile`): ``columns[p]`` the taps pixel
-    ``j + p`` reads; a vector of channels stored per pixel, one lane per output plane
-    (``vscatter``)."""
-    def store(o, p, value):
-        w(f"vscatter(y, (n * {lay.cout} + {names['m0']} + {o * lay.lanes}) * {lay.plane_out} "
-          f"+ {names['yr0']} + {names['j']} + {p}, {lay.plane_out}, {value})")
+    ``j + p`` reads; the vectors of channels (one a pixel, one lane per output plane) of up to
+    ``lanes`` pixels transposed in registers and stored a plane's row at a time
+    (``vstore_transposed``)."""
+    def store(o, values):
+        for p0 in range(0, len(values), lay.lanes):
+            chunk = values[p0:p0 + lay.lanes]
+            w(f"vstore_transposed(y, (n * {lay.cout} + {names['m0']} + {o * lay.lanes}) * "
+              f"{lay.plane_out} + {names['yr0']} + {names['j']} + {p0}, {lay.plane_out}, "
+              f"({', '.join(chunk)}{',' if len(chunk) == 1 else ''}))")
 
     return TileSpec(
         lay, mb, 1, [[(t, off + p) for t, off in _last_taps(d, lay)] for p in range(lay.pixels)],
