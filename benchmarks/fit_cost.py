@@ -1,7 +1,8 @@
 """Fit the convolution cost model's constants to measured candidates, and score the static choice.
 
     python3 -m benchmarks.bench_tune --table-only --dump grid16.json          # measure (~30 min)
-    python3 -m benchmarks.fit_cost grid16.json [more.json ...] [--fit] [--check other.json ...]
+    python3 -m benchmarks.fit_cost grid16.json [more.json ...] [--fit [--hold NAME,...]]
+                                   [--check other.json ...]
     python3 -m benchmarks.fit_cost grid16.json [more.json ...] --export tests/data/crossover.json
 
 Each dump holds every candidate's time on the crossover grid for one host (the lanes and threads
@@ -11,7 +12,8 @@ modelled time is the least;
 its measured time over the shape's best candidate is its score. ``--fit`` searches the
 constants (coordinate descent over factors of each, from the current ones) for the least
 geometric-mean score over the dumps given, and prints them; ``--check`` scores the result on
-other dumps (hosts left out of the fit: another vector width, another thread count).
+other dumps (hosts left out of the fit: another vector width, another thread count);
+``--hold gemm,...`` keeps the named constants as they are while the others are fitted.
 ``--export FILE`` writes what the tests check the choice against: per host and shape, the
 descriptor's parameters and the three algorithms' measured times (the planner's tile).
 """
@@ -104,10 +106,12 @@ def summary(name, r) -> str:
             f"{sum(x <= 1.03 for x in r)}, 1%: {sum(x <= 1.01 for x in r)} of {len(r)}")
 
 
-def fit(rows, costs, restarts: int = 12):
+def fit(rows, costs, restarts: int = 12, hold=()):
     """Coordinate descent over each constant's factor, least loss (the geometric-mean score and
     a tenth of the worst's log), from the current constants and from ``restarts`` random
-    perturbations of the best so far (a fixed seed: the fit is reproducible)."""
+    perturbations of the best so far (a fixed seed: the fit is reproducible). The constants
+    named in ``hold`` keep their values (a rate the grid's small shapes cannot pin, which the
+    fit would otherwise trade against a fixed cost)."""
     from dml_numba.cpu.convolution import choice
 
     prepared = [choice.planned(d, h) for _, d, h, _ in rows]
@@ -122,6 +126,8 @@ def fit(rows, costs, restarts: int = 12):
         for _ in range(6):
             improved = False
             for field in dataclasses.fields(c):
+                if field.name in hold:
+                    continue
                 for factor in (0.1, 0.25, 0.5, 0.7, 0.85, 1.2, 1.4, 2.0, 4.0, 10.0):
                     trial = dataclasses.replace(c, **{field.name: getattr(c, field.name)
                                                       * factor})
@@ -136,7 +142,8 @@ def fit(rows, costs, restarts: int = 12):
     for _ in range(restarts):
         start = dataclasses.replace(costs, **{f.name: getattr(costs, f.name)
                                               * float(np.exp(rng.normal(0, 0.7)))
-                                              for f in dataclasses.fields(costs)})
+                                              for f in dataclasses.fields(costs)
+                                              if f.name not in hold})
         value, found = descend(start)
         if value < best - 1e-9:
             best, costs = value, found
@@ -151,6 +158,11 @@ def main(argv: list[str]) -> int:
         i = argv.index("--export")
         export(argv[:i], argv[i + 1])
         return 0
+    hold = ()
+    if "--hold" in argv:  # --hold NAME[,NAME...]: constants the fit keeps as they are
+        i = argv.index("--hold")
+        hold = tuple(argv[i + 1].split(","))
+        argv = argv[:i] + argv[i + 2:]
     flags = [a for a in argv if a.startswith("--")]
     check = argv[argv.index("--check") + 1:] if "--check" in argv else []
     paths = [a for a in (argv[:argv.index("--check")] if check else argv) if a not in flags]
@@ -159,7 +171,7 @@ def main(argv: list[str]) -> int:
     costs = model.COSTS
     print(summary("the cost model's choice, current constants", scores(rows, costs)))
     if "--fit" in argv:
-        costs = fit(rows, costs)
+        costs = fit(rows, costs, hold=hold)
         print("fitted:", costs)
         print(summary("static choice, fitted constants", scores(rows, costs)))
     for p in check:

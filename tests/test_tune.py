@@ -619,7 +619,7 @@ def test_the_cost_model_is_the_documented_formula():
     from dml_numba.cpu.convolution.variants import estimate
 
     C = Costs(load=0.5, plane=3.0, direct=5.0, scalar=7.0, loop=11.0, row=13.0, gemm=17.0,
-              column=19.0, call=23.0, copy=29.0, gather=31.0, store=37.0, scatter=59.0,
+              column=19.0, call=23.0, copy=29.0, gather=31.0, store=37.0, transpose=59.0,
               pool=41.0, direct_call=43.0, blocked_call=47.0, gemm_call=53.0)
     host = Host(16, 2)
     d = _desc((2, 16, 56, 56), (16, 16, 3, 3))  # padded by one: 58x58 input planes

@@ -34,7 +34,7 @@ class Costs:
     copy: float = 1.0  # an element of the blocked kernel's padded copy of the input
     gather: float = 1.0  # ... more where a strided last axis is split into phases (gathers)
     store: float = 1.0  # a blocked kernel's output vector (stored once, with its epilogue)
-    scatter: float = 4.0  # ... a channels tile's, scattered a lane per output plane
+    transpose: float = 4.0  # ... a channels tile's (transposed in registers, a row a plane)
     pool: float = 2000.0  # waking the thread pool for one parallel call
     # a call's fixed cost on the host side (arguments, buffers), per algorithm
     direct_call: float = 2000.0
@@ -44,7 +44,7 @@ class Costs:
 
 #: fitted on the crossover grid (see the module's docstring)
 COSTS = Costs(load=0.3, plane=0.17, direct=3.5, scalar=7.1, loop=3.0, row=12.0, gemm=0.7,
-              column=16.0, call=38000.0, copy=3.6, gather=5.6, store=16.0, scatter=18.0,
+              column=16.0, call=38000.0, copy=3.6, gather=5.6, store=16.0, transpose=18.0,
               pool=350.0, direct_call=36.0, blocked_call=41000.0,
               gemm_call=160000.0)
 

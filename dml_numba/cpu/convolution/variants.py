@@ -152,7 +152,11 @@ class Gemm(Variant):
         would fight Numba's for the cores), its column matrix written and read through memory
         (by the parallel im2col; none for a 1x1 unit-stride unpadded FORWARD convolution,
         whose input is the matrix), the epilogue's pass over the output (bias, activation) and
-        a call per image and group."""
+        a call per image and group. The FORWARD product now runs an item a thread (image,
+        group, slab of channels) with its epilogue in cache; the estimate keeps the form its
+        constants were fitted with: refitted on the grid measured with that product
+        (``benchmarks/grid/``), the model chose worse on the networks (``benchmarks/HISTORY.md``:
+        "The cost model refitted, and not kept")."""
         vec, _, _ = _terms(desc, host, parallel, costs)
         geo = geometry(desc)
         batch = desc.input_tensor.sizes[0]
@@ -335,7 +339,7 @@ class Depthwise(Tile):
 class Channels(Tile):
     """FORWARD, output channels in the lanes (``blocked/forward.py``, the channels tile):
     ``vectors`` vectors of channels (``mb`` = vectors x lanes) x ``pixels`` pixels along a row,
-    each input pixel broadcast, stored by scatter; ``rows`` is 1 and ``flat`` unused."""
+    each input pixel broadcast, stored transposed; ``rows`` is 1 and ``flat`` unused."""
 
     name = "channels"
     emitters = {"blocked-channels": forward.emit, "blocked-channels-staged": forward.emit}
@@ -363,8 +367,8 @@ class Channels(Tile):
             (plan.vectors * k_last + read) / (plan.accumulators * k_last), 1.0
 
     def store_cost(self, costs):
-        """A vector of channels scattered a lane per output plane."""
-        return costs.scatter
+        """A vector of channels transposed with the others of its pixels, a row a plane."""
+        return costs.transpose
 
 
 #: every variant, in the order ties go (the simplest kernel first; of the tiles, the pixels

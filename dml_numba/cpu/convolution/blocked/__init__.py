@@ -10,9 +10,10 @@ LLVM vector registers (``cpu/_simd.py``), every multiply-add a fused vector FMA 
 all inside Numba's own thread pool. FORWARD has a second tile, the channels tile
 (``blocked-channels``): output channels in the lanes and each input pixel broadcast from memory
 (as oneDNN's kernels do), for a run of pixels along a row, transposed in registers and stored
-a plane's row at a time; it wastes no lanes on rows that are not a multiple of the vector, and a pixel read by
-several taps is broadcast once. The plan (``plan.py``) is chosen for the host (the cost model
-picks among the tiles: ``choice.blocked_plan``) and goes into the kernel's key; each tile is a
+a plane's row at a time; it wastes no lanes on rows that are not a multiple of the vector, and
+a pixel read by several taps is broadcast once. The plan (``plan.py``) is chosen for the host
+(the cost model picks among the tiles: ``choice.blocked_plan``) and goes into the kernel's
+key; each tile is a
 variant (``variants.py``: ``Pixels``, ``Transposed``, ``Depthwise``, ``Channels``) that names
 its kernel and its emitter.
 """
