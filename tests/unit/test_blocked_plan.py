@@ -51,7 +51,7 @@ def test_channels_planner():
 
 def test_the_tile_is_the_cost_models_pick_for_the_host_given():
     """``blocked_plan`` plans both tiles for the host passed (not this machine) and takes the
-    one the constants given price lower: a scatter priced out, the pixels tile."""
+    one the constants given price lower: a transposed store priced out, the pixels tile."""
     import dataclasses
 
     from dml_numba.cpu.convolution.cost import COSTS
@@ -60,7 +60,7 @@ def test_the_tile_is_the_cost_models_pick_for_the_host_given():
     for host in (Host(16, 2), Host(8, 2), Host(4, 1)):
         plan = cpu_conv.blocked_plan(dense, host)
         assert plan.lanes == host.lanes and plan.pixels
-        dear = dataclasses.replace(COSTS, scatter=1e6)
+        dear = dataclasses.replace(COSTS, transpose=1e6)
         assert cpu_conv.blocked_plan(dense, host, dear) == planner.block_plan(dense, host)
 
 
