@@ -118,6 +118,16 @@ class CompiledOperator:
         else:
             self(*inputs, out=out)
 
+    def bind_checked(self, inputs, out):
+        """:meth:`run_checked` of these arrays as a call of no arguments (a compiled graph's
+        step, called again while its arrays stay the same): a host kernel's ``bind`` settles
+        now what the arrays' identities decide (views, a model's packed filter); what their
+        contents decide happens at each call."""
+        if self._plain is not None:
+            bind = getattr(self.kernel, "bind", None)  # the numpy device's have none
+            return bind(inputs, out) if bind else functools.partial(self.kernel, inputs, out)
+        return functools.partial(self.run_checked, inputs, out)
+
     @property
     def source(self) -> str | None:
         """The generated source of the kernel (None for the vectorised device)."""

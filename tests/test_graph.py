@@ -219,6 +219,72 @@ def test_buffers_share_memory_only_where_their_lives_do_not_overlap(device):
     np.testing.assert_array_equal(cg(x, w), got)  # again, over the same buffers
 
 
+@pytest.mark.parametrize("algorithm", ["blocked", "direct", "gemm"])
+def test_a_step_bound_once_follows_its_arrays_and_keeps_none_of_the_callers(algorithm):
+    # pad -> conv(., w) -> slice: the conv step touches the graph's input 1 (its filter) and
+    # buffers only; its binding (views, the packed filter) is kept for the next call where that
+    # filter is frozen (a model's own) and the same array again, and nowhere else
+    import gc
+    import weakref
+
+    from dml_numba._frozen import freeze
+    r = pad((1, 2, 6, 6), (0, 0, 1, 1), (0, 0, 1, 1), value=1.0)
+    c = conv((1, 2, 8, 8), (2, 2, 3, 3))
+    s = slice1((1, 2, 6, 6), (0, 0, 0, 0), (1, 2, 6, 6), (1, 1, 1, -2))
+    g = dml.GraphDesc(2, 1, (N(r), N(c), N(s)), (IN(0, 0, 0), IN(1, 1, 1)), (OUT(2, 0, 0),),
+                      (MID(0, 0, 1, 0), MID(1, 0, 2, 0)))
+    cg = dml.compile_graph(g, "cpu", algorithm=algorithm)
+    assert [op.kernel.algorithm for op in cg.ops if hasattr(op.kernel, "algorithm")] == [
+        algorithm]
+
+    def want(x, w):  # NumPy's pad and a brute-force convolution
+        xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=1)
+        return brute_conv_forward(xp, w, None, (1, 1), (1, 1), (0, 0),
+                                  out_spatial=(6, 6))[..., ::-2]
+
+    def check(x, w):
+        np.testing.assert_allclose(cg(x, w), want(x, w), rtol=1e-5, atol=1e-5)
+
+    w1, w2 = freeze(rand((2, 2, 3, 3), seed=3)), freeze(rand((2, 2, 3, 3), seed=4))
+    x = rand((1, 2, 6, 6))
+    check(x, w1)
+    kept = cg._local.bound
+    assert kept[1] is not None and kept[0] is None and kept[2] is None  # x; the graph's output
+    run = kept[1][1]
+    check(rand((1, 2, 6, 6), seed=1), w1)
+    assert kept[1][1] is run  # the same frozen filter: the same binding
+    check(x, w2)  # another frozen filter: bound again
+    assert kept[1][1] is not run
+    mine = rand((2, 2, 3, 3), seed=5)  # the caller's own filter: not kept, read at each call
+    check(x, mine)
+    assert kept[1] is None
+    mine *= -2
+    check(x, mine)
+    # nothing of the caller's stays alive in the graph: its input, filter and output
+    x = rand((1, 2, 6, 6), seed=2)
+    refs = [weakref.ref(a) for a in (x, mine, cg(x, mine))]
+    del x, mine
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None, None]
+
+
+def test_a_step_bound_once_reads_a_strided_input_at_each_call():
+    # the graph's input a strided view (its shape is the graph's): bound each call, read then
+    x = rand((1, 2, 6, 12))
+    view = x[..., ::2]
+    w = rand((2, 2, 3, 3), seed=3)
+    g = dml.GraphDesc(2, 1, (N(conv((1, 2, 6, 6), (2, 2, 3, 3))),), (IN(0, 0, 0), IN(1, 0, 1)),
+                      (OUT(0, 0, 0),), ())
+    for algorithm in ("blocked", "direct"):
+        cg = dml.compile_graph(g, "cpu", algorithm=algorithm)
+        for _ in range(2):
+            np.testing.assert_allclose(
+                cg(view, w), brute_conv_forward(view, w, None, (1, 1), (1, 1), (0, 0),
+                                                out_spatial=(4, 4)),
+                rtol=1e-5, atol=1e-5)
+            x *= -1.5  # the view's memory, changed between calls
+
+
 def test_out_is_written_in_place_and_returned():
     g = chain_graph(tile((2, 3), (2, 2)), slice1((4, 6), (0, 0), (4, 6), (2, 1)))
     x = rand((2, 3))

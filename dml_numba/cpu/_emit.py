@@ -7,6 +7,7 @@ nest shared by the data-movement operators.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -83,6 +84,39 @@ class CpuKernel:
 
     def __call__(self, inputs, out):  # pragma: no cover - every kernel overrides it
         raise NotImplementedError
+
+    def bind(self, inputs, out):
+        """``self(inputs, out)`` as a call of no arguments, for calls again on the same arrays
+        (a compiled graph's steps). A kernel may settle in :meth:`bound` what the arrays'
+        identities decide; only where they are already in its accumulator type and ``out`` is
+        C-contiguous (:func:`in_accumulator`), else each call converts them as ``self`` does."""
+        acc = getattr(self, "acc", None)  # the data-movement kernels have none
+        if acc is not None and in_accumulator(acc, inputs, out):
+            return self.bound(inputs, out)
+        return functools.partial(self, inputs, out)
+
+    def bound(self, inputs, out):
+        """:meth:`bind` of arrays in the accumulator type (the call itself unless a kernel
+        settles more: :func:`bound_contiguous`, :func:`bound_first`)."""
+        return functools.partial(self, inputs, out)
+
+
+def bound_contiguous(kernel, inputs, out):
+    """``bound`` of a kernel that calls ``fn(*inputs, out)`` on C-contiguous inputs."""
+    if all(a.flags.c_contiguous for a in inputs):
+        return functools.partial(kernel.fn, *inputs, out)
+    return functools.partial(kernel, inputs, out)
+
+
+def bound_first(kernel, inputs, out):
+    """``bound`` of a kernel that calls ``fn(inputs[0], out)`` (a pooling)."""
+    return functools.partial(kernel.fn, inputs[0], out)
+
+
+def in_accumulator(acc: np.dtype, inputs, out) -> bool:
+    """Whether :func:`run_in_accumulator` hands ``inputs`` and ``out`` to its ``run`` as they
+    are."""
+    return out.dtype == acc and out.flags.c_contiguous and all(a.dtype == acc for a in inputs)
 
 
 def run_in_accumulator(acc: np.dtype, run, inputs, out) -> None:

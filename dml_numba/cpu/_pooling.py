@@ -5,7 +5,7 @@ from __future__ import annotations
 from .._codegen import SourceWriter, decompose
 from .._dims import prod
 from .._dtypes import accumulator
-from ._emit import CpuKernel, header, make_key, run_in_accumulator
+from ._emit import CpuKernel, bound_first, header, make_key, run_in_accumulator
 
 
 def emit_pooling(key, element) -> str:
@@ -47,6 +47,8 @@ class PoolingKernel(CpuKernel):
         extra = [(t.dtype, rank) for _, t in desc.bound_outputs()[1:]]
         super().__init__(key, lambda k: emit_pooling(k, type(self).element),
                          [(self.acc, rank), (self.acc, rank)] + extra, options)
+
+    bound = bound_first
 
     def __call__(self, inputs, out):
         if isinstance(out, tuple):  # (values, indices): the indices written as they are

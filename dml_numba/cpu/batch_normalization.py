@@ -10,7 +10,7 @@ from .._dims import prod
 from .._dtypes import accumulator
 from .._registry import register
 from ..ops.batch_normalization import PARAMETERS, BatchNormalizationOperatorDesc
-from ._emit import CpuKernel, header, make_key, run_in_accumulator
+from ._emit import CpuKernel, bound_contiguous, header, make_key, run_in_accumulator
 
 
 def emit(key) -> str:
@@ -59,6 +59,8 @@ class BatchNormalizationKernel(CpuKernel):
         rank = desc.input_tensor.rank
         super().__init__(make_key(desc, options), emit,
                          [(self.acc, rank)] * 6, options)
+
+    bound = bound_contiguous
 
     def __call__(self, inputs, out):
         run_in_accumulator(self.acc, lambda xs, y: self.fn(

@@ -10,7 +10,7 @@ from .._codegen import SourceWriter
 from .._dtypes import DataType
 from .._registry import register
 from ..ops.element_wise import ElementWiseAdd1OperatorDesc, ElementWiseMultiplyOperatorDesc
-from ._emit import CpuKernel, header, make_key, run_in_accumulator
+from ._emit import CpuKernel, bound_contiguous, header, make_key, run_in_accumulator
 
 
 def emit(key) -> str:
@@ -39,6 +39,8 @@ class ElementWiseKernel(CpuKernel):
         rank = desc.output_tensor.rank
         super().__init__(make_key(desc, options), emit,
                          [(self.acc, rank)] * (len(desc.input_fields) + 1), options)
+
+    bound = bound_contiguous
 
     def __call__(self, inputs, out):
         run_in_accumulator(self.acc, lambda xs, y: self.fn(

@@ -13,7 +13,7 @@ from .._registry import register
 from ..elements.lp_pooling import fold_of, pool_element
 from ..ops._base import FOLDS, Fold
 from ..ops.lp_pooling import LpPooling1OperatorDesc
-from ._emit import CpuKernel, make_key, run_in_accumulator
+from ._emit import CpuKernel, bound_first, make_key, run_in_accumulator
 from ._pooling import emit_pooling
 
 
@@ -32,6 +32,8 @@ class LpPoolingKernel(CpuKernel):
         self.acc = accumulator(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
         super().__init__(key, emit, [(self.acc, rank), (self.acc, rank)], options)
+
+    bound = bound_first
 
     def __call__(self, inputs, out):
         run_in_accumulator(self.acc, lambda xs, y: self.fn(xs[0], y), inputs, out)

@@ -10,7 +10,7 @@ from .._api import CompiledOperator, check_allocatable, compile_operator
 from .._binding import overlaps
 from .._cache import cache, graph_key
 from .._errors import ValidationError
-from .._frozen import Derived
+from .._frozen import Derived, is_frozen
 from .._registry import check_device_name, get_device, split_device
 from . import memory
 from .desc import GraphDesc
@@ -32,6 +32,7 @@ class CompiledGraph:
         self._local = threading.local()
         self._cuda = split_device(device)[0] == "cuda"
         self._views = [_views(graph, step) for step in steps]
+        self._touches = [_touches(step) for step in steps]
         self._uploads = Derived()  # the device copies of frozen host inputs (CUDA)
         self._arena = None  # (offsets, bytes) of the intermediate buffers, made on first use
 
@@ -61,18 +62,13 @@ class CompiledGraph:
             raise ValidationError(f"compile_graph: {len(inputs)} inputs are invalid; expected "
                                   f"{g.input_count} (the graph's input_count)")
         outs = self._outs(out)
-        kind = _interop.first_kind(inputs)
-        if _interop.needs_grad(inputs):
-            k = next(k for k, a in enumerate(inputs) if getattr(a, "requires_grad", False))
-            raise ValidationError(
-                f"compile_graph.input {k}: a torch tensor that requires grad is invalid; "
-                "expected one that does not (a compiled graph has no gradient: call the "
-                "operators through the functional layer or torch.ops.dml_numba, whose "
-                "gradients are defined, or pass x.detach())")
-        host = [_interop.to_host(a, f"compile_graph.input {k}") for k, a in enumerate(inputs)]
-        for k, (a, t) in enumerate(zip(host, self._in)):
-            if not self._cuda or isinstance(a, np.ndarray):  # device arrays: as Numba's, below
-                self._check(a, t, f"input {k}")
+        if all(type(a) is np.ndarray for a in inputs):  # the common case, decided first
+            kind, host = None, inputs
+            for k, (a, t) in enumerate(zip(inputs, self._in)):
+                if a.shape != t.sizes or a.dtype != t.dtype:
+                    self._check(a, t, f"input {k}")
+        else:
+            kind, host = self._host(inputs)
         for k, o in enumerate(outs):
             if o is not None:
                 _interop.check_out(o, f"compile_graph.out[{k}]")
@@ -92,12 +88,57 @@ class CompiledGraph:
         self._run(host, results, np.empty)
         return self._finish(results, out, kind)
 
+    def _host(self, inputs):
+        """The kind of the inputs (the first other library's) and the inputs as host views,
+        checked (device arrays are checked as Numba sees them, in :meth:`_run_cuda`)."""
+        kind = _interop.first_kind(inputs)
+        if _interop.needs_grad(inputs):
+            k = next(k for k, a in enumerate(inputs) if getattr(a, "requires_grad", False))
+            raise ValidationError(
+                f"compile_graph.input {k}: a torch tensor that requires grad is invalid; "
+                "expected one that does not (a compiled graph has no gradient: call the "
+                "operators through the functional layer or torch.ops.dml_numba, whose "
+                "gradients are defined, or pass x.detach())")
+        host = [_interop.to_host(a, f"compile_graph.input {k}") for k, a in enumerate(inputs)]
+        for k, (a, t) in enumerate(zip(host, self._in)):
+            if not self._cuda or isinstance(a, np.ndarray):  # device arrays: as Numba's
+                self._check(a, t, f"input {k}")
+        return kind, host
+
     def _run(self, inputs, results, allocate) -> None:
         """Every step, reading graph inputs, graph outputs and this thread's buffers (views of
-        an arena made by ``allocate(shape, dtype)`` on first use)."""
-        bufs = self._local.__dict__.get("buffers")
+        an arena made by ``allocate(shape, dtype)`` on first use).
+
+        Each step runs as a call of no arguments made by :meth:`_bind` (its arrays resolved,
+        reshaped and handed to the kernel's ``bind``: ~1 us a step instead of ~8). A binding
+        is kept for the next call, in this thread, only where every graph input and output the
+        step touches is a frozen array (a model's own weights, :mod:`dml_numba._frozen`) and
+        is the same array again: a step that reads the caller's input or writes a graph output
+        is bound anew each call, so nothing of the caller's is kept alive by the graph."""
+        local = self._local.__dict__
+        bufs = local.get("buffers")
         if bufs is None:
-            bufs = self._local.buffers = self._buffers(allocate)
+            bufs = local["buffers"] = self._buffers(allocate)
+            local["bound"] = [None] * len(self.steps)
+        bound = local["bound"]
+        for k, refs in enumerate(self._touches):
+            kept = bound[k]
+            if kept is not None:
+                arrays, run = kept
+                for (kind, i), a in zip(refs, arrays):
+                    if (inputs if kind == "input" else results)[i] is not a:
+                        break
+                else:
+                    run()
+                    continue
+            run = self._bind(k, inputs, results, bufs)
+            arrays = [(inputs if kind == "input" else results)[i] for kind, i in refs]
+            bound[k] = (arrays, run) if all(map(is_frozen, arrays)) else None
+            run()
+
+    def _bind(self, k, inputs, results, bufs):
+        """Step ``k`` as a call of no arguments on these arrays (see :meth:`_run`)."""
+        step, op = self.steps[k], self.ops[k]
 
         def at(ref):
             if ref[0] == "input":
@@ -106,21 +147,25 @@ class CompiledGraph:
                 return results[ref[1]]
             return bufs[memory.key_of(ref)]
 
-        for step, op, views in zip(self.steps, self.ops, self._views):
-            target = at(step.output)
-            args = [at(r) for r in step.inputs]
-            for i, sizes in views:  # an input seen with other sizes (a reshaping edge)
-                args[i] = args[i].reshape(sizes)
-            if step.more:  # an operator of several outputs: the tuple of its targets
-                more = [at(ref) for ref, _ in step.more]
-                op.run_checked(args, (target, *more))
-                for a, (_, also) in zip(more, step.more):
-                    for extra in also:
-                        results[extra[1]][...] = a
-            else:
-                op.run_checked(args, target)  # checked: the graph's entry, edges and buffers
-            for extra in step.also:
-                results[extra[1]][...] = target
+        target = at(step.output)
+        args = [at(r) for r in step.inputs]
+        for i, sizes in self._views[k]:  # an input seen with other sizes (a reshaping edge)
+            args[i] = args[i].reshape(sizes)
+        # an operator of several outputs: the tuple of its targets; checked: the graph's entry,
+        # edges and buffers
+        targets = [target] + [at(ref) for ref, _ in step.more]
+        run = op.bind_checked(args, tuple(targets) if step.more else target)
+        copies = [(results[extra[1]], target) for extra in step.also] + [
+            (results[extra[1]], a) for a, (_, also) in zip(targets[1:], step.more)
+            for extra in also]
+        if not copies:
+            return run
+
+        def run_and_copy():
+            run()
+            for to, a in copies:
+                to[...] = a
+        return run_and_copy
 
     def _buffers(self, allocate) -> dict:
         """This thread's buffers: views of one arena (``allocate(shape, dtype)``, uint8) at the
@@ -240,6 +285,14 @@ def _views(graph: GraphDesc, step) -> list:
 
     wanted = [t.sizes for _, t in step.op.bound_inputs()]
     return [(i, w) for i, (ref, w) in enumerate(zip(step.inputs, wanted)) if sizes(ref) != w]
+
+
+def _touches(step) -> tuple:
+    """The graph inputs and outputs (``("input", k)`` / ``("output", k)``) a step reads or
+    writes: what may be another array at each call."""
+    refs = [step.output, *step.inputs, *(ref for ref, _ in step.more), *step.also,
+            *(extra for _, also in step.more for extra in also)]
+    return tuple(dict.fromkeys((r[0], r[1]) for r in refs if r[0] in ("input", "output")))
 
 
 def _check_aliases(inputs, outs) -> None:

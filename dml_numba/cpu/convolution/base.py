@@ -2,6 +2,7 @@
 type, per-thread scratch buffers, and the call through the accumulator."""
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -49,6 +50,9 @@ class ConvolutionKernel(CpuKernel):
 
     def __call__(self, inputs, out):
         run_in_accumulator(self.acc, self.run, inputs, out)
+
+    def bound(self, inputs, y):
+        return functools.partial(self.run, inputs, y)
 
     def run(self, inputs, y):  # pragma: no cover - every kernel overrides it
         raise NotImplementedError

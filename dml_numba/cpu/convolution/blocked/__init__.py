@@ -19,11 +19,13 @@ its kernel and its emitter.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...._cache import KernelKey
 from ...._dims import prod
-from ...._frozen import Derived
+from ...._frozen import Derived, is_frozen
 from ..base import ConvolutionKernel, conv_key
 from .plan import BlockPlan, needs_copy, pack_filter, pointwise_as_1d
 
@@ -54,15 +56,35 @@ class BlockedKernel(ConvolutionKernel):
 
     def run(self, inputs, y):
         x = np.ascontiguousarray(inputs[0]).reshape(-1)
-        wp = self._packed.get(inputs[1], lambda w: pack_filter(self.kdesc, w, self.plan))
         bias = [inputs[2].reshape(-1)] if len(inputs) > 2 else []
-        if self.plan.depthwise or self.plan.staged:  # a padded plane / group per slot
-            import numba
+        self._call_on(x, self._pack(inputs[1]), bias, y.reshape(-1))()
 
-            slots = min(numba.get_num_threads(), self.kdesc.input_tensor.sizes[0]
-                        * self.kdesc.group_count)
-            xp = self.buffer((slots * self.copy_size,)) if self.copy_size else x
-            self.fn(x, wp, *bias, y.reshape(-1), xp, slots)
-            return
+    def bound(self, inputs, y):
+        """The kernel's call on these arrays: the flat views and a model's packed filter
+        settled now where the input is C-contiguous and the filter frozen (else each call
+        makes them, as :meth:`run` does)."""
+        if not (inputs[0].flags.c_contiguous and is_frozen(inputs[1])):
+            return functools.partial(self.run, inputs, y)
+        return self._call_on(inputs[0].reshape(-1), self._pack(inputs[1]),
+                             [inputs[2].reshape(-1)] if len(inputs) > 2 else [],
+                             y.reshape(-1))
+
+    def _pack(self, w):
+        return self._packed.get(w, lambda w: pack_filter(self.kdesc, w, self.plan))
+
+    def _call_on(self, x, wp, bias, y):
+        """The kernel's call on flat arrays, as a call of no arguments."""
+        if self.plan.depthwise or self.plan.staged:  # a padded plane / group per slot
+            return functools.partial(self._slots, x, wp, bias, y)
         xp = self.buffer((self.copy_size,)) if self.copy_size else x
-        self.fn(x, wp, *bias, y.reshape(-1), xp)
+        return functools.partial(self.fn, x, wp, *bias, y, xp)
+
+    def _slots(self, x, wp, bias, y):
+        """The kernel with as many slots as threads now (up to its planes / groups), each
+        with its own padded copy."""
+        import numba
+
+        slots = min(numba.get_num_threads(), self.kdesc.input_tensor.sizes[0]
+                    * self.kdesc.group_count)
+        xp = self.buffer((slots * self.copy_size,)) if self.copy_size else x
+        self.fn(x, wp, *bias, y, xp, slots)
