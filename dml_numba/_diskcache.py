@@ -220,9 +220,39 @@ def scan(*folders: Path) -> list[os.DirEntry]:
     return entries
 
 
+#: the files of a ``__pycache__`` folder by module name, with the folder's modification time
+#: when it was listed: ``{folder: (mtime_ns, {name: [paths]})}``
+_listings: dict = {}
+
+#: a folder modified less than this long ago is listed again at every use: a file system's
+#: timestamps are coarser than the changes they would have to tell apart (racy timestamps)
+RACY_NS = 2_000_000_000
+
+
+def _cache_files(folder: Path) -> dict:
+    """The files of ``folder`` (a ``__pycache__``) by the module they belong to (the name
+    before the first dot). One listing serves every entry while the folder is unchanged: a
+    first run of a process loads dozens of entries from a folder of thousands of files, and
+    listing it for each cost ~9 ms an entry (9,000 files). Any change to the folder (a file
+    added, removed or renamed) changes its modification time, which is read at each use; a
+    listing is only kept when that time is older than :data:`RACY_NS`."""
+    try:
+        mtime = os.stat(folder).st_mtime_ns
+    except OSError:
+        return {}
+    hit = _listings.get(folder)
+    if hit is not None and hit[0] == mtime:
+        return hit[1]
+    by_name: dict = {}
+    for e in scan(folder):
+        by_name.setdefault(e.name.partition(".")[0], []).append(Path(e.path))
+    if time.time_ns() - mtime > RACY_NS:
+        _listings[folder] = (mtime, by_name)
+    return by_name
+
+
 def _entry_files(sub: Path, name: str) -> list[Path]:
-    return [sub / f"{name}.py"] + [Path(e.path) for e in scan(sub / "__pycache__")
-                                   if e.name.startswith(name)]
+    return [sub / f"{name}.py"] + _cache_files(sub / "__pycache__").get(name, [])
 
 
 def _check_entry(sub: Path, name: str) -> None:

@@ -163,6 +163,60 @@ def test_entry_files_writable_by_others_are_purged_not_loaded(tmp_path):
     assert "hits 1 misses 0" in run({"DML_NUMBA_CACHE_DIR": str(root)}).stdout
 
 
+def _aged(folder: Path, seconds: float = 10.0) -> int:
+    """Set ``folder``'s modification time ``seconds`` back (out of the racy window)."""
+    t = time.time_ns() - int(seconds * 1e9)
+    os.utime(folder, ns=(t, t))
+    return t
+
+
+def test_a_cache_folder_is_listed_once_while_unchanged_and_again_after_any_change(
+        tmp_path, monkeypatch):
+    # the entries' files by module name: one listing serves every entry while the folder's
+    # modification time stays and is older than the racy window; a file added (the time
+    # changes) is listed again, and a folder changed within the window at every use
+    pyc = tmp_path / "__pycache__"
+    pyc.mkdir()
+    for name in ("a.kernel-3.py311.nbi", "b.kernel-3.py311.nbi"):
+        (pyc / name).write_bytes(b"")
+    scans = []
+    real = _diskcache.scan
+    monkeypatch.setattr(_diskcache, "scan", lambda *f: scans.append(f) or real(*f))
+    monkeypatch.setattr(_diskcache, "_listings", {})
+    old = _aged(pyc)
+    files = _diskcache._cache_files(pyc)
+    assert {k: [p.name for p in v] for k, v in files.items()} == {
+        "a": ["a.kernel-3.py311.nbi"], "b": ["b.kernel-3.py311.nbi"]}
+    assert _diskcache._cache_files(pyc) is files and len(scans) == 1
+    (pyc / "a.kernel-3.py311.1.nbc").write_bytes(b"")  # now: inside the window
+    for k in range(2):
+        assert len(_diskcache._cache_files(pyc)["a"]) == 2 and len(scans) == 2 + k
+    os.utime(pyc, ns=(old + 1, old + 1))  # changed, then out of the window: kept again
+    assert len(_diskcache._cache_files(pyc)["a"]) == 2 and len(scans) == 4
+    assert len(_diskcache._cache_files(pyc)["a"]) == 2 and len(scans) == 4
+    assert _diskcache._cache_files(tmp_path / "missing") == {}
+
+
+def test_an_entry_made_writable_by_others_after_its_folder_was_listed_is_purged(tmp_path,
+                                                                               monkeypatch):
+    # a mode change leaves the folder's time as it was: the kept listing names the file, whose
+    # owner and mode are read at each use
+    monkeypatch.setattr(_diskcache, "_listings", {})
+    pyc = tmp_path / "__pycache__"
+    pyc.mkdir()
+    name = "dml_numba_gen_cpu_tile_0123"
+    source, index = tmp_path / f"{name}.py", pyc / f"{name}.kernel-3.py311.nbi"
+    for p in (source, index):
+        p.write_bytes(b"")
+        os.chmod(p, 0o600)
+    _aged(pyc)
+    _diskcache._check_entry(tmp_path, name)  # the user's own: kept
+    assert source.exists() and index.exists() and pyc in _diskcache._listings
+    os.chmod(index, 0o666)
+    _diskcache._check_entry(tmp_path, name)
+    assert not source.exists() and not index.exists()
+
+
 def test_a_planted_pyc_is_never_imported(tmp_path):
     root = private_root(tmp_path)
     name = entry_name(run({"DML_NUMBA_CACHE_DIR": str(root)}))
