@@ -98,6 +98,17 @@ def as_array(value, owner: str, field: str):
     return array
 
 
+def address(a) -> int | None:
+    """The address of an array's first byte: a device array's (``__cuda_array_interface__``),
+    the host array's a CUDA simulator's array wraps (``_ary``), or NumPy's; None for anything
+    else. What :func:`overlaps`, :func:`same_view` and a compiled graph's arena read."""
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        return cai["data"][0]
+    a = getattr(a, "_ary", a)
+    return a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else None
+
+
 def overlaps(a, b) -> bool:
     """Whether two arrays may share memory: NumPy arrays exactly where that is cheap (else
     assumed to); device arrays by their pointer ranges; the CUDA simulator's arrays, which wrap
@@ -105,8 +116,7 @@ def overlaps(a, b) -> bool:
     if a is b:
         return True
     if hasattr(a, "__cuda_array_interface__") and hasattr(b, "__cuda_array_interface__"):
-        lo_a = a.__cuda_array_interface__["data"][0]
-        lo_b = b.__cuda_array_interface__["data"][0]
+        lo_a, lo_b = address(a), address(b)
         return lo_a < lo_b + b.nbytes and lo_b < lo_a + a.nbytes
     a, b = getattr(a, "_ary", a), getattr(b, "_ary", b)
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
@@ -133,8 +143,8 @@ def same_view(a, b) -> bool:
     a, b = getattr(a, "_ary", a), getattr(b, "_ary", b)
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
         return False
-    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-            and a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype)
+    return (address(a) == address(b) and a.shape == b.shape and a.strides == b.strides
+            and a.dtype == b.dtype)
 
 
 def check_no_overlap(out, inputs, owner: str, field: str = "out", *,

@@ -296,18 +296,23 @@ def vstore_rows(typingctx, arr, base, p, vec, width, pitch):
             builder.icmp_signed(">=", lane, _splat(builder, start, vi)),
             builder.icmp_signed("<", lane, _splat(builder, builder.add(start, width_), vi)))
         ary = context.make_array(sig.args[0])(context, builder, args[0])
-        vt = args[3].type
-        fnty = ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), ir.IntType(32),
-                                               in_first.type])
-        fn = cgutils.get_or_insert_function(builder.module, fnty,
-                                            f"llvm.masked.store.v{n}f32.p0")
         for at, mask in ((first, in_first),
                          (builder.sub(first, builder.sub(pitch_, width_)), in_next)):
-            ptr = builder.bitcast(builder.gep(ary.data, [at]), vt.as_pointer())
-            builder.call(fn, [args[3], ptr, ir.Constant(ir.IntType(32), 4), mask])
+            _masked_store(builder, args[3], ary.data, at, mask)
         return context.get_dummy_value()
 
     return types.none(arr, base, p, vec, width, pitch), codegen
+
+
+def _masked_store(builder, vec, data, at, mask) -> None:
+    """``llvm.masked.store`` of float vector ``vec`` at element ``at`` of ``data`` (an array's
+    data pointer), the lanes where ``mask`` (an i1 vector) is set."""
+    vt = vec.type
+    fnty = ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), ir.IntType(32), mask.type])
+    fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                        f"llvm.masked.store.v{vt.count}f32.p0")
+    ptr = builder.bitcast(builder.gep(data, [at]), vt.as_pointer())
+    builder.call(fn, [vec, ptr, ir.Constant(ir.IntType(32), 4), mask])
 
 
 def _splat(builder, value, vt):
@@ -383,18 +388,14 @@ def vstore_transposed(typingctx, arr, index, stride, vecs):
         ary = context.make_array(sig.args[0])(context, builder, args[0])
         index_ = context.cast(builder, args[1], sig.args[1], types.int64)
         stride_ = context.cast(builder, args[2], sig.args[2], types.int64)
-        if count < n:
-            mask = ir.Constant(ir.VectorType(ir.IntType(1), n), [1] * count + [0] * (n - count))
-            fnty = ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), i32, mask.type])
-            fn = cgutils.get_or_insert_function(builder.module, fnty,
-                                                f"llvm.masked.store.v{n}f32.p0")
+        mask = ir.Constant(ir.VectorType(ir.IntType(1), n), [1] * count + [0] * (n - count))
         for c in range(n):
             at = builder.add(index_, builder.mul(stride_, ir.Constant(ir.IntType(64), c)))
-            ptr = builder.bitcast(builder.gep(ary.data, [at]), vt.as_pointer())
             if count < n:
-                builder.call(fn, [rows[c], ptr, ir.Constant(i32, 4), mask])
+                _masked_store(builder, rows[c], ary.data, at, mask)
             else:
-                builder.store(rows[c], ptr, align=4)
+                builder.store(rows[c], builder.bitcast(builder.gep(ary.data, [at]),
+                                                       vt.as_pointer()), align=4)
         return context.get_dummy_value()
 
     return types.none(arr, index, stride, vecs), codegen

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _interop
 from .._api import CompiledOperator, check_allocatable, compile_operator
-from .._binding import overlaps
+from .._binding import address, overlaps
 from .._cache import cache, graph_key
 from .._errors import ValidationError
 from .._frozen import Derived, is_frozen
@@ -176,7 +176,7 @@ class CompiledGraph:
         if not offsets:
             return {}
         arena = allocate((total + memory.ALIGN,), np.uint8)
-        base = -_address(arena) % memory.ALIGN
+        base = -(address(arena) or 0) % memory.ALIGN  # unknown: CUDA's are aligned
         views = {}
         for k, off in offsets.items():
             t = self._tensor(k)
@@ -259,18 +259,6 @@ class CompiledGraph:
 def _nbytes(t) -> int:
     """Bytes of a packed array of tensor ``t``'s sizes and type (a buffer's)."""
     return t.element_count * np.dtype(t.dtype).itemsize
-
-
-def _address(a) -> int:
-    """The address of an array's first byte: NumPy's, a device array's, or the host array a
-    CUDA simulator's array wraps (0 where none is known: CUDA's allocations are aligned)."""
-    if isinstance(a, np.ndarray):
-        return a.ctypes.data
-    cai = getattr(a, "__cuda_array_interface__", None)
-    if cai is not None:
-        return cai["data"][0]
-    host = getattr(a, "_ary", None)
-    return host.ctypes.data if isinstance(host, np.ndarray) else 0
 
 
 def _views(graph: GraphDesc, step) -> list:
