@@ -13,7 +13,8 @@ its measured time over the shape's best candidate is its score. ``--fit`` search
 constants (coordinate descent over factors of each, from the current ones) for the least
 geometric-mean score over the dumps given, and prints them; ``--check`` scores the result on
 other dumps (hosts left out of the fit: another vector width, another thread count);
-``--hold gemm,...`` keeps the named constants as they are while the others are fitted.
+``--hold gemm,...`` keeps the named constants as they are while the others are fitted
+(``blas_switch`` is always kept: it is measured in networks, not on the grid).
 ``--export FILE`` writes what the tests check the choice against: per host and shape, the
 descriptor's parameters and the three algorithms' measured times (the planner's tile).
 """
@@ -158,10 +159,10 @@ def main(argv: list[str]) -> int:
         i = argv.index("--export")
         export(argv[:i], argv[i + 1])
         return 0
-    hold = ()
+    hold = ("blas_switch",)  # measured in networks: the grid's shapes run alone
     if "--hold" in argv:  # --hold NAME[,NAME...]: constants the fit keeps as they are
         i = argv.index("--hold")
-        hold = tuple(argv[i + 1].split(","))
+        hold += tuple(argv[i + 1].split(","))
         argv = argv[:i] + argv[i + 2:]
     flags = [a for a in argv if a.startswith("--")]
     check = argv[argv.index("--check") + 1:] if "--check" in argv else []

@@ -2,6 +2,7 @@
 with the vectorised device on every catalogue case, in both parallel variants; the automatic
 choice, the 1x1 fast path and chunked batches are exercised explicitly (the blocked kernel has
 tests of its own in test_convolution_blocked.py)."""
+import dataclasses
 import json
 from pathlib import Path
 
@@ -263,7 +264,8 @@ def test_blas_pays_its_epilogue_pass_where_the_layer_has_one():
     output (read and stored once more, in vectors, on every thread), where a tile applies them
     as it stores. The model adds that pass to BLAS's estimate only: MobileNetV2's 16->96
     expansion at 112 x 112 with bias and ReLU6 goes to the tile (measured on the 2-core AVX-512
-    machine: the tile 0.42 ms, BLAS 0.80), the same layer bare stays with BLAS."""
+    machine: the tile 0.42 ms, BLAS 0.80), the same layer bare stays with BLAS on one thread
+    (on two, the switch of BLAS's thread count is paid too: the next test)."""
     from dml_numba._host import Host
     from dml_numba.cpu.convolution.cost import COSTS
 
@@ -278,4 +280,38 @@ def test_blas_pays_its_epilogue_pass_where_the_layer_has_one():
         2 * COSTS.store * 96 * 112 * 112 / (16 * 2))
     assert with_pass["blocked"] == pytest.approx(without["blocked"], rel=0.05)
     assert cpu_conv.choose_algorithm(fused, host) == "blocked"
-    assert cpu_conv.choose_algorithm(bare, host) == "gemm"
+    one = Host(16, 1)
+    assert cpu_conv.choose_algorithm(fused, one) == "blocked"
+    assert cpu_conv.choose_algorithm(bare, one) == "gemm"
+    # on two threads, but for the switch: BLAS's estimate without it is under the tile's
+    assert without["gemm"] - COSTS.blas_switch < without["blocked"] < with_pass["gemm"]
+
+
+@pytest.mark.parametrize("cin,cout,hw,batch,threads,want", [
+    (64, 128, 56, 1, 2, "blocked"), (128, 256, 28, 1, 2, "blocked"),
+    (256, 512, 14, 8, 2, "blocked"), (64, 128, 56, 1, 1, "gemm")])
+def test_blas_pays_the_switch_of_its_thread_count_where_the_host_has_threads(
+        cin, cout, hw, batch, threads, want):
+    """Around the gemm algorithm's product BLAS is set to one thread and back (two libraries,
+    :mod:`dml_numba._blas`), and starts in the calling thread, where the host has threads:
+    ResNet-18's 1x1 stride-2 downsampling layers went to BLAS on the grid's constants and ran
+    2.3x slower in the network than the tile (measured on the 2-core AVX-512 machine, batch 1:
+    64->128 on 56x56 0.27 against 0.11 ms, 128->256 on 28x28 0.20 against 0.11; batch 8,
+    256->512 on 14x14 0.89-1.10 against 0.71-0.81). On one thread nothing is switched: the
+    estimate has no such term, and the first layer stays with BLAS there."""
+    from dml_numba._host import Host
+    from dml_numba.cpu.convolution.cost import COSTS
+
+    x = np.zeros((batch, cin, hw, hw), np.float32)
+    desc = dml.functional.convolution_desc(x, np.zeros((cout, cin, 1, 1), np.float32),
+                                           np.zeros((1, cout, 1, 1), np.float32),
+                                           strides=(2, 2)).canonical()
+    from dml_numba.cpu.convolution.variants import estimate
+
+    host = Host(16, threads)
+    assert cpu_conv.choose_algorithm(desc, host) == want
+    unswitched = dataclasses.replace(COSTS, blas_switch=0.0)
+    paid = estimate(desc, "gemm", None, host) - estimate(desc, "gemm", None, host,
+                                                          costs=unswitched)
+    assert COSTS.blas_switch > 0 and paid == pytest.approx(
+        COSTS.blas_switch if threads > 1 else 0.0)

@@ -40,13 +40,18 @@ class Costs:
     direct_call: float = 2000.0
     blocked_call: float = 2000.0
     gemm_call: float = 2000.0
+    #: the gemm algorithm's BLAS set to one thread and back around its product (two libraries
+    #: through threadpoolctl, ~11 us) and BLAS's own start in the calling thread, where the host
+    #: has threads to hand back (one thread: BLAS was on one already); not fitted: measured in
+    #: a network, where the grid's shapes run alone
+    blas_switch: float = 0.0
 
 
 #: fitted on the crossover grid (see the module's docstring)
 COSTS = Costs(load=0.3, plane=0.17, direct=3.5, scalar=7.1, loop=3.0, row=12.0, gemm=0.7,
               column=16.0, call=38000.0, copy=3.6, gather=5.6, store=16.0, transpose=18.0,
               pool=350.0, direct_call=36.0, blocked_call=41000.0,
-              gemm_call=160000.0)
+              gemm_call=160000.0, blas_switch=340000.0)
 
 
 def share(work: float, items: int, threads: int) -> float:
