@@ -255,6 +255,50 @@ def test_conv_and_its_activation_become_one_fused_node():
     np.testing.assert_allclose(m(x), np.clip(ref, -0.5, 0.5), rtol=1e-5, atol=1e-6)
 
 
+def _two_convs(seed):
+    """Conv(x, W1) -> Conv(., W2) -> Tile: the second convolution reads the model's weights
+    and a buffer only (its binding is kept between calls)."""
+    rng = np.random.default_rng(seed)
+    w1, w2 = (rng.standard_normal((2, 2, 3, 3)).astype(np.float32) for _ in range(2))
+    nodes = [helper.make_node("Conv", ["x", "W1"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c", "W2"], ["d"], pads=[1, 1, 1, 1]),
+             helper.make_node("Tile", ["d", "reps"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT,
+                                                                     [1, 2, 5, 5])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [1, 2, 5, 10])],
+                          [numpy_helper.from_array(w1, "W1"), numpy_helper.from_array(w2, "W2"),
+                           numpy_helper.from_array(np.array([1, 1, 1, 2], np.int64), "reps")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+    def want(x):
+        c = dml.convolution(x, w1, start_padding=(1, 1), end_padding=(1, 1), device="numpy")
+        d = dml.convolution(c, w2, start_padding=(1, 1), end_padding=(1, 1), device="numpy")
+        return np.tile(d, (1, 1, 1, 2))
+    return model, want
+
+
+def test_models_sharing_a_compiled_graph_keep_their_own_bindings_and_free_their_weights():
+    # two models of one architecture share the cached compiled graph; each keeps the steps
+    # bound to its own weights (alternating calls stay right), and a deleted model's weights
+    # are freed though the graph lives on in the cache
+    import gc
+    import weakref
+
+    (a, want_a), (b, want_b) = _two_convs(0), _two_convs(1)
+    ma, mb = compile_model(a, "cpu"), compile_model(b, "cpu")
+    assert ma.compiled is mb.compiled
+    x = np.random.default_rng(2).standard_normal((1, 2, 5, 5)).astype(np.float32)
+    for m, want in ((ma, want_a), (mb, want_b), (ma, want_a), (mb, want_b)):
+        np.testing.assert_allclose(m(x), want(x), rtol=1e-5, atol=1e-5)
+    graph = ma.compiled
+    weights = [weakref.ref(c) for c in mb._consts]
+    del m, mb
+    gc.collect()
+    assert [w() for w in weights] == [None] * len(weights)
+    np.testing.assert_allclose(ma(x), want_a(x), rtol=1e-5, atol=1e-5)
+    assert graph is ma.compiled
+
+
 def _conv_then_relu(extra_nodes, outputs, relu_input="c"):
     """Conv 'c', ``extra_nodes``, then Relu 'r' of ``relu_input`` into 'y'; ``outputs``: (name,
     shape) of the model's outputs."""

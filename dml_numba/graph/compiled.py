@@ -57,6 +57,12 @@ class CompiledGraph:
 
     # -- calling ------------------------------------------------------------------------------
     def __call__(self, *inputs, out=None):
+        return self._call(inputs, out, self._local)
+
+    def _call(self, inputs, out, store):
+        """The call, the steps' kept bindings in ``store`` (a ``threading.local``): the graph's
+        own, or that of the model whose frozen weights they hold (:mod:`dml_numba.onnx`), so
+        that they go with the model and no cached graph keeps a deleted model's weights."""
         g = self.graph
         if len(inputs) != g.input_count:
             raise ValidationError(f"compile_graph: {len(inputs)} inputs are invalid; expected "
@@ -79,13 +85,13 @@ class CompiledGraph:
                                       "expected a writable array")
         _check_aliases(host, host_outs)
         if self._cuda:
-            return self._run_cuda(host, outs, out, kind)
+            return self._run_cuda(host, outs, out, kind, store)
         results = [None] * g.output_count
         for k, o in enumerate(outs):
             results[k] = _interop.to_host(o) if o is not None else np.empty(self._out[k].sizes,
                                                                              self._out[k].dtype)
             self._check(results[k], self._out[k], f"out[{k}]")
-        self._run(host, results, np.empty)
+        self._run(host, results, np.empty, store)
         return self._finish(results, out, kind)
 
     def _host(self, inputs):
@@ -105,26 +111,30 @@ class CompiledGraph:
                 self._check(a, t, f"input {k}")
         return kind, host
 
-    def _run(self, inputs, results, allocate) -> None:
+    def _run(self, inputs, results, allocate, store) -> None:
         """Every step, reading graph inputs, graph outputs and this thread's buffers (views of
         an arena made by ``allocate(shape, dtype)`` on first use).
 
         Each step runs as a call of no arguments made by :meth:`_bind` (its arrays resolved,
-        reshaped and handed to the kernel's ``bind``: ~1 us a step instead of ~8). A binding
-        is kept for the next call, in this thread, only where every graph input and output the
-        step touches is a frozen array (a model's own weights, :mod:`dml_numba._frozen`) and
-        is the same array again: a step that reads the caller's input or writes a graph output
-        is bound anew each call, so nothing of the caller's is kept alive by the graph."""
+        reshaped and handed to the kernel's ``bind``: ~2 us a step instead of ~5). A binding
+        is kept for the next call, in this thread's ``store``, only where every graph input and
+        output the step touches is a frozen array (a model's own weights,
+        :mod:`dml_numba._frozen`) and is the same array again: a step that reads the caller's
+        input or writes a graph output is bound anew each call, so nothing of the caller's is
+        kept alive by the graph."""
         local = self._local.__dict__
         bufs = local.get("buffers")
         if bufs is None:
             bufs = local["buffers"] = self._buffers(allocate)
-            local["bound"] = [None] * len(self.steps)
-        bound = local["bound"]
+        kept = store.__dict__.setdefault("bound", {})
+        bound = kept.get(id(self))
+        if bound is None or bound[0] is not bufs:  # this thread's buffers: bound to them
+            bound = kept[id(self)] = (bufs, [None] * len(self.steps))
+        bound = bound[1]
         for k, refs in enumerate(self._touches):
-            kept = bound[k]
-            if kept is not None:
-                arrays, run = kept
+            step_kept = bound[k]
+            if step_kept is not None:
+                arrays, run = step_kept
                 for (kind, i), a in zip(refs, arrays):
                     if (inputs if kind == "input" else results)[i] is not a:
                         break
@@ -188,7 +198,7 @@ class CompiledGraph:
         return self.graph.node_output(*key) if isinstance(key, tuple) else \
             self.graph.node_output(key)
 
-    def _run_cuda(self, host, outs, out, kind):
+    def _run_cuda(self, host, outs, out, kind, store):
         dev = get_device(self.device)  # its arrays, through the device (no backend import)
         # host inputs copied to the GPU; a frozen one (a model's weights) once, kept
         # (the steps launch on Numba's device arrays: another library's shared, not copied)
@@ -208,7 +218,7 @@ class CompiledGraph:
         for k, (a, d, t) in enumerate(zip(host, dev_in, self._in)):
             if not isinstance(a, np.ndarray):
                 self._check(d, t, f"input {k}")
-        self._run(dev_in, results, dev.device_array)
+        self._run(dev_in, results, dev.device_array, store)
         on_device = any(dev.is_device_array(a) for a in host)
         final = []
         for k, r in enumerate(results):

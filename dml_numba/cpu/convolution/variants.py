@@ -153,11 +153,11 @@ class Gemm(Variant):
         (by the parallel im2col; none for a 1x1 unit-stride unpadded FORWARD convolution,
         whose input is the matrix), the epilogue's pass over the output (bias, activation), a
         call per image and group, and, where the host has threads, BLAS set to one thread and
-        back around the product (``blas_switch``, measured in networks). The FORWARD product now runs an item a thread (image,
-        group, slab of channels) with its epilogue in cache; the estimate keeps the form its
-        constants were fitted with: refitted on the grid measured with that product
-        (``benchmarks/grid/``), the model chose worse on the networks (``benchmarks/HISTORY.md``:
-        "The cost model refitted, and not kept")."""
+        back around the product (``blas_switch``, measured in networks). The FORWARD product
+        now runs an item a thread (image, group, slab of channels) with its epilogue in cache;
+        the estimate keeps the form its constants were fitted with: refitted on the grid
+        measured with that product (``benchmarks/grid/``), the model chose worse on the
+        networks (``benchmarks/HISTORY.md``: "The cost model refitted, and not kept")."""
         vec, _, _ = _terms(desc, host, parallel, costs)
         geo = geometry(desc)
         batch = desc.input_tensor.sizes[0]
