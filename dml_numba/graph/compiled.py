@@ -127,10 +127,10 @@ class CompiledGraph:
         if bufs is None:
             bufs = local["buffers"] = self._buffers(allocate)
         kept = store.__dict__.setdefault("bound", {})
-        bound = kept.get(id(self))
-        if bound is None or bound[0] is not bufs:  # this thread's buffers: bound to them
-            bound = kept[id(self)] = (bufs, [None] * len(self.steps))
-        bound = bound[1]
+        entry = kept.get(id(self))
+        if entry is None or entry[0] is not bufs:  # bound to this thread's buffers
+            entry = kept[id(self)] = (bufs, [None] * len(self.steps))
+        bound = entry[1]
         for k, refs in enumerate(self._touches):
             step_kept = bound[k]
             if step_kept is not None:
