@@ -285,6 +285,42 @@ def test_a_step_bound_once_reads_a_strided_input_at_each_call():
             x *= -1.5  # the view's memory, changed between calls
 
 
+def _strided_step_cases():
+    """(name, graph inputs as (array, strided view), the one node, what NumPy computes)."""
+    a, b = rand((1, 2, 4, 12)), rand((1, 2, 4, 6), seed=1)
+    h = rand((1, 2, 6, 12)).astype(np.float16)
+    wh = rand((2, 2, 3, 3), seed=3).astype(np.float16)
+    return [
+        ("add", a, [a[..., ::2], b], dml.functional.element_wise_add_desc(
+            a[..., ::2], b, fused_activation=dml.ActivationReluOperatorDesc()),
+         lambda xs: np.maximum(xs[0] + xs[1], 0)),
+        ("max-pooling", a, [a[..., ::2]], dml.functional.max_pooling_desc(
+            a[..., ::2], (2, 2), (2, 2)),
+         lambda xs: xs[0].reshape(1, 2, 2, 2, 3, 2).max(axis=(3, 5))),
+        ("convolution-float16", h, [h[..., ::2], wh], dml.functional.convolution_desc(
+            h[..., ::2], wh),
+         lambda xs: brute_conv_forward(xs[0].astype(np.float32), xs[1].astype(np.float32),
+                                       None, (1, 1), (1, 1), (0, 0), out_spatial=(4, 4))),
+    ]
+
+
+@pytest.mark.parametrize("case", _strided_step_cases(), ids=lambda c: c[0])
+def test_every_kind_of_step_reads_its_strided_or_converted_input_at_each_call(case):
+    # element-wise (its contiguous call), pooling (its first input as it is) and a float16
+    # convolution (converted to its accumulator at each call): a graph input that is a strided
+    # view, its memory changed between calls, read again each call
+    _, base, inputs, op, want = case
+    g = dml.GraphDesc(len(inputs), 1, (N(op),),
+                      tuple(IN(k, 0, k) for k in range(len(inputs))), (OUT(0, 0, 0),), ())
+    cg = dml.compile_graph(g, "cpu")
+    for _ in range(2):
+        got = cg(*inputs)
+        np.testing.assert_allclose(got.astype(np.float32), want(inputs),
+                                   rtol=2e-3 if got.dtype == np.float16 else 1e-6,
+                                   atol=2e-2 if got.dtype == np.float16 else 1e-6)
+        base *= -1.5  # the view's memory, changed between calls
+
+
 def test_out_is_written_in_place_and_returned():
     g = chain_graph(tile((2, 3), (2, 2)), slice1((4, 6), (0, 0), (4, 6), (2, 1)))
     x = rand((2, 3))
