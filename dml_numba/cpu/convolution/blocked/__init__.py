@@ -55,9 +55,7 @@ class BlockedKernel(ConvolutionKernel):
         self._packed = Derived()  # the packed filter of a frozen (a model's own) filter
 
     def run(self, inputs, y):
-        x = np.ascontiguousarray(inputs[0]).reshape(-1)
-        bias = [inputs[2].reshape(-1)] if len(inputs) > 2 else []
-        self._call_on(x, self._pack(inputs[1]), bias, y.reshape(-1))()
+        self._call_on(inputs, y)()
 
     def bound(self, inputs, y):
         """The kernel's call on these arrays: the flat views and a model's packed filter
@@ -65,19 +63,18 @@ class BlockedKernel(ConvolutionKernel):
         makes them, as :meth:`run` does)."""
         if not (inputs[0].flags.c_contiguous and is_frozen(inputs[1])):
             return functools.partial(self.run, inputs, y)
-        return self._call_on(inputs[0].reshape(-1), self._pack(inputs[1]),
-                             [inputs[2].reshape(-1)] if len(inputs) > 2 else [],
-                             y.reshape(-1))
+        return self._call_on(inputs, y)
 
-    def _pack(self, w):
-        return self._packed.get(w, lambda w: pack_filter(self.kdesc, w, self.plan))
-
-    def _call_on(self, x, wp, bias, y):
-        """The kernel's call on flat arrays, as a call of no arguments."""
+    def _call_on(self, inputs, y):
+        """The kernel's call on these arrays flattened (the input made C-contiguous, the
+        filter packed), as a call of no arguments."""
+        x = np.ascontiguousarray(inputs[0]).reshape(-1)
+        wp = self._packed.get(inputs[1], lambda w: pack_filter(self.kdesc, w, self.plan))
+        bias = [inputs[2].reshape(-1)] if len(inputs) > 2 else []
         if self.plan.depthwise or self.plan.staged:  # a padded plane / group per slot
-            return functools.partial(self._slots, x, wp, bias, y)
+            return functools.partial(self._slots, x, wp, bias, y.reshape(-1))
         xp = self.buffer((self.copy_size,)) if self.copy_size else x
-        return functools.partial(self.fn, x, wp, *bias, y, xp)
+        return functools.partial(self.fn, x, wp, *bias, y.reshape(-1), xp)
 
     def _slots(self, x, wp, bias, y):
         """The kernel with as many slots as threads now (up to its planes / groups), each
