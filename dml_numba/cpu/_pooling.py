@@ -5,7 +5,7 @@ from __future__ import annotations
 from .._codegen import SourceWriter, decompose
 from .._dims import prod
 from .._dtypes import accumulator
-from ._emit import CpuKernel, bound_first, header, make_key, run_in_accumulator
+from ._emit import CpuKernel, bound_first, header, helper_header, make_key, run_in_accumulator
 
 
 def emit_pooling(key, element) -> str:
@@ -21,9 +21,15 @@ def emit_pooling(key, element) -> str:
     args = "x, y, yi" if len(d.bound_outputs()) > 1 else "x, y"
     with w.block(f"def kernel({args}):"):
         with w.block(f"for f in {loop}({n_ * c_ * prod(out[:-1])}):"):
-            decompose(w, "f", ["n", "c"] + o[:-1], [n_, c_] + list(out[:-1]))
-            with w.block(f"for {o[-1]} in range({out[-1]}):"):
-                element(w, d, o, acc=acc)
+            w(f"row({args}, f)")
+    # the loop body in a function of its own: inline in the parallel loop, Numba compiled it
+    # 4x slower than the serial loop (a 3x3 max pooling of 64 x 112 x 112: 2.75 ms against
+    # 0.68 serial; 0.37 with the body apart)
+    helper_header(w)
+    with w.block(f"def row({args}, f):"):
+        decompose(w, "f", ["n", "c"] + o[:-1], [n_, c_] + list(out[:-1]))
+        with w.block(f"for {o[-1]} in range({out[-1]}):"):
+            element(w, d, o, acc=acc)
     return w.text()
 
 

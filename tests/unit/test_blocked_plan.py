@@ -14,10 +14,12 @@ from tests.ops.test_convolution_blocked import DEPTHWISE, SHAPES, TRANSPOSED
 
 
 def test_channels_planner():
-    """Pixels fill the registers left, the count that wastes the fewest pixels in the upper
-    half of the range (ties to the larger): 56-pixel rows of 3 taps take 8 pixels with two
-    vectors of 16 channels (12 fit, 8 divides 56) and 28 with one; 28-pixel rows at stride 2,
-    7 with two. Lanes halve until they divide a group's channels; None for BACKWARD, float64,
+    """Pixels fill the registers left, the count that computes the fewest pixels in the upper
+    half of the range (ties to the larger), a tile of fewer than FMA_CHAINS accumulators
+    counted as that many: 56-pixel rows of 3 taps take 8 pixels with two vectors of 16
+    channels (12 fit, 8 divides 56) and 28 with one; 28-pixel rows at stride 2, 7 with two;
+    with AVX2's 16 registers, 14-pixel rows take 4 (16 computed), not 2 (14 computed, 4
+    accumulators: the multiply-adds wait on each other). Lanes halve until they divide a group's channels; None for BACKWARD, float64,
     and a group's channels that 4 does not divide."""
     def case(cout, hw=56, s=1, k=3, g=1, cin=8, direction=0, dtype=np.float32):
         ws = (cout, cin // g, k, k) if direction == 0 else (cin, cout // g, k, k)
@@ -34,8 +36,11 @@ def test_channels_planner():
     assert plan(case(48)) == (16, 1, 28)        # 48 = 3 vectors: no pairs
     assert plan(case(24, g=2, cin=8)) == (4, 1, 28)  # 12 a group: 4 lanes
     assert plan(case(64), Host(8, 2)) == (8, 2, 4)  # 16 registers: 6 weights, 8 accumulators
-    # 7 weights leave 8 accumulators; 4 divides the 52-pixel rows
-    assert plan(case(64, k=7), Host(8, 2)) == (8, 1, 4)
+    # 7 weights leave 8 accumulators: 52-pixel rows take 8 (56 computed), not 4 (52: 4
+    # accumulators), nor 5-7 (counted as 8 accumulators, more tiles)
+    assert plan(case(64, k=7), Host(8, 2)) == (8, 1, 8)
+    assert plan(case(64, hw=14), Host(8, 2)) == (8, 2, 4)
+    assert plan(case(64, hw=7), Host(8, 2)) == (8, 2, 4)  # 8 computed, not 3's 9 (6 acc.)
     assert plan(case(8, hw=2)) == (8, 1, 2)  # rows of 2 pixels
     assert plan(case(6)) is None and plan(case(64, direction=1)) is None
     assert plan(case(64, dtype=np.float64)) is None

@@ -24,6 +24,11 @@ FLAT_GAIN = 0.97
 #: a group's padded planes staged per thread must fit this (a second-level cache)
 STAGE_BYTES = 1 << 20
 
+#: independent accumulators a core needs to keep its fused multiply-add units busy (two units,
+#: four cycles' latency: Zen 2-4, Skylake and later); a tile of fewer waits on its own sums
+#: (a channels tile of 2 x 2 accumulators on 14-pixel rows, AVX2: 2.7 ms, of 2 x 4: 1.8)
+FMA_CHAINS = 8
+
 
 @dataclasses.dataclass(frozen=True)
 class BlockPlan:
@@ -139,8 +144,11 @@ def channel_plan(desc, host: Host | None = None, *, lanes: int | None = None,
     for ``vectors x pixels`` multiply-adds; a row's taps' weight vectors stay in registers
     while its pixels pass (so a pixel read by several taps is broadcast once). ``pixels``
     fills the registers left (accumulators + weights + one broadcast), choosing among the
-    upper half of that range the count whose row tiles waste the fewest pixels (56-pixel
-    rows: 8 of 12 with two vectors, 28 with one), ties to the larger."""
+    upper half of that range the count whose row tiles cost least: the pixels they compute,
+    a tile of fewer than :data:`FMA_CHAINS` accumulators costing as much as one of that many
+    (56-pixel rows: 8 of 12 with two vectors, 28 with one; 14-pixel rows with AVX2's 16
+    registers: 4 of 4, not 2, which wastes none but leaves the multiply-adds waiting), ties
+    to the larger."""
     host = host or Host.current()
     d, geo = desc, geometry(desc)
     if not geo.forward or d.input_tensor.data_type not in (DataType.FLOAT32, DataType.FLOAT16):
@@ -160,7 +168,7 @@ def channel_plan(desc, host: Host | None = None, *, lanes: int | None = None,
     if limit < 1:
         return None
     pixels = min(range((limit + 1) // 2, limit + 1),
-                 key=lambda p: (-(-width // p) * p, -p))
+                 key=lambda p: (-(-width // p) * max(p, -(-FMA_CHAINS // vectors)), -p))
     padded = padded_geometry(d)[1]
     staged = needs_copy(d) and (stages(d, padded, host) if staged is None else staged)
     return BlockPlan(lanes, vectors * lanes, 1, vectors, padded, staged=bool(staged),
