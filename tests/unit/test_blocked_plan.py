@@ -79,6 +79,34 @@ def test_the_dense_layers_static_tile_is_the_channels_tile():
         assert cpu_conv.blocked_plan(desc, Host(16, 2)).pixels
 
 
+def test_one_tap_on_sixteen_registers_takes_the_pixels_tile_where_it_wastes_little():
+    """A one-tap convolution on a host of 16 vector registers (AVX2) plans no channels tile
+    where the pixels tile runs at the host's width and computes at most POINTWISE_WASTE of
+    the outputs (MobileNetV2's pointwise layers on 56, 28 and 14 planes, ResNet's stride-2
+    shortcuts to 28 and 14): the static choice is the pixels tile. On 7 x 7 planes (49
+    positions: the pixels tile computes 64) and 7-pixel rows (the pixels tile in 4 lanes) the
+    channels tile stays in the choice and wins; with 32 registers it is always planned."""
+    from dml_numba.cpu.convolution import variants
+
+    def case(cin, cout, hw, s=1):
+        return conv_case((1, cin, hw, hw), (cout, cin, 1, 1), (s, s), (1, 1), (0, 0), (0, 0),
+                         1)[0]
+
+    avx2, avx512 = Host(8, 2), Host(16, 2)
+    channels = variants.Channels()
+    for desc in (case(144, 24, 56), case(32, 192, 28), case(64, 384, 14),
+                 case(64, 128, 56, 2), case(128, 256, 28, 2)):
+        assert channels.planned(desc, avx2) == [] and channels.planned(desc, avx512)
+        assert not cpu_conv.blocked_plan(desc, avx2).pixels
+    for desc in (case(960, 160, 7), case(256, 512, 14, 2)):
+        assert channels.planned(desc, avx2)
+        assert cpu_conv.blocked_plan(desc, avx2).pixels
+    # the threshold: the 7 x 7 plane's pixels tile computes 64 / 49 positions an output
+    seven = cpu_conv.pointwise_as_1d(case(960, 160, 7))
+    assert variants.waste_of(seven, planner.block_plan(seven, avx2)) == 64 / 49
+    assert variants.POINTWISE_WASTE < 64 / 49
+
+
 def test_tile_rows_divide_the_height_where_they_can():
     """Row blocks from half the room to the room: the fewest rows computed twice by the
     overlapping last block, ties to the taller tile; never more than the height or the room."""
@@ -174,9 +202,13 @@ def test_the_planner_covers_remainders_and_several_vectors():
     assert plans["2d-asym-pad-convmode"].flat  # 18-pixel rows in 8 lanes: flattened
     assert plans["1d"].rows == 1 and plans["1d"].vectors > 1
     assert cpu_conv.block_plan(conv_case(*SHAPES["1x1-unpadded"])[0], lanes=16).lanes == 16
-    # one tap: 8 channels share a loaded vector (12 = 8 + a block of 4), never more than budget
+    # one tap: 8 channels share a loaded vector where the host has 32 vector registers (12 =
+    # 8 + a block of 4), 6 where it has 16 (6 x 2 vectors in AVX2's 12 accumulators, not
+    # 8 x 1); never more than budget
     pointwise = cpu_conv.pointwise_as_1d(conv_case(*SHAPES["1x1-unpadded"])[0])
-    assert cpu_conv.block_plan(pointwise, lanes=8, budget=12).mb == 8
-    assert cpu_conv.block_plan(pointwise, lanes=8, budget=4).mb == 4
+    assert cpu_conv.block_plan(pointwise, Host(16, 2), lanes=8, budget=12).mb == 8
+    avx2 = cpu_conv.block_plan(pointwise, Host(8, 2))
+    assert (avx2.mb, avx2.rows, avx2.vectors) == (6, 1, 2)
+    assert cpu_conv.block_plan(pointwise, Host(16, 2), lanes=8, budget=4).mb == 4
     assert cpu_conv.block_plan(conv_case((1, 1, 3, 6), (4, 1, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1)[0],
                                lanes=16).lanes == 4
