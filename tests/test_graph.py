@@ -452,7 +452,10 @@ NP_MODE = {"EDGE": "edge", "REFLECTION": "reflect", "SYMMETRIC": "symmetric", "W
 
 DEPTHWISE, DENSE, STAGED, CHANNELS = (((2, 8, 12, 20), (8, 1, 3, 3), 8, "blocked-depthwise"),
                                       ((1, 4, 9, 30), (4, 4, 5, 5), 1, "blocked"),
-                                      ((2, 32, 20, 20), (32, 8, 3, 3), 4, "blocked-staged"),
+                                      # staged, by the pixels tile (the 16-lane pick) or the
+                                      # channels tile (the 8-lane one): each host stages it
+                                      ((2, 32, 20, 20), (32, 8, 3, 3), 4,
+                                       ("blocked-staged", "blocked-channels-staged")),
                                       ((2, 8, 12, 20), (32, 8, 3, 3), 1, "blocked-channels"))
 
 
@@ -473,7 +476,7 @@ def test_mode_padding_folds_into_the_blocked_convolution(mode, xs, ws, groups, k
     x, w, b = rand(xs), rand(ws, seed=1), rand((1, ws[0], 1, 1), seed=2)
     cg = dml.compile_graph(g, "cpu", algorithm="blocked")  # (the static choice may be direct)
     assert len(cg.steps) == 1 and cg.steps[0].options == (("input_padding", mode),)
-    assert cg.ops[0].kernel.key.kernel == kind
+    assert cg.ops[0].kernel.key.kernel in ((kind,) if isinstance(kind, str) else kind)
     assert f"with a {cg.ops[0].kernel.plan.fold} padding folded in" in cg.source
     pads = [(0, 0), (0, 0), (k, k + 1), (k + 1, k)]
     ref = dml.convolution(np.pad(x, pads, mode=NP_MODE[mode]), w, b, group_count=groups,
