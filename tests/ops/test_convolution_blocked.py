@@ -222,18 +222,22 @@ CHANNEL_RUNS = [(name, host, staged) for name in CHANNELS for host in CHANNEL_HO
     or (run[1] == CHANNEL_HOSTS[list(CHANNELS).index(run[0]) % 2]
         and run[2] != (list(CHANNELS).index(run[0]) % 2 == 0))))
 def test_channels_tiles_agree_with_brute_force_and_numpy(name, host, staged):
-    """The channels tile on every case, planned for each host: within the host's registers
-    (accumulators, a row's weight vectors and a broadcast), every output written once at
+    """The channels tile on every case, planned for each host (16 registers: streamed): within
+    the host's registers (accumulators, a row's weight vectors or, streamed, one tap's
+    weights or input values, and a broadcast), every output written once at
     least (the output starts as NaN), the values of the definition."""
     desc, inputs = conv_case(*CHANNELS[name])
     kdesc = cpu_conv.pointwise_as_1d(desc) or desc
     plan = planner.channel_plan(kdesc, host, staged=staged)
     assert plan is not None and plan.pixels >= 1 and plan.mb % plan.lanes == 0
     assert plan.staged == (staged and planner.needs_copy(kdesc))  # as asked, where it pads
-    assert plan.accumulators + plan.vectors * desc.filter_tensor.sizes[-1] + 1 \
-        <= planner.registers(host)
+    held = min(plan.vectors, plan.pixels) if plan.streamed else \
+        plan.vectors * desc.filter_tensor.sizes[-1]  # streamed: one tap's weights or inputs
+    assert plan.accumulators + held + 1 <= planner.registers(host)
+    assert plan.streamed == (planner.registers(host) < 32)
     kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": False}, "blocked", plan)
     assert kernel.key.kernel.startswith("blocked-channels") and "vstore_transposed(" in kernel.source
+    assert ("opaque(" in kernel.source) == plan.streamed
     y = np.full(desc.output_tensor.sizes, np.nan, F32)
     kernel(list(inputs), y)
     compare(desc, y, dml.compile_operator(desc, "numpy")(*inputs))

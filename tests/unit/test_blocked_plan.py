@@ -17,10 +17,10 @@ def test_channels_planner():
     """Pixels fill the registers left, the count that computes the fewest pixels in the upper
     half of the range (ties to the larger), a tile of fewer than FMA_CHAINS accumulators
     counted as that many: 56-pixel rows of 3 taps take 8 pixels with two vectors of 16
-    channels (12 fit, 8 divides 56) and 28 with one; 28-pixel rows at stride 2, 7 with two;
-    with AVX2's 16 registers, 14-pixel rows take 4 (16 computed), not 2 (14 computed, 4
-    accumulators: the multiply-adds wait on each other). Lanes halve until they divide a group's channels; None for BACKWARD, float64,
-    and a group's channels that 4 does not divide."""
+    channels (12 fit, 8 divides 56) and 28 with one; 28-pixel rows at stride 2, 7 with two.
+    With 16 registers the tile is streamed (:func:`test_streamed_tiles_on_sixteen_registers`).
+    Lanes halve until they divide a group's channels; None for BACKWARD, float64, and a
+    group's channels that 4 does not divide."""
     def case(cout, hw=56, s=1, k=3, g=1, cin=8, direction=0, dtype=np.float32):
         ws = (cout, cin // g, k, k) if direction == 0 else (cin, cout // g, k, k)
         return conv_case((1, cin, hw, hw), ws, (s, s), (1, 1), (1, 1), (1, 1), g, direction,
@@ -35,12 +35,8 @@ def test_channels_planner():
     assert plan(case(128, s=2)) == (16, 2, 7)
     assert plan(case(48)) == (16, 1, 28)        # 48 = 3 vectors: no pairs
     assert plan(case(24, g=2, cin=8)) == (4, 1, 28)  # 12 a group: 4 lanes
-    assert plan(case(64), Host(8, 2)) == (8, 2, 4)  # 16 registers: 6 weights, 8 accumulators
-    # 7 weights leave 8 accumulators: 52-pixel rows take 8 (56 computed), not 4 (52: 4
-    # accumulators), nor 5-7 (counted as 8 accumulators, more tiles)
-    assert plan(case(64, k=7), Host(8, 2)) == (8, 1, 8)
-    assert plan(case(64, hw=14), Host(8, 2)) == (8, 2, 4)
-    assert plan(case(64, hw=7), Host(8, 2)) == (8, 2, 4)  # 8 computed, not 3's 9 (6 acc.)
+    assert planner.channel_plan(case(64), Host(8, 2)).streamed
+    assert not planner.channel_plan(case(64), Host(16, 2)).streamed
     assert plan(case(8, hw=2)) == (8, 1, 2)  # rows of 2 pixels
     assert plan(case(6)) is None and plan(case(64, direction=1)) is None
     assert plan(case(64, dtype=np.float64)) is None
@@ -50,8 +46,37 @@ def test_channels_planner():
     assert plan(case(32, hw=25)) == (16, 2, 9) and plan(case(32, hw=13)) == (16, 2, 7)
     assert plan(case(32, hw=1)) == (16, 2, 1)
     # two vectors while a row's weights leave room for 4 pixels: 12 taps on 32 registers
-    # (31 - 24 = 7) and 4 on 16 (15 - 8 = 7) take one
-    assert plan(case(32, k=12, hw=20)) == (16, 1, 11) and plan(case(16, k=4), Host(8, 2))[1] == 1
+    # (31 - 24 = 7) take one
+    assert plan(case(32, k=12, hw=20)) == (16, 1, 11)
+
+
+def test_streamed_tiles_on_sixteen_registers():
+    """With 16 registers (AVX2) the channels tile holds per tap the smaller of its weight
+    vectors and input values (``vectors x pixels + min + 1`` registers): 12 sums where every
+    tap's weights held leave room for 8. Chosen by positions computed x the cost a position:
+    56-pixel rows 4 x 3 (57 computed), 14-pixel rows 4 x 3 (15; not 4 x 2, whose weight loads
+    cost more, nor 2 x 4's 16), 7-pixel rows 2 x 4 (8 computed, 9 for 4 x 3), 96 channels 3 x
+    4, 16 channels 2 x 6; one block of 8 channels 1 x 14; one pixel only on rows of one. The
+    kernel's taps (``k=7``) do not change it: no tap's weights are held beside another's."""
+    def case(cout, hw=56, k=3):
+        return conv_case((1, 8, hw, hw), (cout, 8, k, k), (1, 1), (1, 1), (k // 2,) * 2,
+                         (k // 2,) * 2, 1, 0)[0]
+
+    def plan(desc, **kw):
+        p = planner.channel_plan(desc, Host(8, 2), **kw)
+        assert p.streamed and p.mb == p.vectors * p.lanes
+        return p.vectors, p.pixels
+
+    assert plan(case(64)) == (4, 3) and plan(case(64, k=7)) == (4, 3)
+    assert plan(case(256, hw=14)) == (4, 3)
+    assert plan(case(512, hw=7)) == (2, 4)
+    assert plan(case(96)) == (3, 4) and plan(case(16)) == (2, 6) and plan(case(8)) == (1, 14)
+    assert plan(case(64), vectors=2) == (2, 6) and plan(case(64), vectors=8) == (8, 1)
+    for blocks, width in [(b, w) for b in (1, 2, 3, 4, 6, 8, 12, 20, 64) for w in (1, 7, 14, 56)]:
+        v, p = planner.streamed_tile(blocks, width, 16)
+        assert blocks % v == 0 and v * p + min(v, p) + 1 <= 16 and p <= width
+        assert p > 1 or width == 1  # one pixel: a weight vector a multiply-add
+    assert planner.streamed_tile(6, 56, 16, vectors=4) is None
 
 
 def test_the_tile_is_the_cost_models_pick_for_the_host_given():

@@ -81,6 +81,7 @@ def emit(key) -> str:
                                                   else "")
                                    + (", vstore_rows" if plan.flat else "")
                                    + (", vstore_transposed" if plan.pixels else "")
+                                   + (", opaque" if plan.streamed else "")
                                    + activation_import(d),))
     runs = Runs.of(lay, plan.flat)
     outer = [f"o{i}" for i in range(lay.rank - 2)]
@@ -219,4 +220,4 @@ def _channel_spec(w, names, d, lay: Layout, plan, mb: int) -> TileSpec:
         lay, mb, 1, [[(t, off + p) for t, off in _last_taps(d, lay)] for p in range(lay.pixels)],
         lambda stack, names: leading_tap_offsets(w, names, lay, d, stack),
         lambda r: f"xr{r}", store, f"(n * {lay.cout} + m0 + m) * {lay.plane_out} + yr0 + j + q",
-        lay.pixels, staged=plan.staged)
+        lay.pixels, staged=plan.staged, streamed=plan.streamed)

@@ -29,6 +29,17 @@ STAGE_BYTES = 1 << 20
 #: (a channels tile of 2 x 2 accumulators on 14-pixel rows, AVX2: 2.7 ms, of 2 x 4: 1.8)
 FMA_CHAINS = 8
 
+#: streamed channels tiles (:func:`streamed_tile`), fitted on Zen 4 with AVX2 (3 x 3 layers of
+#: 64 to 512 channels on 56 x 56 to 7 x 7): a tile of fewer than 12 accumulators runs at
+#: FEW_CHAINS_RATE of a 12-accumulator one's rate per position; its loads cost LOAD_COST a
+#: multiply-add per (WEIGHT_LOAD / pixels + 1 / vectors), a weight vector (32 bytes from the
+#: second-level cache) costing as WEIGHT_LOAD broadcasts; the larger of the two is the tile's
+#: cost a position (4 x 3: 1.01, 2 x 4: 1.1, 4 x 2: 1.38, 8 x 1: 2.3 against 1.0, 1.07, 1.3,
+#: 2.5 measured)
+FEW_CHAINS_RATE = 0.93
+LOAD_COST = 1.1
+WEIGHT_LOAD = 2
+
 
 @dataclasses.dataclass(frozen=True)
 class BlockPlan:
@@ -53,6 +64,9 @@ class BlockPlan:
     #: lanes (``vectors`` of them) x ``pixels`` along one output row, each input pixel read as
     #: a broadcast scalar (0: the pixels tile above, pixels in the lanes)
     pixels: int = 0
+    #: a channels tile whose registers hold, per tap, the smaller of its weight vectors and its
+    #: input values while the other streams (:func:`streamed_tile`; 16-register hosts)
+    streamed: bool = False
 
     @property
     def accumulators(self) -> int:
@@ -66,6 +80,7 @@ class BlockPlan:
         [, flat]; a channels tile: lanes, channels, rows, pixels "px"."""
         if self.pixels:
             return (f"{self.lanes} {self.mb} {self.rows} {self.pixels}px"
+                    + (" streamed" if self.streamed else "")
                     + (f" {self.fold}" if self.fold else ""))
         return (f"{self.lanes} {self.mb} {self.rows} {self.vectors}"
                 + (f" {self.phases}" if self.phases > 1 else "") + (" flat" if self.flat else "")
@@ -164,6 +179,15 @@ def channel_plan(desc, host: Host | None = None, *, lanes: int | None = None,
     if mg % lanes:
         return None
     k_last = geo.kernel[-1]
+    padded = padded_geometry(d)[1]
+    staged = needs_copy(d) and (stages(d, padded, host) if staged is None else staged)
+    if registers(host) < 32:
+        tile = streamed_tile(mg // lanes, width, registers(host), vectors)
+        if tile is None:
+            return None
+        v, p = tile
+        return BlockPlan(lanes, v * lanes, 1, v, padded, staged=bool(staged), pixels=p,
+                         streamed=True)
     vectors = vectors or (2 if mg % (2 * lanes) == 0
                           and registers(host) - 1 - 2 * k_last >= 2 * 4 else 1)
     if mg % (vectors * lanes):
@@ -173,10 +197,36 @@ def channel_plan(desc, host: Host | None = None, *, lanes: int | None = None,
         return None
     pixels = min(range((limit + 1) // 2, limit + 1),
                  key=lambda p: (-(-width // p) * max(p, -(-FMA_CHAINS // vectors)), -p))
-    padded = padded_geometry(d)[1]
-    staged = needs_copy(d) and (stages(d, padded, host) if staged is None else staged)
     return BlockPlan(lanes, vectors * lanes, 1, vectors, padded, staged=bool(staged),
                      pixels=pixels)
+
+
+def streamed_tile(blocks: int, width: int, regs: int, vectors: int | None = None):
+    """``(vectors, pixels)`` of a streamed channels tile for ``blocks`` vectors of a group's
+    output channels on rows of ``width`` pixels with ``regs`` vector registers, or None.
+
+    Per tap the tile holds the smaller of its ``vectors`` weight vectors and ``pixels`` input
+    values and streams the other: ``vectors x pixels`` accumulators + ``min(vectors, pixels)``
+    + 1 registers (16: 4 x 3, 3 x 4, 2 x 6 and 6 x 2 keep 12 sums, where holding every tap's
+    weights leaves room for 8). Chosen by the positions the row's tiles compute (the last
+    overlapping the one before) x the tile's cost a position (:data:`FEW_CHAINS_RATE`,
+    :data:`LOAD_COST`), ties to more sums. On Zen 4 (AVX2), ms: 64 -> 64 channels on 56 x 56
+    4 x 3 1.47, 2 x 4 1.52; 256 -> 256 on 14 x 14 4 x 3 1.45, 2 x 4 1.66, 4 x 2 1.69; 512 ->
+    512 on 7 x 7 2 x 4 1.77, 4 x 3 1.91, 8 x 1 3.6."""
+    best, best_key = None, None
+    for v in ([vectors] if vectors else range(1, regs)):
+        if blocks % v:
+            continue
+        for p in range(1, width + 1):
+            if v * p + min(v, p) + 1 > regs:
+                break
+            acc = v * p
+            chains = 1.0 if acc >= 12 else max(1.0, FMA_CHAINS / acc) / FEW_CHAINS_RATE
+            cost = max(chains, LOAD_COST * (WEIGHT_LOAD / p + 1 / v))
+            key = (round(-(-width // p) * p * cost, 6), -acc)
+            if best_key is None or key < best_key:
+                best, best_key = (v, p), key
+    return best
 
 
 def _depthwise_plan(geo, lanes, budget, height, width, padded) -> BlockPlan:

@@ -141,6 +141,7 @@ class TileSpec:
     span: int
     staged: bool = False
     keep: str | None = None
+    streamed: bool = False
 
 
 def emit_tile(w, names: Names, d, spec: TileSpec) -> None:
@@ -210,18 +211,43 @@ def emit_channel_tile(w, names: Names, d, spec: TileSpec) -> None:
     accs = [[f"a{o}_{p}" for p in range(len(spec.columns))] for o in range(nv)]
     _zeroed(names, vec, [a for row in accs for a in row])
     with _input_channels(names, spec) as (xo, wo):
-        for t in _taps(spec):
-            for o in range(nv):
-                names.let(f"w{t}_{o}", vec.load("wp", f"{wo} + {t * lay.mb + o * lay.lanes}"))
-        row = names.let("xq", affine([(xo, 1), (spec.x_row(0), 1)]))
-        read: dict = {}  # each input offset broadcast once, where a pixel first reads it
-        for p, col in enumerate(spec.columns):
-            for t, off in col:
-                if off not in read:
-                    read[off] = names.let(f"s{len(read)}",
-                                          vec.broadcast("xp", affine([(row, 1)], off)))
+        if spec.streamed:
+            row = names.let("xq", affine([(xo, 1), (spec.x_row(0), 1)]))
+            for t in _taps(spec):
+                reads = [(p, off) for p, col in enumerate(spec.columns) for tt, off in col
+                         if tt == t]
+                base = names.let(f"xb{t}", f"opaque({row} + {reads[0][1]})")
+                bc = {p: vec.broadcast("xp", affine([(base, 1)], off - reads[0][1]))
+                      for p, off in reads}
+                wl = {o: vec.load("wp", f"{wo} + {t * lay.mb + o * lay.lanes}")
+                      for o in range(nv)}
+                if nv <= len(reads):  # weights held, input values streamed
+                    for o in range(nv):
+                        names.let(f"w{o}", wl[o])
+                    for p, _ in reads:
+                        s_ = names.let("s", bc[p])
+                        for o in range(nv):
+                            names.let(accs[o][p], vec.fma(f"w{o}", s_, accs[o][p]))
+                else:  # input values held, weights streamed
+                    for p, _ in reads:
+                        names.let(f"s{p}", bc[p])
+                    for o in range(nv):
+                        w_ = names.let("w", wl[o])
+                        for p, _ in reads:
+                            names.let(accs[o][p], vec.fma(w_, f"s{p}", accs[o][p]))
+        else:
+            for t in _taps(spec):
                 for o in range(nv):
-                    names.let(accs[o][p], vec.fma(names[f"w{t}_{o}"], read[off], accs[o][p]))
+                    names.let(f"w{t}_{o}", vec.load("wp", f"{wo} + {t * lay.mb + o * lay.lanes}"))
+            row = names.let("xq", affine([(xo, 1), (spec.x_row(0), 1)]))
+            read: dict = {}  # each input offset broadcast once, where a pixel first reads it
+            for p, col in enumerate(spec.columns):
+                for t, off in col:
+                    if off not in read:
+                        read[off] = names.let(f"s{len(read)}",
+                                              vec.broadcast("xp", affine([(row, 1)], off)))
+                    for o in range(nv):
+                        names.let(accs[o][p], vec.fma(names[f"w{t}_{o}"], read[off], accs[o][p]))
     act = vector_activation(d)
     for o in range(nv):
         if d.bias_tensor is not None:
