@@ -20,8 +20,11 @@ Channels plans (``blocked-channels``, ``blocked-channels-staged``: ``plan.pixels
 kernels and padded copy, the tile ``mb / lanes`` vectors of output channels x ``pixels``
 consecutive outputs of one row (``tile.emit_channel_tile``), each input value broadcast from the
 padded row (by stride phase where it is split, as above), each vector of channels' pixels
-transposed in registers and stored as rows of their output planes (a masked store a plane);
-the last run of pixels overlaps the one before.
+transposed in registers and stored as rows of their output planes (a masked store a plane,
+or plain stores of power-of-two pieces where the host has no native masked store); the last
+run of pixels overlaps the one before. Streamed plans (``plan.streamed``, 16-register hosts)
+walk the taps outermost, holding per tap the smaller of its weight vectors and input values
+(``tile.emit_channel_tile``).
 
 Flat plans (unit strides over the last two axes): a tile is a run of ``vectors`` consecutive
 vectors of the padded plane flattened (row by row, padding columns included) instead of rows x
