@@ -37,8 +37,6 @@ checked: the generators prove every index in range.
 """
 from __future__ import annotations
 
-import functools
-
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -333,18 +331,13 @@ def _masked_store(builder, vec, data, at, mask) -> None:
     builder.call(fn, [vec, ptr, ir.Constant(ir.IntType(32), 4), mask])
 
 
-@functools.cache
 def masked_stores_native() -> bool:
     """Whether this host stores a masked vector in one cheap instruction (AVX-512's mask
-    registers). Without them (AVX2's ``vmaskmovps`` is microcoded on AMD, NEON has none) a
-    prefix of a vector is stored as plain stores of power-of-two pieces (:func:`_store_prefix`):
-    an 8-lane tile's 32 masked row stores took ~500 cycles a tile on an AVX2 AMD EPYC."""
-    try:
-        from llvmlite import binding as ll
-
-        return bool(ll.get_host_cpu_features().get("avx512f"))
-    except Exception:  # pragma: no cover  # noqa: BLE001 - no feature detection here
-        return False
+    registers: the hosts whose widest vectors have 16 lanes, :func:`vector_lanes`). Without
+    them (AVX2's ``vmaskmovps`` is microcoded on AMD, NEON has none) a prefix of a vector is
+    stored as plain stores of power-of-two pieces (:func:`_store_prefix`): an 8-lane tile's 32
+    masked row stores took ~500 cycles a tile on an AVX2 AMD EPYC."""
+    return _host_lanes() >= 16
 
 
 def _plain_store(builder, vec, data, at) -> None:
