@@ -56,23 +56,60 @@ from .tile import (
 )
 
 
+#: a chunk of a one-axis plane (a pointwise convolution's flattened pixels) reads at most this
+#: much of the input, so that it stays in a core's cache while every channel block reads it
+CHUNK_BYTES = 128 * 1024
+#: a one-axis plane is cut into chunks until the (p)range has at least this many iterations:
+#: with a handful (3 channel blocks on 2 threads) one thread does twice the other's work
+MIN_ITEMS = 8
+#: what a core's cache keeps of the data one kernel call reads again (half of a 1 MiB L2)
+CACHE_BYTES = 512 * 1024
+
+
 @dataclasses.dataclass(frozen=True)
 class Runs:
     """How a plane is walked: ``row_tiles`` row blocks (flat: runs of the flattened padded
     plane, ``flat_size`` positions up to its last output) and ``column_tiles`` runs of
-    ``lanes * vectors`` pixels along a row."""
+    ``lanes * vectors`` pixels along a row. A plane of one axis has no rows: its runs are cut
+    into ``row_tiles`` chunks of ``chunk`` runs (:func:`chunks_of`), and ``chunk_outer`` puts
+    the chunks outside the channel blocks in the (p)range (each chunk's input read once, while
+    cached, by every block; the filter read once a chunk)."""
 
     row_tiles: int
     column_tiles: int
     flat_size: int
+    chunk: int = 0  # runs a chunk of a one-axis plane (0: rows, or flat runs)
+    chunk_outer: bool = False
 
     @classmethod
     def of(cls, lay: Layout, flat: bool) -> Runs:
         out, step = lay.out, lay.pixels or lay.lanes * lay.vectors
-        flat_size = (out[-2] - 1) * lay.padded[-1] + out[-1] if flat else 0
-        rows = (-(-flat_size // step) if flat else -(-out[-2] // lay.rows) if lay.rank >= 2
-                else 1)
-        return cls(rows, -(-out[-1] // step), flat_size)
+        columns = -(-out[-1] // step)
+        if flat:
+            flat_size = (out[-2] - 1) * lay.padded[-1] + out[-1]
+            return cls(-(-flat_size // step), columns, flat_size)
+        if lay.rank >= 2:
+            return cls(-(-out[-2] // lay.rows), columns, 0)
+        chunks, chunk_outer = chunks_of(lay, columns)
+        chunk = -(-columns // chunks)
+        return cls(-(-columns // chunk), columns, 0, chunk, chunk_outer)
+
+
+def chunks_of(lay: Layout, columns: int) -> tuple:
+    """``(chunks, chunk_outer)``: how many chunks a one-axis plane's ``columns`` runs are cut
+    into (each reading at most CHUNK_BYTES of a group's input, and enough of them for
+    MIN_ITEMS (p)range iterations), and whether the chunks go outside the channel blocks: where
+    that moves fewer bytes from beyond a core's cache (CACHE_BYTES) than blocks outside. Blocks
+    outside read the input once (it stays cached) or once a block, and the filter once; chunks
+    outside read the input once and the filter once (it stays cached) or once a chunk."""
+    cg = lay.cin // lay.groups
+    input_bytes = 4 * cg * lay.padded[-1]
+    filter_bytes = 4 * cg * lay.mg * lay.kernel[-1]
+    items = lay.batch * lay.groups * lay.blocks
+    chunks = min(columns, max(-(-input_bytes // CHUNK_BYTES), -(-MIN_ITEMS // items)))
+    blocks_outer = filter_bytes + input_bytes * (1 if input_bytes <= CACHE_BYTES else lay.blocks)
+    chunks_outer = input_bytes + filter_bytes * (1 if filter_bytes <= CACHE_BYTES else chunks)
+    return chunks, chunks > 1 and chunks_outer < blocks_outer
 
 
 def emit(key) -> str:
@@ -89,6 +126,8 @@ def emit(key) -> str:
     runs = Runs.of(lay, plan.flat)
     outer = [f"o{i}" for i in range(lay.rank - 2)]
     coords = ["n", "g", "mbi"] + outer + ["rt"] + (["xs"] if plan.staged else [])
+    if runs.chunk_outer and not plan.staged:  # the staged kernel walks a pair's tiles itself
+        coords = ["n", "g", "rt", "mbi"]
     if plan.staged:
         _emit_staged_kernel(w, loop, d, lay, coords, outer, runs)
     else:
@@ -114,8 +153,9 @@ def _emit_whole_input_kernel(w, loop, d, lay: Layout, coords, runs: Runs) -> Non
         w("# phase 2: register-blocked tiles")
         count = lay.batch * lay.groups * lay.blocks * prod(lay.out[:-2]) * runs.row_tiles
         with w.block(f"for f in {loop}({count}):"):
-            decompose(w, "f", coords, [lay.batch, lay.groups, lay.blocks] + list(lay.out[:-2])
-                      + [runs.row_tiles])
+            decompose(w, "f", coords, [lay.batch, lay.groups] + (
+                [runs.row_tiles, lay.blocks] if coords[2] == "rt" else
+                [lay.blocks] + list(lay.out[:-2]) + [runs.row_tiles]))
             call_tiles(w, lay, coords, d.bias_tensor is not None)
 
 
@@ -165,7 +205,12 @@ def _tile(w, names, d, lay: Layout, plan, mb: int, runs: Runs, outer) -> None:
                                        else 0))
             names.let(f"yr{r}", affine(terms_y, r * lay.ostride[-2] if two_d else 0))
     with ExitStack() as run_loop:
-        if not flat:
+        if runs.chunk and runs.row_tiles > 1:  # chunk rt's runs of a one-axis plane
+            run_loop.enter_context(names.loop(
+                "jt", f"range(rt * {runs.chunk}, min(rt * {runs.chunk} + {runs.chunk}, "
+                      f"{runs.column_tiles}))"))
+            names.let("j", f"min(jt * {span}, {lay.out[-1] - span})")
+        elif not flat:
             run_loop.enter_context(names.loop("jt", f"range({runs.column_tiles})"))
             names.let("j", f"min(jt * {span}, {lay.out[-1] - span})")
         emit_tile(w, names, d, (_channel_spec if plan.pixels else _spec)(w, names, d, lay,
