@@ -30,8 +30,10 @@ from .blocked import BlockedKernel, depthwise, forward, transposed
 from .blocked.plan import (
     FLAT_GAIN,
     BlockPlan,
+    Layout,
     block_plan,
     channel_plan,
+    chunks_of,
     needs_copy,
     padded_geometry,
     pointwise_as_1d,
@@ -258,11 +260,12 @@ class Tile(Variant):
 
     def items(self, desc, kdesc, plan: BlockPlan) -> int:
         """The parallel loop's items: per (image, group), a staged tile's one; else each block
-        of channels, outer position and block of rows (or flattened plane)."""
+        of channels, outer position and block of rows (flattened plane; a one-axis plane's
+        chunk)."""
         kout = kdesc.output_tensor.sizes[2:]
-        height = kout[-2] if len(kout) > 1 else 1
         blocks = -(-geometry(desc).out_channels // plan.mb)
-        rows = -(-height // plan.rows) if not plan.flat else 1
+        rows = (1 if plan.flat else -(-kout[-2] // plan.rows) if len(kout) > 1
+                else chunks_of(Layout.planned(kdesc, plan))[0])
         return desc.input_tensor.sizes[0] * desc.group_count * (
             1 if plan.staged else blocks * prod(kout[:-2]) * rows)
 

@@ -41,7 +41,7 @@ from ...._dims import prod
 from ....ops.convolution import geometry
 from ..._emit import header, helper_header
 from .padding import emit_pad_phase
-from .plan import Layout, fold_of, needs_copy
+from .plan import Layout, chunks_of, fold_of, needs_copy
 from .tile import (
     SIMD_IMPORT,
     TileSpec,
@@ -54,16 +54,6 @@ from .tile import (
     row_block_terms,
     slot_share,
 )
-
-
-#: a chunk of a one-axis plane (a pointwise convolution's flattened pixels) reads at most this
-#: much of the input, so that it stays in a core's cache while every channel block reads it
-CHUNK_BYTES = 128 * 1024
-#: a one-axis plane is cut into chunks until the (p)range has at least this many iterations:
-#: with a handful (3 channel blocks on 2 threads) one thread does twice the other's work
-MIN_ITEMS = 8
-#: what a core's cache keeps of the data one kernel call reads again (half of a 1 MiB L2)
-CACHE_BYTES = 512 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,26 +80,9 @@ class Runs:
             return cls(-(-flat_size // step), columns, flat_size)
         if lay.rank >= 2:
             return cls(-(-out[-2] // lay.rows), columns, 0)
-        chunks, chunk_outer = chunks_of(lay, columns)
+        chunks, chunk_outer = chunks_of(lay)
         chunk = -(-columns // chunks)
         return cls(-(-columns // chunk), columns, 0, chunk, chunk_outer)
-
-
-def chunks_of(lay: Layout, columns: int) -> tuple:
-    """``(chunks, chunk_outer)``: how many chunks a one-axis plane's ``columns`` runs are cut
-    into (each reading at most CHUNK_BYTES of a group's input, and enough of them for
-    MIN_ITEMS (p)range iterations), and whether the chunks go outside the channel blocks: where
-    that moves fewer bytes from beyond a core's cache (CACHE_BYTES) than blocks outside. Blocks
-    outside read the input once (it stays cached) or once a block, and the filter once; chunks
-    outside read the input once and the filter once (it stays cached) or once a chunk."""
-    cg = lay.cin // lay.groups
-    input_bytes = 4 * cg * lay.padded[-1]
-    filter_bytes = 4 * cg * lay.mg * lay.kernel[-1]
-    items = lay.batch * lay.groups * lay.blocks
-    chunks = min(columns, max(-(-input_bytes // CHUNK_BYTES), -(-MIN_ITEMS // items)))
-    blocks_outer = filter_bytes + input_bytes * (1 if input_bytes <= CACHE_BYTES else lay.blocks)
-    chunks_outer = input_bytes + filter_bytes * (1 if filter_bytes <= CACHE_BYTES else chunks)
-    return chunks, chunks > 1 and chunks_outer < blocks_outer
 
 
 def emit(key) -> str:

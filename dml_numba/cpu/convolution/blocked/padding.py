@@ -37,6 +37,41 @@ def emit_run(w, lanes, dst, n, src=None, stride: int = 1) -> None:
           + (f"x[{affine([(src, 1), ('t', stride)])}]" if src else "0"))
 
 
+def _emit_split_row(w, lanes, width, split, lo, n_copy) -> None:
+    """A padded row stored by phases of ``split`` (padded element ``j`` at ``(j % split) * q +
+    j // split``, ``q = width // split``): the ``n_copy`` elements from ``src`` at padded ``lo``
+    on, zeros in the rest of each phase. Stride 2: one pair of vectors loaded gives a vector of
+    each phase (two shuffles), where both phases have that many; the rest by strided loads."""
+    q = width // split
+    runs = []  # (phase, i0: the first source element, count, where it starts in the phase)
+    for ph in range(split):  # padded j = i + lo in phase ph: i = i0, i0 + split, ...
+        i0 = (ph - lo) % split
+        count = max(0, -(-(n_copy - i0) // split))
+        runs.append((ph, i0, count, (i0 + lo) // split if count else q))
+    for ph, _, count, start in runs:  # the zeros around the copied run
+        emit_run(w, lanes, affine([("dst", 1)], ph * q), start)
+        emit_run(w, lanes, affine([("dst", 1)], ph * q + start + count), q - start - count)
+    emit_run(w, lanes, affine([("dst", 1)], split * q), width - split * q)
+    pairs = min(count for _, _, count, _ in runs) // lanes if split == 2 and lanes else 0
+    if pairs:
+        even, odd = sorted(runs, key=lambda r: r[1])
+        picks = [",".join(str(2 * k + first) for k in range(lanes)) for first in (0, 1)]
+        with w.block(f"for t in range({pairs}):"):
+            w(f"xa = vload(x, {affine([('src', 1), ('t', 2 * lanes)])}, {lanes})")
+            w(f"xb = vload(x, {affine([('src', 1), ('t', 2 * lanes)], lanes)}, {lanes})")
+            for (ph, _, _, start), pick in zip((even, odd), picks):
+                w(f"vstore(xp, {affine([('dst', 1), ('t', lanes)], ph * q + start)}, "
+                  f"vshuffle(xa, xb, '{pick}'))")
+    for ph, i0, count, start in runs:
+        done = pairs * lanes
+        if count - done >= lanes or not done:
+            emit_run(w, lanes, affine([("dst", 1)], ph * q + start + done), count - done,
+                     affine([("src", 1)], i0 + done * split), split)
+        elif count > done:  # the last vector overlaps the pairs' last
+            emit_run(w, lanes, affine([("dst", 1)], ph * q + start + count - lanes), lanes,
+                     affine([("src", 1)], i0 + (count - lanes) * split), split)
+
+
 @contextmanager
 def _rows(w, loop, planes, P, plane, base, pc):
     """The loop over phase 1's padded rows: ``nc`` the plane, ``pc`` the row's coordinates,
@@ -65,7 +100,6 @@ def emit_pad_phase(w, loop, planes, size_in, front, P, split: int = 1, row=None,
         _emit_fold_phase(w, loop, planes, size_in, front, P, row, plane, base, lanes, *fold)
         return
     nd = len(P)
-    q = P[-1] // split
     row = P[-1] if row is None else row
     w(f"# phase 1: the input{'' if plane is None else ' plane'} with its zero padding, one "
       "padded row per iteration" + (f", split by the stride {split}" if split > 1 else ""))
@@ -79,13 +113,8 @@ def emit_pad_phase(w, loop, planes, size_in, front, P, split: int = 1, row=None,
             src = f"({src}) * {size_in[i]} + {affine([(p, 1)], -front[i])}"
         with w.block(f"if {' and '.join(conds)}:" if conds else "if True:"):
             w(f"src = ({src}) * {size_in[-1]}")
-            if split > 1:  # every slot first: the row is not written in order
-                emit_run(w, lanes, "dst", P[-1])
-                for ph in range(split):  # padded j = i + lo in phase ph: i = i0, i0 + split, ...
-                    i0 = (ph - lo) % split
-                    count = max(0, -(-(n_copy - i0) // split))
-                    emit_run(w, lanes, affine([("dst", 1)], ph * q + (i0 + lo) // split), count,
-                              affine([("src", 1)], i0), split)
+            if split > 1:
+                _emit_split_row(w, lanes, P[-1], split, lo, n_copy)
             else:
                 emit_run(w, lanes, "dst", lo)
                 emit_run(w, lanes, f"dst + {lo}" if lo else "dst", n_copy, "src")

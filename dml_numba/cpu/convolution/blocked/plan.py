@@ -362,7 +362,11 @@ class Layout:
 
     @classmethod
     def of(cls, key) -> Layout:
-        d, p = key.desc, key.plan
+        return cls.planned(key.desc, key.plan)
+
+    @classmethod
+    def planned(cls, d, p: BlockPlan) -> Layout:
+        """The layout of descriptor ``d`` under plan ``p``."""
         out = tuple(d.output_tensor.sizes[2:])
         nd = len(out)
         mg = d.output_tensor.sizes[1] // d.group_count
@@ -375,6 +379,35 @@ class Layout:
                    tuple(padded), tuple(prod(padded[i + 1:]) for i in range(nd)),
                    tuple(prod(out[i + 1:]) for i in range(nd)), prod(padded), prod(out),
                    p.fold)
+
+
+#: a chunk of a one-axis plane (a pointwise convolution's flattened pixels) reads at most this
+#: much of the input, so that it stays in a core's cache while every channel block reads it
+CHUNK_BYTES = 128 * 1024
+#: a one-axis plane is cut into chunks until the (p)range has at least this many iterations:
+#: with a handful (3 channel blocks on 2 threads) one thread does twice the other's work
+MIN_ITEMS = 8
+#: what a core's cache keeps of the data one kernel call reads again (half of a 1 MiB L2)
+CACHE_BYTES = 512 * 1024
+
+
+def chunks_of(lay: Layout) -> tuple:
+    """``(chunks, chunk_outer)``: how many chunks the runs of a one-axis plane (``lanes *
+    vectors`` or ``pixels`` outputs each) are cut into, each reading at most CHUNK_BYTES of a
+    group's input and enough of them for MIN_ITEMS (p)range iterations; and whether the chunks
+    go outside the channel blocks: where that moves fewer bytes from beyond a core's cache
+    (CACHE_BYTES) than blocks outside. Blocks outside read the input once (it stays cached) or
+    once a block, and the filter once; chunks outside read the input once, and the filter once
+    (it stays cached) or once a chunk."""
+    cg = lay.cin // lay.groups
+    input_bytes = 4 * cg * lay.padded[-1]
+    filter_bytes = 4 * cg * lay.mg * lay.kernel[-1]
+    items = lay.batch * lay.groups * lay.blocks
+    columns = -(-lay.out[-1] // (lay.pixels or lay.lanes * lay.vectors))
+    chunks = min(columns, max(-(-input_bytes // CHUNK_BYTES), -(-MIN_ITEMS // items)))
+    blocks_outer = filter_bytes + input_bytes * (1 if input_bytes <= CACHE_BYTES else lay.blocks)
+    chunks_outer = input_bytes + filter_bytes * (1 if filter_bytes <= CACHE_BYTES else chunks)
+    return chunks, chunks > 1 and chunks_outer < blocks_outer
 
 
 def fold_of(lay: Layout, desc):
