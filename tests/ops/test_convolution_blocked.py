@@ -26,6 +26,9 @@ SHAPES = {
     "1d": ((3, 5, 37), (7, 5, 5), (1,), (2,), (2,), (3,), 1),
     "3d": ((1, 2, 5, 4, 18), (4, 2, 2, 3, 2), (2, 1, 1), (1, 2, 1), (1, 0, 1), (0, 1, 1), 1),
     "1x1-unpadded": ((2, 16, 5, 20), (12, 16, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),
+    # a pointwise plane whose input (560 KB) outgrows a core's cache: cut into chunks walked
+    # outside the channel blocks (narrower tiles: two blocks), a chunk's runs ending mid-plane
+    "1x1-chunks-outside": ((1, 64, 40, 56), (8, 64, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),
     "no-padding-exact": ((1, 3, 6, 10), (4, 3, 3, 3), (1, 1), (1, 1), (0, 0), (0, 0), 1),
     # strided last axis (rows stored by stride phase), with an input longer than the windows read
     "2d-stride2-cropped": ((2, 3, 9, 25), (5, 3, 3, 3), (2, 2), (1, 1), (1, 1), (0, 0), 1),

@@ -237,3 +237,61 @@ def test_the_planner_covers_remainders_and_several_vectors():
     assert cpu_conv.block_plan(pointwise, Host(16, 2), lanes=8, budget=4).mb == 4
     assert cpu_conv.block_plan(conv_case((1, 1, 3, 6), (4, 1, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1)[0],
                                lanes=16).lanes == 4
+
+
+def _pointwise(n, cin, cout, hw):
+    """A pointwise layer as the kernel sees it (one axis of ``hw * hw`` pixels)."""
+    desc = conv_case((n, cin, hw, hw), (cout, cin, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1, 0)[0]
+    return cpu_conv.pointwise_as_1d(desc)
+
+
+def _source(kdesc, plan) -> str:
+    from dml_numba._cache import KernelKey
+    from dml_numba.cpu.convolution.blocked import forward
+
+    return forward.emit(KernelKey("cpu", kdesc, "blocked", True, plan=plan))
+
+
+def test_one_axis_planes_are_cut_into_chunks():
+    """A pointwise layer's plane (one axis: no rows to share out) is cut into chunks of its
+    runs: enough for MIN_ITEMS (p)range iterations (3 channel blocks on 2 threads: one does
+    twice the other's work) and each reading at most CHUNK_BYTES of the input. The chunks go
+    outside the channel blocks where the input outgrows a core's cache and the filter is the
+    smaller read (96 -> 24 on 56 x 56: 1.2 MB of input, 9 KB of filter, read once instead of 4
+    times), inside where the filter is the larger (960 -> 160 on 7 x 7); a plane with items
+    enough and a small input is one chunk. The generated (p)range has the items the cost model
+    counts, in that order, and the chunks cover every run once."""
+    from dml_numba.cpu.convolution import variants
+
+    host = Host(8, 2)
+    cases = {  # (n, cin, cout, hw): (chunks, outer)
+        (1, 96, 24, 56): (10, True), (1, 32, 16, 112): (13, True), (1, 960, 160, 7): (2, False),
+        (1, 320, 1280, 7): (1, False), (8, 96, 24, 56): (10, True), (1, 16, 8, 8): (4, False),
+    }
+    for (n, cin, cout, hw), expected in cases.items():
+        kdesc = _pointwise(n, cin, cout, hw)
+        plan = planner.block_plan(kdesc, host)
+        lay = planner.Layout.planned(kdesc, plan)
+        chunks, outer = planner.chunks_of(lay)
+        assert (chunks, outer) == expected, (n, cin, cout, hw)
+        columns = -(-hw * hw // (plan.lanes * plan.vectors))
+        assert 1 <= chunks <= columns
+        assert chunks == columns or n * lay.blocks * chunks >= planner.MIN_ITEMS \
+            or 4 * cin * hw * hw <= chunks * planner.CHUNK_BYTES
+        items = variants.variant_of(kdesc, "blocked", plan).items(kdesc, kdesc, plan)
+        assert items == n * lay.blocks * chunks
+        src = _source(kdesc, plan)
+        assert f"numba.prange({items})" in src
+        if chunks > 1:
+            per = -(-columns // chunks)
+            assert f"range(rt * {per}, min(rt * {per} + {per}, {columns}))" in src
+            assert -(-columns // per) == chunks  # no chunk is empty
+            assert (f"mbi = f % {lay.blocks}" in src) == (outer and lay.blocks > 1)
+
+
+def test_planes_with_rows_are_not_chunked():
+    """A plane of two axes shares its rows out: its walk is unchanged by the chunks."""
+    desc = conv_case((1, 8, 14, 14), (16, 8, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1, 0)[0]
+    plan = planner.block_plan(desc, Host(8, 2))
+    src = _source(desc, plan)
+    assert "rt * " in src and "range(rt *" not in src

@@ -50,7 +50,7 @@ class Costs:
 
 #: fitted on the crossover grid (see the module's docstring)
 COSTS = Costs(load=0.3, plane=0.17, direct=3.5, scalar=7.1, loop=3.0, row=12.0, gemm=0.7,
-              column=16.0, call=38000.0, copy=3.6, gather=5.6, store=16.0, transpose=18.0,
+              column=16.0, call=38000.0, copy=3.6, gather=1.0, store=16.0, transpose=18.0,
               pool=350.0, direct_call=36.0, blocked_call=41000.0,
               gemm_call=160000.0, blas_switch=1200000.0)
 

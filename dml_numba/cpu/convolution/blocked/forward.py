@@ -2,7 +2,11 @@
 
 ``kernel(x, wp, [b,] y, xp)``, every argument a flat float32 array: phase 1 copies the input
 into ``xp`` with its zero padding (skipped when nothing is padded); phase 2 runs a (p)range over
-(n, group, channel block, outer spatial, row block). Each iteration walks the row in vectors;
+(n, group, channel block, outer spatial, row block); a plane of one axis (a pointwise layer's
+pixels flattened) has no rows to share out and is cut into chunks of its runs instead
+(``plan.chunks_of``: enough iterations for every thread, each chunk's input small enough to stay
+in a core's cache while the channel blocks read it, the chunks outside the blocks where that
+moves fewer bytes). Each iteration walks the row in vectors;
 for one tile it keeps ``mb x rows x vectors`` accumulators in vector registers and, per input
 channel and tap, loads ``rows x vectors`` input vectors and broadcasts ``mb`` weights from
 ``wp`` (the filter packed once per call as [g][channel block][c][tap][mb]): ``mb * rows *

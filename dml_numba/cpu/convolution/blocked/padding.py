@@ -1,5 +1,7 @@
 """Phase 1 of the blocked kernels: copying the input, with its zero padding, into the buffer
-the tiles read (whole vectors where a run holds one; a strided last axis stored by phase)."""
+the tiles read (whole vectors where a run holds one; a strided last axis stored by phase: at
+stride 2 a pair of vectors loaded gives a vector of each phase, two shuffles, instead of a
+strided load per phase vector, and only the padding around each phase's run is zeroed)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
