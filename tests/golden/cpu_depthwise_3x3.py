@@ -39,13 +39,11 @@ def kernel(x, wp, b, y, xp, slots):
                 dst = xo + r * 58
                 if p0 >= 1 and p0 < 57:
                     src = ((nc) * 56 + p0 - 1) * 56
-                    for t in range(1):
-                        xp[dst + t] = 0
+                    xp[dst] = 0
                     for t in range(3):
                         vstore(xp, dst + 1 + t * 16, vload(x, src + t * 16, 16))
                     vstore(xp, dst + 1 + 40, vload(x, src + 40, 16))
-                    for t in range(1):
-                        xp[dst + 57 + t] = 0
+                    xp[dst + 57] = 0
                 else:
                     for t in range(3):
                         vstore(xp, dst + t * 16, vzero(16))

@@ -47,8 +47,7 @@ def kernel(x, wp, b, y, xp, slots):
                     for t in range(3):
                         vstore(xp, dst + 2 + t * 16, vload(x, src + 1 + t * 16, 16))
                     vstore(xp, dst + 2 + 39, vload(x, src + 1 + 39, 16))
-                    for t in range(1):
-                        xp[dst + 57 + t] = x[src + 54 + t]
+                    xp[dst + 57] = x[src + 54]
                 else:
                     for t in range(3):
                         vstore(xp, dst + t * 16, vzero(16))

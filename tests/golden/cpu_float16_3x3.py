@@ -36,13 +36,11 @@ def kernel(x, wp, b, y, xp):
         dst = r * 22
         if p0 >= 1 and p0 < 21:
             src = ((nc) * 20 + p0 - 1) * 20
-            for t in range(1):
-                xp[dst + t] = 0
+            xp[dst] = 0
             for t in range(1):
                 vstore(xp, dst + 1 + t * 16, vload(x, src + t * 16, 16))
             vstore(xp, dst + 1 + 4, vload(x, src + 4, 16))
-            for t in range(1):
-                xp[dst + 21 + t] = 0
+            xp[dst + 21] = 0
         else:
             for t in range(1):
                 vstore(xp, dst + t * 16, vzero(16))

@@ -30,21 +30,22 @@ def where(c, a, b):  # the activations' select, for scalars
 def kernel(x, wp, b, y, xp):
     xp = x  # nothing to pad
     # phase 2: register-blocked tiles
-    for f in numba.prange(32):
+    for f in numba.prange(224):
         g = 0
-        rt = 0
         mbi = f % 4
         t0 = f // 4
-        n = t0
-        tile32(xp, wp, b, y, n, g, mbi, rt)
+        rt = t0 % 7
+        t1 = t0 // 7
+        n = t1
+        tile32(xp, wp, b, y, n, g, rt, mbi)
 
 
 @numba.njit(cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
-def tile32(xp, wp, b, y, n, g, mbi, rt):
+def tile32(xp, wp, b, y, n, g, rt, mbi):
     m0 = g * 128 + mbi * 32
     xr0 = 0
     yr0 = 0
-    for jt in range(56):
+    for jt in range(rt * 8, min(rt * 8 + 8, 56)):
         j = min(jt * 14, 770)
         a0_0 = vzero(16)
         a0_1 = vzero(16)

@@ -52,15 +52,17 @@ def pad(x, xp, n, g, xs):
             dst = xs + c * 3306 + r * 58
             if p0 >= 1 and p0 < 57:
                 src = ((nc) * 56 + p0 - 1) * 56
-                for t in range(3):
-                    vstore(xp, dst + t * 16, vzero(16))
-                vstore(xp, dst + 42, vzero(16))
+                xp[dst] = 0
+                xp[dst + 57] = 0
                 for t in range(1):
-                    vstore_raw(xp, dst + 1 + t * 16, vload_stride(x, src + 1 + t * 32, 2, 16))
-                vstore_raw(xp, dst + 1 + 12, vload_stride(x, src + 1 + 24, 2, 16))
+                    xa = vload(x, src + t * 32, 16)
+                    xb = vload(x, src + t * 32 + 16, 16)
+                    vstore(xp, dst + t * 16 + 29, vshuffle(xa, xb, '0,2,4,6,8,10,12,14,16,18,20,22,24,26,28,30'))
+                    vstore(xp, dst + t * 16 + 1, vshuffle(xa, xb, '1,3,5,7,9,11,13,15,17,19,21,23,25,27,29,31'))
                 for t in range(1):
-                    vstore_raw(xp, dst + 29 + t * 16, vload_stride(x, src + t * 32, 2, 16))
-                vstore_raw(xp, dst + 29 + 12, vload_stride(x, src + 24, 2, 16))
+                    vstore_raw(xp, dst + 13 + t * 16, vload_stride(x, src + 25 + t * 32, 2, 16))
+                for t in range(1):
+                    vstore_raw(xp, dst + 41 + t * 16, vload_stride(x, src + 24 + t * 32, 2, 16))
             else:
                 for t in range(3):
                     vstore(xp, dst + t * 16, vzero(16))

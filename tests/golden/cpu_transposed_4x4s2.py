@@ -36,13 +36,11 @@ def kernel(x, wp, b, y, xp):
         dst = r * 30
         if p0 >= 1 and p0 < 29:
             src = ((nc) * 28 + p0 - 1) * 28
-            for t in range(1):
-                xp[dst + t] = 0
+            xp[dst] = 0
             for t in range(1):
                 vstore(xp, dst + 1 + t * 16, vload(x, src + t * 16, 16))
             vstore(xp, dst + 1 + 12, vload(x, src + 12, 16))
-            for t in range(1):
-                xp[dst + 29 + t] = 0
+            xp[dst + 29] = 0
         else:
             for t in range(1):
                 vstore(xp, dst + t * 16, vzero(16))

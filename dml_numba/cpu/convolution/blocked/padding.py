@@ -34,6 +34,9 @@ def emit_run(w, lanes, dst, n, src=None, stride: int = 1) -> None:
         if n % lanes:
             w(f"{store}(xp, {affine([(dst, 1)], n - lanes)}, {vector([], n - lanes)})")
         return
+    if n == 1:
+        w(f"xp[{dst}] = " + (f"x[{src}]" if src else "0"))
+        return
     with w.block(f"for t in range({n}):"):
         w(f"xp[{affine([(dst, 1), ('t', 1)])}] = "
           + (f"x[{affine([(src, 1), ('t', stride)])}]" if src else "0"))
