@@ -215,6 +215,27 @@ def test_three_consecutive_slow_calls_build_and_switch_to_serial(fast_first):
     assert k.variant() == "serial" and calls[-1] == "s"  # ...and kept: it is faster
 
 
+@pytest.mark.parametrize("fast, slow, builds_after", [
+    (0.001, 0.0022, 3),  # 2.2x the best and 1.2 ms more: slow by both measures
+    (0.001, 0.0019, None),  # 1.9x but 0.9 ms more: a short call's jitter
+    (0.0001, 0.0009, None),  # 9x but 0.8 ms more: the same
+    (0.001, 0.00145, None),  # 0.45 ms more but under 1.5x the best
+])
+def test_a_slow_call_is_both_slower_than_the_best_and_a_millisecond_more(fast, slow,
+                                                                        builds_after):
+    """A call counts towards the streak only when it is more than SLOWER times the best and
+    SLOW_S more (each bound alone decides nothing), on the path every call of a quiet kernel
+    takes as on the others."""
+    k, calls, builds = _adaptive_kernel([fast] * 3 + [slow] * 10)
+    for i in range(13):
+        k()
+        if builds_after is not None and i == 2 + builds_after:
+            assert builds == [1]
+            return
+        assert builds == []
+    assert builds_after is None and set(calls) == {"p"}
+
+
 @pytest.mark.parametrize("share, cores, switches", [
     (1.0, 2, True),  # two other programs' parallel kernels on two cores
     (0.5, 2, True),  # one core's worth: our region shares a core
