@@ -11,6 +11,7 @@ import pytest
 import dml_numba as dml
 from dml_numba.cpu import convolution as cpu_conv
 from dml_numba.cpu._emit import Host
+from dml_numba.cpu.convolution.blocked import forward
 from dml_numba.cpu.convolution.blocked import plan as planner
 from tests.cases import CV, catalogue, compare, conv_case
 from tests.helpers import sampled
@@ -248,6 +249,42 @@ def test_channels_tiles_agree_with_brute_force_and_numpy(name, host, staged):
     relu = desc.fused_activation == dml.ActivationReluOperatorDesc()
     np.testing.assert_allclose(y, np.maximum(ref, 0) if relu else leaky(desc, ref), rtol=1e-4,
                                atol=1e-4)
+
+
+@pytest.mark.parametrize("width, cout, act", [
+    (8, 16, None),  # a row of one block of 8 pixels
+    (12, 16, dml.ActivationLeakyReluOperatorDesc(0.1)),  # one block and an overlapping last;
+    # an activation with no vector form, run over the row once it is stored
+    (27, 24, dml.ActivationReluOperatorDesc()),  # three blocks, a last overlapping; 3 vectors
+])
+def test_channels_rows_go_through_a_scratch_on_sixteen_registers(width, cout, act):
+    """On 16 registers (streamed plans) a channels tile stores each pixel's vectors whole into
+    the row's scratch and the row is transposed into its planes after its last tile, 8 pixels
+    at a time (no tile's few pixels scattered over the planes): every output written (the
+    output starts as NaN), the values of the definition, staged or not. Rows shorter than a
+    vector, one-axis planes and 32-register plans store tile by tile as before."""
+    desc, inputs = conv_case((1, 4, 5, width), (cout, 4, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1,
+                             0, dml.ConvolutionMode.CROSS_CORRELATION, True, act)
+    for staged in (False, True):
+        plan = planner.channel_plan(desc, Host(8, 2), staged=staged)
+        assert plan.streamed
+        kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": False}, "blocked", plan)
+        src = kernel.source
+        assert "rs = np.empty(" in src and src.count("vstore(rs,") == plan.mb // 8 * plan.pixels
+        assert src.count("vstore_transposed(") == plan.mb // 8 * (1 + (width % 8 > 0))
+        y = np.full(desc.output_tensor.sizes, np.nan, F32)
+        kernel(list(inputs), y)
+        ref = brute_force(desc, *inputs)
+        np.testing.assert_allclose(y, np.maximum(ref, 0) if act == dml.ActivationReluOperatorDesc()
+                                   else leaky(desc, ref), rtol=1e-4, atol=1e-4)
+    lay = planner.Layout.planned
+    narrow = conv_case((1, 4, 5, 6), (16, 4, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)[0]
+    pointwise = cpu_conv.pointwise_as_1d(conv_case((1, 64, 7, 7), (64, 64, 1, 1), (1, 1), (1, 1),
+                                                   (0, 0), (0, 0), 1)[0])
+    for d, host, kept in ((desc, Host(8, 2), True), (narrow, Host(8, 2), False),
+                          (pointwise, Host(8, 2), False), (desc, Host(16, 2), False)):
+        plan = planner.channel_plan(d, host)
+        assert forward.row_scratch(lay(d, plan), plan) == kept
 
 
 def test_channels_tiles_in_the_parallel_loop_and_in_float16():

@@ -127,7 +127,8 @@ class TileSpec:
     returns the names it bound for the input and weight offsets; ``x_row(r)`` is tile row
     ``r``'s offset in the padded input; ``store(m, r, values)`` writes one channel's row (one
     value per column); the fused activation then runs over ``y[at]`` for ``m``, ``r``, ``q`` in
-    ``mb x rows x span``, where ``keep`` holds. ``staged``: the group's padded planes lie one
+    ``mb x rows x span``, where ``keep`` holds (a channels tile whose ``at`` is None leaves it
+    to its caller). ``staged``: the group's padded planes lie one
     after another from ``xp[xs]`` on."""
 
     lay: Layout
@@ -238,7 +239,7 @@ def emit_channel_tile(w, names: Names, d, spec: TileSpec) -> None:
             names.let("bs", vec.load("b", f"{names['m0']} + {o * lay.lanes}"))
         spec.store(o, [(act or "{}").format(vec.add(acc, "bs") if d.bias_tensor is not None
                                             else acc) for acc in accs[o]])
-    if act is None:
+    if act is None and spec.at is not None:  # (None: the caller runs it over the row)
         emit_activation_pass(w, d, [("m", spec.mb), ("q", spec.span)], spec.at)
 
 
