@@ -262,6 +262,7 @@ def test_one_axis_planes_are_cut_into_chunks():
     enough and a small input is one chunk. The generated (p)range has the items the cost model
     counts, in that order, and the chunks cover every run once."""
     from dml_numba.cpu.convolution import variants
+    from dml_numba.cpu.convolution.blocked import forward
 
     host = Host(8, 2)
     cases = {  # (n, cin, cout, hw): (chunks, outer)
@@ -287,6 +288,19 @@ def test_one_axis_planes_are_cut_into_chunks():
             assert f"range(rt * {per}, min(rt * {per} + {per}, {columns}))" in src
             assert -(-columns // per) == chunks  # no chunk is empty
             assert (f"mbi = f % {lay.blocks}" in src) == (outer and lay.blocks > 1)
+    # the model's items are the kernel's on a grid (6 channels on 12 x 12: 8 chunks wanted of
+    # 9 runs, which equal chunks of whole runs make 5)
+    for n, cin, cout, hw in [(n, c, m, hw) for n in (1, 3) for c in (8, 200) for m in (6, 16)
+                             for hw in (3, 9, 12, 23)]:
+        kdesc = _pointwise(n, cin, cout, hw)
+        plan = planner.block_plan(kdesc, host)
+        if plan is None:
+            continue
+        runs = forward.Runs.of(planner.Layout.planned(kdesc, plan), plan.flat)
+        chunks = planner.chunks_of(planner.Layout.planned(kdesc, plan))[0]
+        assert runs.row_tiles == chunks and -(-runs.column_tiles // runs.chunk) == chunks
+        assert variants.variant_of(kdesc, "blocked", plan).items(kdesc, kdesc, plan) == \
+            n * -(-cout // plan.mb) * chunks
 
 
 def test_planes_with_rows_are_not_chunked():

@@ -89,8 +89,7 @@ class Runs:
         if lay.rank >= 2:
             return cls(-(-out[-2] // lay.rows), columns, 0)
         chunks, chunk_outer = chunks_of(lay)
-        chunk = -(-columns // chunks)
-        return cls(-(-columns // chunk), columns, 0, chunk, chunk_outer)
+        return cls(chunks, columns, 0, -(-columns // chunks), chunk_outer)
 
 
 def emit(key) -> str:

@@ -394,7 +394,8 @@ CACHE_BYTES = 512 * 1024
 def chunks_of(lay: Layout) -> tuple:
     """``(chunks, chunk_outer)``: how many chunks the runs of a one-axis plane (``lanes *
     vectors`` or ``pixels`` outputs each) are cut into, each reading at most CHUNK_BYTES of a
-    group's input and enough of them for MIN_ITEMS (p)range iterations; and whether the chunks
+    group's input and enough of them for MIN_ITEMS (p)range iterations (counted as the kernel
+    cuts them: equal chunks of whole runs, the last the rest); and whether the chunks
     go outside the channel blocks: where that moves fewer bytes from beyond a core's cache
     (CACHE_BYTES) than blocks outside. Blocks outside read the input once (it stays cached) or
     once a block, and the filter once; chunks outside read the input once, and the filter once
@@ -404,7 +405,8 @@ def chunks_of(lay: Layout) -> tuple:
     filter_bytes = 4 * cg * lay.mg * lay.kernel[-1]
     items = lay.batch * lay.groups * lay.blocks
     columns = -(-lay.out[-1] // (lay.pixels or lay.lanes * lay.vectors))
-    chunks = min(columns, max(-(-input_bytes // CHUNK_BYTES), -(-MIN_ITEMS // items)))
+    wanted = min(columns, max(-(-input_bytes // CHUNK_BYTES), -(-MIN_ITEMS // items)))
+    chunks = -(-columns // -(-columns // wanted))  # as many as chunks of equal runs make
     blocks_outer = filter_bytes + input_bytes * (1 if input_bytes <= CACHE_BYTES else lay.blocks)
     chunks_outer = input_bytes + filter_bytes * (1 if filter_bytes <= CACHE_BYTES else chunks)
     return chunks, chunks > 1 and chunks_outer < blocks_outer
