@@ -1,9 +1,10 @@
-"""Convolution on the CPU: three algorithms over the same semantics, six kernel variants.
+"""Convolution on the CPU: four algorithms over the same semantics, seven kernel variants.
 
 * ``blocked`` (:mod:`.blocked`): register-blocked SIMD tiles, float32 and float16 (four tiles:
   pixels, transposed, depthwise, channels);
 * ``direct`` (:mod:`.direct`): one generated loop nest, every dtype;
-* ``gemm`` (:mod:`.gemm`): BLAS with generated kernels around it.
+* ``gemm`` (:mod:`.gemm`): BLAS with generated kernels around it;
+* ``winograd`` (:mod:`.winograd`): F(4x4, 3x3), 2-D float32 3x3 stride-1 convolutions.
 
 Each variant is a class (:mod:`.variants`) that owns its plans, its cost estimate, its key's
 kernel name, its emitters and its kernel class; the choice and the tuner iterate over them.
@@ -12,8 +13,8 @@ kernel name, its emitters and its kernel class; the choice and the tuner iterate
 (``tune="quick"`` or ``DML_NUMBA_TUNE=quick`` times the candidates on first use of a key and
 keeps the fastest: :mod:`.tune`), else the static rule (:func:`~.choice.choose_algorithm`: the
 least time of a cost model of the host, :mod:`.cost`; ``tune="off"``: always the static rule);
-``compile_operator(desc, "cpu", algorithm="blocked"|"direct"|"gemm")`` forces one. Where to
-look: the choice in ``choice.py`` and ``tune.py``; what a variant plans, costs and emits in
+``compile_operator(desc, "cpu", algorithm="blocked"|"direct"|"gemm"|"winograd")`` forces one.
+Where to look: the choice in ``choice.py`` and ``tune.py``; what a variant plans, costs and emits in
 ``variants.py``; a kernel's host-side call in its class; its generated source in its module's
 ``emit`` (the blocked kernels' tile in ``blocked/tile.py``,
 their plan in ``blocked/plan.py``, their padding phase in ``blocked/padding.py``).
@@ -56,7 +57,7 @@ def make_kernel(desc, options):
     algorithm = options.get("algorithm")
     if mode is not None:
         plan = folded_plan(desc, mode)
-        if desc.direction != ConvolutionDirection.FORWARD or algorithm == "gemm" or (
+        if desc.direction != ConvolutionDirection.FORWARD or algorithm in ("gemm", "winograd") or (
                 algorithm == "blocked" and plan is None):
             raise ValidationError(
                 f"compile_operator.input_padding: {mode!r} is invalid; expected None for this "
@@ -72,10 +73,11 @@ def make_kernel(desc, options):
                 return known
         elif tuning != "off":  # with a folded padding: among the kernels that fold it
             return tune.tune(desc, options, tuning)
-    if mode is not None:  # the blocked tile where forced, or where it folds and is the static
-        # choice; else the direct loop nest
-        if algorithm == "blocked" or (algorithm is None and plan is not None
-                                      and choose_algorithm(desc) == "blocked"):
+    if mode is not None:  # the blocked tile where forced, or where it folds and the static
+        # choice is a blocked tile or Winograd (which reads no folded padding); else the direct
+        # loop nest
+        if algorithm == "blocked" or (algorithm is None and plan is not None and
+                                      choose_algorithm(desc) in ("blocked", "winograd")):
             return build(desc, options, "blocked", plan)
         return build(desc, options, "direct")
     algorithm, plan = choose(desc, among=algorithm)
@@ -92,6 +94,6 @@ def folded_plan(desc, mode: str):
 
 
 register(ConvolutionOperatorDesc, "cpu",
-         options={"algorithm": (None, "direct", "gemm", "blocked"),
+         options={"algorithm": (None, "direct", "gemm", "blocked", "winograd"),
                   "input_padding": (None,) + tuple(FOLDS),
                   "tune": (None,) + tune.MODES})(make_kernel)

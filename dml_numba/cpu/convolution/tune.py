@@ -41,6 +41,7 @@ from .base import conv_work
 from .blocked.plan import BlockPlan, block_plan, can_fold, pointwise_as_1d
 from .choice import choose
 from .variants import build, estimate
+from .winograd import WinogradPlan
 
 MODES = ("off", "estimate", "quick", "exhaustive")
 #: candidates timed in quick mode: the static choice and this many more (its tile with the
@@ -74,16 +75,17 @@ def mode_of(option) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
-    """A kernel the tuner may choose: ``algorithm``, its ``plan`` (blocked only), and
+    """A kernel the tuner may choose: ``algorithm``, its ``plan`` (blocked: the tile;
+    winograd: the transforms' lanes), and
     ``parallel`` (None: chosen automatically as usual; False: the serial loop nest)."""
 
     algorithm: str
-    plan: BlockPlan | None = None
+    plan: BlockPlan | WinogradPlan | None = None
     parallel: bool | None = None
 
     def label(self) -> str:
-        return (self.algorithm + (f" [{self.plan.label}{' staged' if self.plan.staged else ''}]"
-                                  if self.plan else "")
+        staged = " staged" if getattr(self.plan, "staged", False) else ""
+        return (self.algorithm + (f" [{self.plan.label}{staged}]" if self.plan else "")
                 + (" serial" if self.parallel is False else ""))
 
     def to_json(self) -> dict:
@@ -93,7 +95,9 @@ class Candidate:
     @classmethod
     def from_json(cls, data: dict) -> Candidate:
         plan = data.get("plan")
-        if plan is not None:
+        if plan is not None and data["algorithm"] == "winograd":
+            plan = WinogradPlan(**plan)
+        elif plan is not None:
             plan = BlockPlan(**{k: tuple(v) if k == "padded" else v for k, v in plan.items()})
         return cls(data["algorithm"], plan, data.get("parallel"))
 
@@ -142,6 +146,7 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
         kdesc = pointwise_as_1d(desc) or desc
         first = static(desc, host)
         found = [first, Candidate("direct"), Candidate("gemm")]
+        found += [Candidate("winograd", p) for p in variants.Winograd().planned(desc, host)]
         found += [Candidate("blocked", p) for p in blocked_plans(kdesc, host)]
         found = list(dict.fromkeys(found))
     serial = options.get("parallel") is None and _parallel_by_default(desc)
@@ -149,8 +154,8 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
         # the static tile with its staging flipped first (the model cannot tell them apart,
         # and they differ by up to a fifth on the crossover grid); then distinct tiles only: a
         # variant that differs from one taken only in its staging would crowd out another tile
-        flip = first.plan and dataclasses.replace(first, plan=dataclasses.replace(
-            first.plan, staged=not first.plan.staged))
+        flip = isinstance(first.plan, BlockPlan) and dataclasses.replace(
+            first, plan=dataclasses.replace(first.plan, staged=not first.plan.staged))
         rest = [flip] if flip in found else []
         # a flattened static tile: the same tile in rows too (the model ranks flattened tiles
         # first by the positions they waste; on 56-pixel rows of 64 channels the rows tile was
@@ -174,7 +179,7 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
 
 def _unflattened(desc, first: Candidate, host: Host, fold: str) -> Candidate | None:
     """``first``'s blocked tile laid out in rows where it is flattened (None otherwise)."""
-    if first.plan is None or not first.plan.flat:
+    if not isinstance(first.plan, BlockPlan) or not first.plan.flat:
         return None
     plan = block_plan(pointwise_as_1d(desc) or desc, host, lanes=first.plan.lanes,
                       channels=first.plan.mb, staged=first.plan.staged, flat_gain=0.0)
@@ -185,8 +190,9 @@ def _unflattened(desc, first: Candidate, host: Host, fold: str) -> Candidate | N
 
 def _tile(cand: Candidate):
     """The candidate without its staging choice."""
-    plan = cand.plan and dataclasses.replace(cand.plan, staged=False)
-    return dataclasses.replace(cand, plan=plan)
+    if not isinstance(cand.plan, BlockPlan):
+        return cand
+    return dataclasses.replace(cand, plan=dataclasses.replace(cand.plan, staged=False))
 
 
 def _parallel_by_default(desc) -> bool:

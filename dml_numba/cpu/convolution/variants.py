@@ -44,6 +44,10 @@ from .direct import DirectKernel, row_plan
 from .direct import emit as direct_emit
 from .direct_rows import Row, vector_span, vector_starts
 from .gemm import GemmKernel
+from .winograd import P as WINOGRAD_POSITIONS
+from .winograd import WinogradKernel, WinogradPlan
+from .winograd import takes as winograd_takes
+from .winograd import tiles as winograd_tiles
 
 
 class Variant:
@@ -177,6 +181,42 @@ class Gemm(Variant):
         return costs.gemm * vec + costs.column * columns / host.threads + epilogue \
             + costs.call * calls + (costs.pool + costs.blas_switch if host.threads > 1 else 0.0) \
             + costs.gemm_call
+
+
+class Winograd(Variant):
+    """``algorithm="winograd"``: F(4x4, 3x3) (:mod:`.winograd`) for 2-D FORWARD float32
+    convolutions with a 3x3 filter, unit strides and dilations and one group; its plan is the
+    transforms' vector lanes (the host's)."""
+
+    name = algorithm = "winograd"
+    kernel = WinogradKernel
+    emitters = WinogradKernel.emitters
+
+    def planned(self, desc, host):
+        return [WinogradPlan(host.lanes)] if winograd_takes(desc) else []
+
+    def owns(self, desc, algorithm, plan) -> bool:
+        return algorithm == "winograd"
+
+    def kind(self, desc, plan) -> str:  # pragma: no cover - its kernels are its helpers'
+        raise ValueError("the winograd variant's kernels are named by their helpers")
+
+    def estimate(self, desc, plan, host, *, parallel=None, costs=COSTS):
+        """Its 36 products (a quarter of the direct sum's multiply-adds for whole tiles) at
+        BLAS's rate, their operands and results through memory, the input's and output's
+        transforms per element and per row of tiles, the filter's transform, each shared out
+        over the threads, and four parallel calls."""
+        _, threads, pool = _terms(desc, host, parallel, costs)
+        n_, cin = desc.input_tensor.sizes[:2]
+        cout = desc.output_tensor.sizes[1]
+        th, tw = winograd_tiles(desc)
+        t = n_ * th * tw
+        p = WINOGRAD_POSITIONS
+        product = costs.winograd * p * cout * cin * t / host.lanes \
+            + costs.winograd_move * p * (cout * cin + (cin + cout) * t)
+        transforms = costs.winograd_transform * p * (cin + cout) * t \
+            + costs.winograd_row * n_ * (cin + cout) * th + costs.winograd_filter * cout * cin
+        return (product + transforms) / threads + 4 * pool + costs.blocked_call
 
 
 class Tile(Variant):
@@ -403,10 +443,10 @@ class Channels(Tile):
 
 #: every variant, in the order ties go (the simplest kernel first; of the tiles, the pixels
 #: tile before the channels tile)
-VARIANTS = (Direct(), Pixels(), Transposed(), Depthwise(), Channels(), Gemm())
+VARIANTS = (Direct(), Pixels(), Transposed(), Depthwise(), Channels(), Gemm(), Winograd())
 
 #: the algorithm option's values, in the order ties go
-ALGORITHMS = ("direct", "blocked", "gemm")
+ALGORITHMS = ("direct", "blocked", "gemm", "winograd")
 
 
 def emitter(kernel: str):
@@ -445,4 +485,9 @@ def build(desc, options, algorithm: str, plan=None):
             "'gemm' for this descriptor (the blocked kernel takes float32 or float16 "
             "convolutions with at least 4 output pixels per row, per stride phase for "
             "BACKWARD, or FORWARD with a group's output channels a multiple of 4)")
+    if algorithm == "winograd" and not winograd_takes(desc):
+        raise ValidationError(
+            "compile_operator.algorithm: 'winograd' is invalid; expected 'direct', 'gemm' or "
+            "'blocked' for this descriptor (Winograd's F(4x4, 3x3) takes 2-D FORWARD float32 "
+            "convolutions with a 3x3 filter, unit strides and dilations and one group)")
     return variant_of(desc, algorithm, plan).build(desc, options, plan)

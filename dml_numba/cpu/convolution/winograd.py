@@ -1,0 +1,445 @@
+"""``algorithm="winograd"``: a 3x3 stride-1 convolution as Winograd's minimal filtering
+F(4x4, 3x3) (Lavin and Gray, 2016, with interpolation points 0, +-1, +-2): each 4 x 4 block of
+output takes 36 multiplies per input channel where the direct sum takes 144.
+
+For a 2-D FORWARD convolution of float32 with a 3x3 filter, unit strides and dilations, one
+group (:func:`takes`), with any zero padding. The output is cut into tiles of 4 x 4 (the last
+row and column of tiles cropped); the input tile behind each is 6 x 6, read as zeros outside the
+input. Four generated kernels, each over plain arrays:
+
+* ``winograd-filter``: ``u[p, k, c] = (G g G^T)[i, j]`` for ``p = 6 i + j``, ``g`` the 3x3
+  filter of (k, c) (flipped for CONVOLUTION mode), in float64 rounded once; a model's own
+  (frozen) filter is transformed once and kept;
+* ``winograd-input``: ``v[p, c, n, t] = (B^T d B)[i, j]``, ``d`` the 6 x 6 input tile ``t`` of
+  channel ``c``; per (image, channel, row of tiles): the six input rows split by phase (x mod
+  4), so that both passes of the transform run along contiguous arrays (in vectors);
+* ``winograd-product``: for each of the 36 positions, ``m[p] = u[p] @ v[p]`` (K x C by C x
+  tiles), by BLAS in the threads of Numba's parallel loop (:mod:`dml_numba._blas`), the
+  positions (and slabs of output channels where they are fewer than the threads) its items;
+* ``winograd-output``: ``y = act(A^T m A + bias)`` per (image, output channel, row of tiles),
+  the same two passes, cropped to the output.
+
+The transforms' constants are exact in float32 but for G's (1/6, 1/12, 1/24: the filter is
+transformed in float64); the result differs from the direct sum's by rounding: a few units in
+the 6th digit relative to the output's magnitude on random data (the tests bound it against a
+float64 oracle). The images go through in chunks whose transformed tiles take at most
+:data:`CHUNK_BYTES`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction as F
+
+import numba
+import numpy as np
+
+from ... import _blas
+from ..._cache import KernelKey
+from ..._codegen import SourceWriter
+from ..._frozen import Derived
+from ...elements.convolution import conv_epilogue
+from ...ops.convolution import ConvolutionDirection, ConvolutionMode
+from .._emit import Host, build_variants, header, resolve_parallel
+from .base import ConvolutionKernel, conv_work
+
+#: output tile (M) and input tile (M + 2) of F(4x4, 3x3)
+M, A = 4, 6
+#: positions of the transformed tile
+P = A * A
+#: B^T (input), G (filter) and A^T (output) of F(4x4, 3x3), points 0, 1, -1, 2, -2
+BT = ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0),
+      (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1))
+G = ((F(1, 4), 0, 0), (F(-1, 6), F(-1, 6), F(-1, 6)), (F(-1, 6), F(1, 6), F(-1, 6)),
+     (F(1, 24), F(1, 12), F(1, 6)), (F(1, 24), F(-1, 12), F(1, 6)), (0, 0, 1))
+AT = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))
+
+@dataclasses.dataclass(frozen=True)
+class WinogradPlan:
+    """The transforms' vector lanes (0: element by element), in the kernels' keys."""
+
+    lanes: int
+
+    @property
+    def label(self) -> str:
+        return f"f4x3 L{self.lanes}"
+
+
+#: what a position's matrix is padded by in the flat arrays (floats), so that the 36 positions,
+#: written and read together by the transforms, fall in different sets of the caches (a
+#: power-of-two stride would put them all in one)
+PAD = 16
+
+
+def stride(size: int) -> int:
+    """The distance between two positions' matrices of ``size`` floats in a flat array:
+    ``size`` rounded up to 4 KB, plus :data:`PAD`."""
+    return -(-size // 1024) * 1024 + PAD
+
+
+#: bound on one chunk of images' transformed input (and as much again for the products)
+CHUNK_BYTES = 2 << 20
+
+
+def takes(desc) -> bool:
+    """Whether F(4x4, 3x3) runs ``desc``: 2-D FORWARD float32, a 3x3 filter, unit strides and
+    dilations, one group."""
+    return (desc.direction == ConvolutionDirection.FORWARD and desc.input_tensor.rank == 4
+            and desc.input_tensor.data_type.name == "FLOAT32"
+            and tuple(desc.filter_tensor.sizes[2:]) == (3, 3) and desc.group_count == 1
+            and tuple(desc.strides) == (1, 1) and tuple(desc.dilations) == (1, 1))
+
+
+def tiles(desc) -> tuple[int, int]:
+    """Rows and columns of 4 x 4 output tiles."""
+    oh, ow = desc.output_tensor.sizes[2:]
+    return -(-oh // M), -(-ow // M)
+
+
+class Lanes:
+    """How one loop body is written: in vectors of ``lanes`` (``_simd``'s intrinsics over flat
+    float32 arrays) or one element at a time (``lanes`` 0), the same expressions either way; the
+    constants of the combinations are locals named by :meth:`const`."""
+
+    def __init__(self, lanes: int, consts: dict):
+        self.lanes, self.consts = lanes, consts
+        consts.setdefault("lanes", set()).add(lanes)
+
+    def const(self, value) -> str:
+        return self.consts.setdefault(F(value), f"q{len(self.consts) - 1}")
+
+    def load(self, arr: str, at: str) -> str:
+        return f"vload({arr}, {at}, {self.lanes})" if self.lanes else f"{arr}[{at}]"
+
+    def store(self, arr: str, at: str, value: str) -> str:
+        return f"vstore({arr}, {at}, {value})" if self.lanes else f"{arr}[{at}] = {value}"
+
+    def combination(self, coeffs, names) -> str:
+        """``sum(c * name)``, zero terms left out: a chain of FMAs in vectors."""
+        terms = [(F(c), n) for c, n in zip(coeffs, names) if c != 0]
+        if not self.lanes:
+            out = ""
+            for c, n in terms:
+                term = n if abs(c) == 1 else f"{n} * {self.const(abs(c))}"
+                out += (" - " if c < 0 else " + ") + term if out else ("-" if c < 0 else "") + term
+            return out
+        acc = None
+        for c, n in terms:
+            if acc is None:
+                acc = n if c == 1 else f"vfma({n}, V{self.lanes}{self.const(c)}, vz{self.lanes})"
+            else:
+                acc = (f"vadd({acc}, {n})" if c == 1
+                       else f"vfma({n}, V{self.lanes}{self.const(c)}, {acc})")
+        return acc
+
+
+def constants(w: SourceWriter, consts: dict) -> None:
+    """The locals :class:`Lanes` named: each constant in float32, splat for each vector width
+    used (with ``vz<lanes>``, the zero vector)."""
+    widths = sorted(n for n in consts.get("lanes", ()) if n)
+    for n in widths:
+        w(f"vz{n} = vzero({n})")
+    for value, name in consts.items():
+        if value == "lanes":
+            continue
+        w(f"{name} = numba.float32({float(value)!r})")
+        for n in widths:
+            w(f"V{n}{name} = vsplat({name}, {n})")
+
+
+def vector_loop(w: SourceWriter, var: str, lo: int, hi: int, lanes: int, consts: dict, body):
+    """``for var in range(lo, hi)`` where each step's results depend on ``var`` alone (so a
+    step done twice writes the same values): whole vectors, the last one ending at ``hi``
+    (overlapping the one before); half vectors where the range is shorter than a vector, one
+    by one where it is shorter than a half. ``body(ln)`` writes one step's statements with a
+    :class:`Lanes`."""
+    while lanes > 4 and hi - lo < lanes:
+        lanes //= 2
+    if lanes < 4 or hi - lo < lanes:
+        with w.block(f"for {var} in range({lo}, {hi}):"):
+            body(Lanes(0, consts))
+        return
+    last = hi - lanes
+    with w.block(f"for {var}0 in range({lo}, {hi}, {lanes}):"):
+        w(f"{var} = min({var}0, {last})" if (hi - lo) % lanes else f"{var} = {var}0")
+        body(Lanes(lanes, consts))
+
+
+def _module(key, emit_body) -> str:
+    """A kernel's module: the body written first (it names the constants), the constants
+    hoisted above the loop that ``emit_body(w, loop)`` opens."""
+    lanes = key.plan.lanes
+    consts: dict = {}
+    body = SourceWriter()
+    signature = emit_body(body, lanes, consts)
+    w = SourceWriter()
+    loop = header(w, key, imports=(SIMD,))
+    with w.block(f"def kernel({signature}):"):
+        constants(w, consts)
+        for line in body.text().replace("LOOP", loop).splitlines():
+            w(line)
+    return w.text()
+
+
+SIMD = "from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, vstore, vzero"
+
+
+def emit_filter(key) -> str:
+    """u[(p K + k) C + c] = (G g G^T)[p // 6, p % 6], ``g`` = w[k, c] (flipped for CONVOLUTION
+    mode); an item an output channel, its input channels in vectors."""
+    d = key.desc
+    cout, cin = d.filter_tensor.sizes[:2]
+    flip = d.mode == ConvolutionMode.CONVOLUTION
+
+    def body(w, lanes, consts):
+        with w.block(f"for k in LOOP({cout}):"):
+            # the taps of the output channel, a row each (so the loop below runs in vectors)
+            w(f"gs = np.empty({9 * cin}, np.float32)")
+            with w.block(f"for c in range({cin}):"):
+                for a in range(3):
+                    for b in range(3):
+                        src = (2 - a, 2 - b) if flip else (a, b)
+                        w(f"gs[{(3 * a + b) * cin} + c] = wt[k, c, {src[0]}, {src[1]}]")
+
+            def step(ln):
+                for a in range(3):
+                    for b in range(3):
+                        w(f"g{a}{b} = {ln.load('gs', f'{(3 * a + b) * cin} + c')}")
+                for i in range(A):  # G g: 6 x 3
+                    for b in range(3):
+                        w(f"t{i}{b} = {ln.combination(G[i], [f'g{a}{b}' for a in range(3)])}")
+                for i in range(A):
+                    for j in range(A):
+                        expr = ln.combination(G[j], [f"t{i}{b}" for b in range(3)])
+                        w(ln.store("u", f"{(i * A + j) * stride(cout * cin)} + k * {cin} + c",
+                                   expr))
+
+            vector_loop(w, "c", 0, cin, lanes, consts, step)
+        return "wt, u"
+
+    return _module(key, body)
+
+
+def _phase_ranges(size: int, pad: int, count: int):
+    """Per phase f (0..3): the range of t with 0 <= 4 t + f - pad < size, t < count."""
+    out = []
+    for f in range(M):
+        lo = max(0, -(-(pad - f) // M))
+        hi = min(count, max(lo, (size - 1 + pad - f) // M + 1))
+        out.append((lo, hi))
+    return out
+
+
+def emit_input(key) -> str:
+    """v[((p C + c) nb + nn) T + t] = (B^T d B)[p // 6, p % 6] for the input tiles of images
+    n0 + nn; an item (image of the chunk, channel, row of tiles)."""
+    d = key.desc
+    cin, h, wd = d.input_tensor.sizes[1:]
+    th, tw = tiles(d)
+    pt, pl = d.start_padding
+    tw1 = tw + 1  # the phases read one tile further (offsets 4 and 5)
+    run = M * tw1
+
+    def body(w, lanes, consts):
+        with w.block(f"for q in LOOP(nb * {cin}):"):
+            w(f"nn = q // {cin}")
+            w(f"c = q - nn * {cin}")
+            w(f"xb = ((n0 + nn) * {cin} + c) * {h * wd}")
+            w(f"ds = np.empty({A * run}, np.float32)")
+            w(f"e = np.empty({A * run}, np.float32)")
+            body_rows(w, lanes, consts)
+        return "x, n0, nb, v, ps"
+
+    def body_rows(w, lanes, consts):
+        with w.block(f"for ty in range({th}):"):
+            # the six input rows of the tiles, split by phase: ds[(rr 4 + f) tw1 + t]
+            w("ds[:] = 0.0")
+            with w.block(f"for rr in range({A}):"):
+                w(f"iy = ty * {M} - {pt} + rr")
+                with w.block(f"if iy >= 0 and iy < {h}:"):
+                    w(f"xr = xb + iy * {wd} - {pl}")
+                    for f, (lo, hi) in enumerate(_phase_ranges(wd, pl, tw1)):
+                        if hi > lo:
+                            with w.block(f"for t in range({lo}, {hi}):"):
+                                w(f"ds[rr * {run} + {f * tw1} + t] = x[xr + t * {M} + {f}]")
+            # down the rows (B^T d)
+
+            def down(ln):
+                for rr in range(A):
+                    w(f"d{rr} = {ln.load('ds', f'{rr * run} + s')}")
+                for i in range(A):
+                    w(ln.store("e", f"{i * run} + s",
+                               ln.combination(BT[i], [f"d{rr}" for rr in range(A)])))
+
+            vector_loop(w, "s", 0, run, lanes, consts, down)
+            # along the row (e B): offsets 0..5 of tile t are phases 0..3 at t, 0..1 at t + 1
+            w(f"vb = (c * nb + nn) * {th * tw} + ty * {tw}")
+            for i in range(A):
+                def across(ln, i=i):
+                    for qq in range(A):
+                        at = f"{(i * M + qq % M) * tw1 + qq // M} + t"
+                        w(f"h{qq} = {ln.load('e', at)}")
+                    for j in range(A):
+                        w(ln.store("v", f"{i * A + j} * ps + vb + t",
+                                   ln.combination(BT[j], [f"h{qq}" for qq in range(A)])))
+
+                vector_loop(w, "t", 0, tw, lanes, consts, across)
+
+    return _module(key, body)
+
+
+def emit_product(key) -> str:
+    """m[p][m0:m1] = u[p][m0:m1] @ v[p] for each position p and slab of output channels (the
+    parallel loop's items), by BLAS (``np.dot`` into m); in each flat array, the positions'
+    matrices :func:`stride` apart (``vs``, ``ms``: v's and m's, of ``cols`` columns)."""
+    d = key.desc
+    cout, cin = d.filter_tensor.sizes[:2]
+    su = stride(cout * cin)
+    w = SourceWriter()
+    loop = header(w, key)
+    with w.block("def kernel(u, v, vs, m, ms, cols, slabs):"):
+        w(f"step = ({cout} + slabs - 1) // slabs")
+        with w.block(f"for q in {loop}({P} * slabs):"):
+            w("p = q // slabs")
+            w("m0 = (q - p * slabs) * step")
+            w(f"m1 = min({cout}, m0 + step)")
+            with w.block("if m0 < m1:"):
+                w(f"up = u[p * {su} + m0 * {cin}:p * {su} + m1 * {cin}].reshape((m1 - m0, {cin}))")
+                w(f"vp = v[p * vs:p * vs + {cin} * cols].reshape(({cin}, cols))")
+                w("mp = m[p * ms + m0 * cols:p * ms + m1 * cols].reshape((m1 - m0, cols))")
+                w("np.dot(up, vp, mp)")
+    return w.text()
+
+
+def emit_output(key) -> str:
+    """y[n0 + nn, k, 4 ty + a, 4 t + b] = act((A^T m A)[a, b] + bias[k]), cropped to the
+    output; an item (image of the chunk, output channel, row of tiles)."""
+    d = key.desc
+    cout, oh, ow = d.output_tensor.sizes[1:]
+    th, tw = tiles(d)
+    bias = d.bias_tensor is not None
+
+    def body(w, lanes, consts):
+        with w.block(f"for q in LOOP(nb * {cout}):"):
+            w(f"nn = q // {cout}")
+            w(f"k = q - nn * {cout}")
+            w(f"yb = ((n0 + nn) * {cout} + k) * {oh * ow}")
+            if bias:
+                w("bm = b[k]")
+            w(f"z = np.empty({M * A * tw}, np.float32)")
+            w(f"o = np.empty({M * tw}, np.float32)")
+            body_rows(w, lanes, consts)
+        return "m, ps, n0, nb, " + ("b, " if bias else "") + "y"
+
+    def body_rows(w, lanes, consts):
+        with w.block(f"for ty in range({th}):"):
+            w(f"mb = (k * nb + nn) * {th * tw} + ty * {tw}")
+            # down the rows (A^T m): z[(a 6 + j) tw + t]
+            for j in range(A):
+                def down(ln, j=j):
+                    for i in range(A):
+                        w(f"m{i} = {ln.load('m', f'{i * A + j} * ps + mb + t')}")
+                    for a in range(M):
+                        w(ln.store("z", f"{(a * A + j) * tw} + t",
+                                   ln.combination(AT[a], [f"m{i}" for i in range(A)])))
+
+                vector_loop(w, "t", 0, tw, lanes, consts, down)
+            # along the row (z A) into the row's four phases, then the epilogue, stored cropped
+            with w.block(f"for a in range({M}):"):
+                w(f"oy = ty * {M} + a")
+                with w.block(f"if oy < {oh}:"):
+                    def across(ln):
+                        for j in range(A):
+                            w(f"s{j} = {ln.load('z', f'(a * {A} + {j}) * {tw} + t')}")
+                        for bb in range(M):
+                            w(ln.store("o", f"{bb * tw} + t",
+                                       ln.combination(AT[bb], [f"s{j}" for j in range(A)])))
+
+                    vector_loop(w, "t", 0, tw, lanes, consts, across)
+                    w(f"yr = yb + oy * {ow}")
+                    with w.block(f"for ox in range({ow}):"):
+                        conv_epilogue(w, d, f"o[(ox % {M}) * {tw} + ox // {M}]", "y[yr + ox]",
+                                      bias="bm")
+
+    return _module(key, body)
+
+
+class WinogradKernel(ConvolutionKernel):
+    """F(4x4, 3x3) (see the module's docstring): the filter transformed (a frozen filter once),
+    then per chunk of images the input transform, the 36 products by BLAS in Numba's threads
+    and the output transform with bias and activation. Parallel by the convolution's work, as
+    the other algorithms' kernels."""
+
+    algorithm = "winograd"
+    emitters = {"winograd-filter": emit_filter, "winograd-input": emit_input,
+                "winograd-product": emit_product, "winograd-output": emit_output}
+
+    def __init__(self, desc, options, plan: WinogradPlan | None = None):
+        if not takes(desc):
+            raise ValueError(f"the winograd kernel does not run {desc!r}")
+        self.desc = desc
+        self.parallel = resolve_parallel(options.get("parallel"), conv_work(desc))
+        self.plan = plan or WinogradPlan(Host.current().lanes)
+        n_, cin = desc.input_tensor.sizes[:2]
+        cout = desc.output_tensor.sizes[1]
+        th, tw = tiles(desc)
+        self.tiles = th * tw
+        per_image = P * max(cin, cout) * self.tiles * 4
+        self.chunk = max(1, min(n_, CHUNK_BYTES // per_image))
+        self._keys, self._sources = [], []
+        f32, i64 = np.dtype(np.float32), np.dtype(np.int64)
+        bias_arg = [(f32, 1)] if desc.bias_tensor is not None else []
+        self.filter = self._helper("winograd-filter", [(f32, 4), (f32, 1)])
+        self.input = self._helper("winograd-input", [(f32, 1), (i64, 0), (i64, 0), (f32, 1),
+                                                     (i64, 0)])
+        self.product = self._helper("winograd-product", [(f32, 1), (f32, 1), (i64, 0),
+                                                         (f32, 1), (i64, 0), (i64, 0), (i64, 0)])
+        self.output = self._helper("winograd-output", [(f32, 1), (i64, 0), (i64, 0), (i64, 0)]
+                                   + bias_arg + [(f32, 1)])
+        self.source = "\n".join(self._sources)
+        self._transformed = Derived()  # the transformed filter of a frozen (a model's) filter
+
+    def _helper(self, name, arg_types):
+        key = KernelKey("cpu", self.desc, name, self.parallel,
+                        plan=None if name == "winograd-product" else self.plan)
+        source = self.emitters[name](key)
+        self._keys.append(key)
+        self._sources.append(source)
+        return build_variants(key, source, lambda k: self.emitters[k.kernel](k), arg_types,
+                              automatic=False)
+
+    def variant(self) -> str:
+        return "winograd"
+
+    def compiled_keys(self) -> tuple:
+        return tuple(self._keys)
+
+    def transformed(self, wt) -> np.ndarray:
+        """``u`` of the filter ``wt``: 36 matrices (K, C), :func:`stride` apart."""
+        k, c = wt.shape[:2]
+        u = np.empty(P * stride(k * c), np.float32)
+        self.filter(np.ascontiguousarray(wt), u)
+        return u
+
+    def run(self, inputs, y):
+        x = np.ascontiguousarray(inputs[0]).reshape(-1)
+        u = self._transformed.get(inputs[1], self.transformed)
+        bias = (inputs[2].reshape(-1),) if len(inputs) > 2 else ()
+        n_, cin = inputs[0].shape[:2]
+        cout = y.shape[1]
+        yf = y.reshape(-1)
+        with _blas.one_thread():  # one thread pool at a time: Numba's around BLAS's products
+            for n0 in range(0, n_, self.chunk):
+                nb = min(n_, n0 + self.chunk) - n0
+                cols = nb * self.tiles
+                vs, ms = stride(cin * cols), stride(cout * cols)
+                buf = self.buffer((P * (vs + ms),))
+                v, m = buf[:P * vs], buf[P * vs:]
+                self.input(x, n0, nb, v, vs)
+                self.product(u, v, vs, m, ms, cols, self._slabs(cout))
+                self.output(m, ms, n0, nb, *bias, yf)
+
+    def _slabs(self, rows: int) -> int:
+        """Slabs of output channels a position is cut into: one where the 36 positions already
+        give every thread items."""
+        threads = numba.get_num_threads() if self.parallel else 1
+        return 1 if P >= 4 * threads else max(1, min(rows, -(-4 * threads // P)))
