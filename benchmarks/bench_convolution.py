@@ -13,7 +13,10 @@ float32, ResNet-like shapes; GFLOP/s counts 2 flops per multiply-add.
   the automatic choice picked (the crossover table);
 * ``--gemm``: the ``gemm`` algorithm (BLAS, its product spread over Numba's threads) on layers
   of small planes, against the static choice and against NumPy's own ``matmul`` of the same
-  matrices on BLAS's own threads (the product alone: the ceiling of a BLAS-bound layer).
+  matrices on BLAS's own threads (the product alone: the ceiling of a BLAS-bound layer);
+* ``--winograd [--dump FILE]``: the four algorithms on 3x3 stride-1 layers (the grid's and the
+  networks'), Winograd's F(4x4, 3x3) among them, and the static choice; ``--dump`` writes the
+  times as a host's set of ``tests/data/crossover.json`` (what the choice is tested against).
 """
 from __future__ import annotations
 
@@ -264,10 +267,67 @@ def gemm_layers(quick: bool = False) -> Table:
     return table
 
 
+#: 3x3 stride-1 layers (label, x shape, filter shape): the grid's dense 2-D ones and the
+#: networks' (ResNet-18's stages, the U-Net's levels)
+WINOGRAD_LAYERS = [(label, xs, ws) for label, xs, ws, s, _, g, d in grid_shapes(False) + WORKLOADS
+                   if len(xs) == 4 and ws[2:] == (3, 3) and s == (1, 1) and g == 1 and d == 0] + [
+    (f"3x3 {c}->{k} on {hw}x{hw} N=1", (1, c, hw, hw), (k, c, 3, 3)) for c, k, hw in (
+        (64, 64, 56), (128, 128, 28), (32, 32, 128), (16, 16, 256), (16, 32, 128), (3, 16, 256),
+        (128, 64, 64), (8, 8, 32), (32, 32, 16))]
+
+
+def winograd_layers(quick: bool = False, dump: str | None = None) -> Table:
+    """Each algorithm that runs a 3x3 stride-1 layer (the planner's tile for ``blocked``),
+    timed in turn (7 rounds of the least of 5 calls; the filter not frozen, so Winograd
+    transforms it each call, as the grid's blocked kernel packs it), and the static choice."""
+    import json
+
+    from dml_numba.cpu._emit import Host
+    from dml_numba.cpu.convolution import choice
+
+    host = Host.current()
+    rng = np.random.default_rng(0)
+    names = list(choice.ALGORITHMS)
+    table = Table("3x3 stride-1 layers, every algorithm (ms, float32; the fastest in bold)",
+                  ["layer"] + names + ["automatic picks", "automatic / best"])
+    found = {}
+    for label, xs, ws in WINOGRAD_LAYERS[:4] if quick else WINOGRAD_LAYERS:
+        desc, x, w, b = _case(xs, ws, (1, 1), (1, 1), 1, 0, rng)
+        ops = {a: dml.compile_operator(desc, "cpu", algorithm=a, tune="off")
+               for a in choice.options(desc.canonical(), host)}
+        y = np.empty(desc.output_tensor.sizes, np.float32)
+        samples = {a: [] for a in ops}
+        for _ in range(2 if quick else 7):
+            for a, op in ops.items():
+                op(x, w, b, out=y)
+                calls = []
+                for _ in range(5):
+                    t = time.perf_counter()
+                    op(x, w, b, out=y)
+                    calls.append(time.perf_counter() - t)
+                samples[a].append(min(calls))
+        times = {a: statistics.median(v) for a, v in samples.items()}
+        best, auto = min(times, key=times.get), choice.choose_algorithm(desc.canonical(), host)
+        table.add(label, *(f"**{times[a] * 1e3:.3f}**" if a == best else
+                           f"{times[a] * 1e3:.3f}" if a in times else "n/a" for a in names),
+                  auto, f"{times[auto] / times[best]:.2f}")
+        found[label] = {"x": list(xs), "w": list(ws), "strides": [1, 1], "pads": [1, 1],
+                        "groups": 1, "direction": 0,
+                        "times": {a: float(f"{t:.4g}") for a, t in times.items()}}
+    if dump:
+        with open(dump, "w") as f:
+            json.dump({"host": [host.lanes, host.threads], "source": os.path.basename(dump),
+                       "shapes": found}, f)
+    return table
+
+
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
     if "--grid" in sys.argv:
         print(grid(quick).markdown())
+    elif "--winograd" in sys.argv:
+        dump = sys.argv[sys.argv.index("--dump") + 1] if "--dump" in sys.argv else None
+        print(winograd_layers(quick, dump).markdown())
     elif "--gemm" in sys.argv:
         print(gemm_layers(quick).markdown())
     else:

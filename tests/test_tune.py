@@ -347,16 +347,24 @@ def test_a_choice_that_is_no_candidate_is_not_used(own_cache):
 
 
 def test_every_candidate_is_valid_and_the_quick_ones_are_a_subset():
-    for desc in (_desc(), _desc(strides=(2, 2)), _desc(ws=(8, 1, 3, 3), groups=8),
-                 _desc(ws=(8, 8, 1, 1)), _desc((1, 8, 40), (8, 8, 5))):
+    descs = (_desc(), _desc(strides=(2, 2)), _desc(ws=(8, 1, 3, 3), groups=8),
+             _desc(ws=(8, 8, 1, 1)), _desc((1, 8, 40), (8, 8, 5)))
+    for desc in descs:
         for host in (Host(16, 2), Host(8, 8)):
             ex = tune.candidates(desc, host, "exhaustive")
             quick = tune.candidates(desc, host, "quick")
             assert quick[0] == tune.static(desc, host) and set(quick) <= set(ex)
             assert len(set(ex)) == len(ex)
             for c in ex:
-                if c.plan is not None:
+                if c.algorithm == "winograd":  # its plan: the transforms' lanes, the host's
+                    assert c.plan == tune.WinogradPlan(host.lanes)
+                elif c.plan is not None:
                     assert c.plan.lanes <= host.lanes and c.plan.accumulators <= 24
+            # Winograd where it applies (3x3, unit strides, one group, 2-D): the first only
+            assert [c.algorithm == "winograd" for c in ex].count(True) == (desc is descs[0])
+            # a choice of it goes through the wisdom file and back
+            for c in ex:
+                assert tune.Candidate.from_json(c.to_json()) == c
 
 
 def test_a_forced_algorithm_is_not_tuned_and_float64_has_no_tiles(own_cache):

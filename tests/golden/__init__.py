@@ -41,7 +41,7 @@ def _cpu_sources(out: dict, prefix: str, canon, kind: str) -> None:
 
     for par in (False, True):
         if kind == "conv":
-            for algo in (None, "direct", "gemm", "blocked"):
+            for algo in (None, "direct", "gemm", "blocked", "winograd"):
                 try:
                     k = cc.make_kernel(canon, {"algorithm": algo, "parallel": par})
                 except dml.ValidationError:
@@ -191,6 +191,8 @@ def representative() -> dict:
                             "cpu"),
         "cpu_direct_3x3": (_conv((1, 8, 20, 20), (8, 8, 3, 3)), {"algorithm": "direct"}, "cpu"),
         "cpu_gemm_3x3": (_conv((1, 8, 20, 20), (8, 8, 3, 3)), {"algorithm": "gemm"}, "cpu"),
+        "cpu_winograd_3x3": (_conv((8, 64, 56, 56), (64, 64, 3, 3)), {"algorithm": "winograd"},
+                             "cpu"),
         "cuda_implicit_gemm_3x3": (_conv((8, 64, 56, 56), (64, 64, 3, 3)),
                                    {"algorithm": "tiled"}, "cuda"),
     }

@@ -130,7 +130,8 @@ def test_batches_larger_than_the_column_budget_are_chunked(monkeypatch, name):
 #: (lanes, threads; the 8-lane one on an AVX2 host (the AMD EPYC with AVX-512 hidden), the
 #: 1-thread one with BLAS on one thread too; and the convolution benchmark's layers), each
 #: shape's parameters and the times of the three algorithms (the planner's tile for the blocked
-#: kernel)
+#: kernel); the last set, 3x3 stride-1 layers of the grid and the networks with all four
+#: (``python3 -m benchmarks.bench_convolution --winograd``)
 CROSSOVER = json.loads((Path(__file__).resolve().parent.parent / "data" / "crossover.json")
                        .read_text())
 #: a shape is decisive where its fastest algorithm is this much faster than the next
@@ -161,6 +162,11 @@ MISSES = {
     "crossover_avx2_2t.json": set(),
     "crossover_avx512_1t.json": set(),
     "workloads_avx512_2t.json": set(),
+    # the 3x3 stride-1 layers with Winograd's kernel among the four (AVX2 host, 2026-11-28):
+    # the 512-channel layer on 7x7 is GEMM_ALONE's kind (gemm 2.3 against blocked 3.7 ms
+    # alone); the 8-channel layer on 32x32 takes 24 against 34 us (direct against blocked), in
+    # this machine's noise at that size (38 against 42 us in the run before)
+    "winograd_avx2_2t.json": {"2-D N=1 C=512 7x7 k=3 s=1 g=1", "3x3 8->8 on 32x32 N=1"},
 }
 
 
@@ -174,6 +180,14 @@ def _crossover_desc(shape):
                                            start_padding=tuple(shape["pads"]),
                                            end_padding=tuple(shape["pads"]), group_count=g,
                                            direction=direction).canonical()
+
+
+def _choice(desc, host, measured) -> str:
+    """The static choice among the algorithms a set measured (the sets before Winograd's
+    kernel timed the other three)."""
+    from dml_numba.cpu.convolution.choice import ranked
+
+    return next(v.algorithm for v, _, _ in ranked(desc, host) if v.algorithm in measured)
 
 
 def _winner(shape):
@@ -197,7 +211,7 @@ def test_the_static_choice_is_the_measured_fastest_where_it_is_decisive(measured
         if winner is None:
             continue
         decisive += 1
-        if cpu_conv.choose_algorithm(_crossover_desc(shape), host) != winner:
+        if _choice(_crossover_desc(shape), host, shape["times"]) != winner:
             missed.add(label)
     assert decisive >= 0.6 * len(measured["shapes"])
     assert missed == MISSES[measured["source"]]
@@ -218,7 +232,7 @@ def test_the_static_choice_moves_with_the_host():
             host, shape = Host(*m["host"]), m["shapes"][label]
             if _winner(shape) is not None:
                 winners[host] = _winner(shape)
-                picks[host] = cpu_conv.choose_algorithm(_crossover_desc(shape), host)
+                picks[host] = _choice(_crossover_desc(shape), host, shape["times"])
         if len(set(winners.values())) > 1 and picks == winners:
             followed.add(label)
     assert "2-D N=1 C=256 14x14 k=3 s=1 g=dw" in followed
@@ -247,7 +261,10 @@ def test_the_static_choice_keeps_to_the_kernels_that_apply():
             assert set(cpu_conv.estimates(d, host)) == {"direct", "gemm"}
         d = desc(64, 64, 1, hw=58)
         est = cpu_conv.estimates(d, host)
-        assert set(est) == {"direct", "gemm", "blocked"}
+        assert set(est) == {"direct", "gemm", "blocked", "winograd"}  # 3x3, stride 1: Winograd
+        for other in (desc(64, 64, 1, hw=58, k=5), desc(64, 64, 2, hw=58),
+                      desc(64, 64, 1, hw=58, dtype=dml.DataType.FLOAT16)):
+            assert "winograd" not in cpu_conv.estimates(other, host)
         assert cpu_conv.choose_algorithm(d, host) == min(est, key=est.get)
         # the blocked kernel's estimate is its cheaper tile's, planned for this host
         assert est["blocked"] == min(estimate(d, "blocked", plan(d, host), host)

@@ -1,0 +1,188 @@
+"""Winograd's F(4x4, 3x3) (``dml_numba/cpu/convolution/winograd.py``, ``algorithm="winograd"``)
+against a float64 brute-force sum over the zero-padded input (not our other kernels): tiles
+cropped at the edges, every padding, batches cut into chunks, both modes, bias and fused
+activations, each way its transforms are written (16, 8, 4 lanes and element by element); a
+model's frozen filter transformed once; what it refuses; where the static choice takes it."""
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from dml_numba._frozen import freeze
+from dml_numba.cpu import convolution as cpu_conv
+from dml_numba.cpu._emit import Host
+from dml_numba.cpu.convolution import winograd
+from tests.cases import conv_case
+
+CC, CONV = dml.ConvolutionMode.CROSS_CORRELATION, dml.ConvolutionMode.CONVOLUTION
+
+
+def brute_force(desc, x, w, b, *, activated=True):
+    """``act(sum over c, i, j of xpad[n, c, y + i, x + j] * W[k, c, i, j] + b[k])`` in float64,
+    W flipped in CONVOLUTION mode, the activation applied by the operator's own NumPy variant
+    of it (a separate element-wise operator); ``activated=False``: the sum alone."""
+    (pt, pl), (pb, pr) = desc.start_padding, desc.end_padding
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    wf = w.astype(np.float64)
+    if desc.mode == CONV:
+        wf = wf[:, :, ::-1, ::-1]
+    oh, ow = desc.output_tensor.sizes[2:]
+    y = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for i in range(3):
+        for j in range(3):
+            y += np.einsum("kc,nchw->nkhw", wf[:, :, i, j], xp[:, :, i:i + oh, j:j + ow])
+    if b is not None:
+        y += b.astype(np.float64).reshape(1, -1, 1, 1)
+    if activated and desc.fused_activation is not None:
+        y = dml.functional.activation(y, desc.fused_activation, device="numpy")
+    return y
+
+
+#: name -> (x shape, filter shape, start pads, end pads, mode, bias, activation, lanes,
+#: chunk bytes (None: the module's)); outputs whose sizes are not multiples of 4 (tiles cropped)
+CASES = {
+    "7x9-pad1-relu-L8": ((1, 3, 7, 9), (5, 3, 3, 3), (1, 1), (1, 1), CC, True,
+                         dml.ActivationReluOperatorDesc(), 8, None),
+    "13x6-asym-conv-leaky-L4-chunks": ((3, 17, 13, 6), (4, 17, 3, 3), (0, 2), (1, 0), CONV,
+                                       False, dml.ActivationLeakyReluOperatorDesc(0.1), 4, 2),
+    "16x16-pad2-clip-L16": ((2, 8, 16, 16), (16, 8, 3, 3), (2, 2), (2, 2), CC, True,
+                            dml.ElementWiseClipOperatorDesc(-0.5, 0.5), 16, None),
+    "3x3-unpadded-one-output-scalar": ((1, 4, 3, 3), (8, 4, 3, 3), (0, 0), (0, 0), CC, True,
+                                       None, 0, None),
+    "12x12-64ch-L8": ((1, 64, 12, 12), (64, 64, 3, 3), (1, 1), (1, 1), CC, True, None, 8, None),
+}
+
+
+def _case(name):
+    xs, ws, a, b, mode, bias, act, _, _ = CASES[name]
+    return conv_case(xs, ws, (1, 1), (1, 1), a, b, 1, mode=mode, bias=bias, act=act)
+
+
+#: F(4x4, 3x3)'s rounding, relative to the largest magnitude of the sums (before the
+#: activation; the transforms' constants reach 8 and 1/24): measured up to 1.3e-5 with 256 input
+#: channels of normal data
+TOLERANCE = 3e-5
+
+
+def _check(desc, y, inputs):
+    args = list(inputs) + [None] * (3 - len(inputs))
+    ref = brute_force(desc, *args)
+    scale = max(np.abs(brute_force(desc, *args, activated=False)).max(), 1.0)
+    assert np.isfinite(y).all()
+    assert np.abs(y - ref).max() <= TOLERANCE * scale, np.abs(y - ref).max() / scale
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_winograd_agrees_with_brute_force(name, monkeypatch):
+    desc, inputs = _case(name)
+    lanes, chunk = CASES[name][7], CASES[name][8]
+    if chunk is not None:  # images in chunks of this many (the last one shorter): the bound
+        # on a chunk's transformed input (the wider of the input's and output's channels)
+        th, tw = winograd.tiles(desc)
+        wide = max(desc.input_tensor.sizes[1], desc.output_tensor.sizes[1])
+        monkeypatch.setattr(winograd, "CHUNK_BYTES", chunk * winograd.P * wide * th * tw * 4)
+    # the parallel kernels where the batch is cut into chunks (their compile is the slow one)
+    kernel = winograd.WinogradKernel(desc, {"parallel": chunk is not None},
+                                     plan=winograd.WinogradPlan(lanes))
+    if chunk is not None:
+        assert kernel.chunk == 2 and desc.input_tensor.sizes[0] == 3
+    y = np.full(desc.output_tensor.sizes, np.nan, np.float32)  # every element written
+    kernel(inputs, y)
+    _check(desc, y, inputs)
+    # the transforms are in vectors where the plan has lanes, element by element where not
+    source = kernel.source
+    assert ("vload(" in source) == (lanes > 0)
+    if lanes:
+        assert f", {lanes})" in source  # the plan's width (or half of it on short rows)
+
+
+def test_the_public_option_runs_it_and_says_so():
+    desc, inputs = _case("7x9-pad1-relu-L8")
+    op = dml.compile_operator(desc, "cpu", algorithm="winograd")
+    assert op.kernel.algorithm == "winograd" and op.kernel.variant() == "winograd"
+    _check(desc, op(*inputs), inputs)
+
+
+def test_a_models_filter_is_transformed_once_and_a_callers_each_call(monkeypatch):
+    desc, (x, w, b) = _case("7x9-pad1-relu-L8")
+    kernel = winograd.WinogradKernel(desc, {"parallel": False}, plan=winograd.WinogradPlan(8))
+    made = []
+    real = kernel.transformed
+    monkeypatch.setattr(kernel, "transformed", lambda wt: made.append(1) or real(wt))
+    y = np.empty(desc.output_tensor.sizes, np.float32)
+    frozen = freeze(w.copy())
+    for _ in range(3):
+        kernel([x, frozen, b], y)
+    assert len(made) == 1
+    _check(desc, y, [x, frozen, b])
+    # a caller's filter may change between calls: transformed each call, and right after a change
+    mine = w.copy()
+    kernel([x, mine, b], y)
+    mine *= -2
+    kernel([x, mine, b], y)
+    assert len(made) == 3
+    _check(desc, y, [x, mine, b])
+
+
+def test_an_output_over_the_input_is_refused_or_right():
+    """``out=`` the input itself (same shape: 4 -> 4 channels, padding 1) through the public
+    call: refused with a ValidationError, or the result of the input as it was."""
+    desc, (x, w, b) = conv_case((1, 4, 8, 8), (4, 4, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)
+    op = dml.compile_operator(desc, "cpu", algorithm="winograd")
+    want = brute_force(desc, x, w, b)
+    buf = x.copy()
+    try:
+        op(buf, w, b, out=buf)
+    except dml.ValidationError:
+        return
+    assert np.abs(buf - want).max() <= TOLERANCE * max(np.abs(want).max(), 1.0)
+
+
+@pytest.mark.parametrize("xs, ws, s, g, dtype", [
+    ((1, 4, 8, 8), (4, 4, 3, 3), (2, 2), 1, np.float32),  # strided
+    ((1, 4, 8, 8), (4, 4, 5, 5), (1, 1), 1, np.float32),  # 5x5
+    ((1, 4, 8, 8), (4, 2, 3, 3), (1, 1), 2, np.float32),  # grouped
+    ((1, 4, 8, 8), (4, 4, 3, 3), (1, 1), 1, np.float16),  # float16
+    ((1, 4, 8, 8), (4, 4, 3, 3), (1, 1), 1, np.float64),  # float64
+    ((1, 4, 8), (4, 4, 3), (1,), 1, np.float32),  # 1-D
+    ((1, 4, 6, 6, 6), (4, 4, 3, 3, 3), (1, 1, 1), 1, np.float32),  # 3-D
+])
+def test_what_it_does_not_take_is_refused_by_name(xs, ws, s, g, dtype):
+    nd = len(xs) - 2
+    desc, _ = conv_case(xs, ws, s, (1,) * nd, (1,) * nd, (1,) * nd, g, dtype=dtype)
+    assert not winograd.takes(desc)
+    assert "winograd" not in cpu_conv.estimates(desc, Host(8, 2))
+    with pytest.raises(dml.ValidationError, match=r"algorithm: 'winograd' is invalid"):
+        dml.compile_operator(desc, "cpu", algorithm="winograd")
+
+
+def test_a_folded_padding_is_refused_with_it():
+    desc, _ = _case("7x9-pad1-relu-L8")
+    with pytest.raises(dml.ValidationError, match="input_padding"):
+        dml.compile_operator(desc, "cpu", algorithm="winograd", input_padding="REFLECTION")
+
+
+def test_the_static_choice_takes_it_on_wide_layers_only():
+    """The cost model's choice: Winograd for ResNet-18's and the U-Net's wide 3x3 layers on
+    8 lanes (measured 1.3-2.6x faster than the blocked kernel on the AVX2 host:
+    ``crossover.json``'s Winograd set), not for few channels, tiny planes or 512 channels on 7x7
+    (its transformed filter, 4x the filter, no longer fits a cache). On 16 lanes the tiles run
+    twice as fast and the transforms' memory traffic stays: the 64- and 128-channel layers only
+    (the model's figures: no AVX-512 host measured it)."""
+    def desc(c, k, hw, n=1):
+        return conv_case((n, c, hw, hw), (k, c, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)[0]
+
+    wide = [desc(64, 64, 56), desc(128, 128, 28), desc(64, 64, 56, n=8)]
+    for host, takes in ((Host(8, 2), wide + [desc(32, 32, 128), desc(256, 256, 14)]),
+                        (Host(16, 2), wide)):
+        for d in takes:
+            assert cpu_conv.choose_algorithm(d, host) == "winograd"
+        for d in (desc(8, 8, 32), desc(3, 16, 256), desc(512, 512, 7), desc(32, 32, 8)):
+            assert cpu_conv.choose_algorithm(d, host) != "winograd"
+
+
+def test_positions_are_apart_in_the_caches():
+    """The 36 positions' matrices sit :func:`~winograd.stride` floats apart: never a multiple of
+    a page (all 36 in one cache set), always room for the matrix."""
+    for size in (1, 16, 1008, 1024, 4096, 12544, 262144):
+        s = winograd.stride(size)
+        assert s >= size and (s * 4) % 4096 == winograd.PAD * 4
