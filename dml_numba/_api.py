@@ -141,7 +141,9 @@ def compile_operator(desc, device: str = "cpu", **options) -> CompiledOperator:
     """Compile ``desc`` for ``device`` ("numpy", "cpu" or "cuda"); cached per desc and options.
 
     Options (CPU): ``parallel`` = None (automatic by work size and then by measurement), True
-    or False; convolution also ``algorithm`` = None (automatic), "direct", "gemm" or "blocked",
+    or False; convolution also ``algorithm`` = None (automatic), "direct", "gemm", "blocked" or
+    "winograd" (F(4x4, 3x3): 2-D float32 3x3 convolutions with unit strides and dilations and one
+    group; its rounding: docs/SEMANTICS.md, convolution),
     and ``tune`` = None (``DML_NUMBA_TUNE``, default "estimate"), "off", "estimate", "quick" or
     "exhaustive" (the README's "Kernels tuned to the machine"). CUDA: convolution and LP
     pooling take ``algorithm`` = None (automatic), "direct" or "tiled" (shared memory).
