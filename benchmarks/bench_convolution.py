@@ -273,7 +273,7 @@ WINOGRAD_LAYERS = [(label, xs, ws) for label, xs, ws, s, _, g, d in grid_shapes(
                    if len(xs) == 4 and ws[2:] == (3, 3) and s == (1, 1) and g == 1 and d == 0] + [
     (f"3x3 {c}->{k} on {hw}x{hw} N=1", (1, c, hw, hw), (k, c, 3, 3)) for c, k, hw in (
         (64, 64, 56), (128, 128, 28), (32, 32, 128), (16, 16, 256), (16, 32, 128), (3, 16, 256),
-        (128, 64, 64), (8, 8, 32), (32, 32, 16))]
+        (128, 64, 64), (64, 32, 128), (32, 16, 256), (8, 8, 32), (32, 32, 16))]
 
 
 def winograd_layers(quick: bool = False, dump: str | None = None) -> Table:

@@ -148,7 +148,7 @@ def where(c, a, b):  # the activations' select, for scalars
 
 
 @numba.njit(parallel=True, cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
-def kernel(x, n0, nb, v, ps):
+def kernel(x, n0, nb, ty0, rows, v, ps):
     vz8 = vzero(8)
     vz16 = vzero(16)
     q0 = numba.float32(4.0)
@@ -175,7 +175,8 @@ def kernel(x, n0, nb, v, ps):
         xb = ((n0 + nn) * 64 + c) * 3136
         ds = np.empty(360, np.float32)
         e = np.empty(360, np.float32)
-        for ty in range(14):
+        for tr in range(rows):
+            ty = ty0 + tr
             ds[:] = 0.0
             for rr in range(6):
                 iy = ty * 4 - 1 + rr
@@ -203,7 +204,7 @@ def kernel(x, n0, nb, v, ps):
                 vstore(e, 180 + s, vadd(vfma(d3, V16q5, vfma(d2, V16q3, vfma(d1, V16q4, vz16))), d4))
                 vstore(e, 240 + s, vadd(vfma(d3, V16q4, vfma(d2, V16q3, vfma(d1, V16q5, vz16))), d4))
                 vstore(e, 300 + s, vadd(vfma(d3, V16q1, vfma(d1, V16q0, vz16)), d5))
-            vb = (c * nb + nn) * 196 + ty * 14
+            vb = ((c * nb + nn) * rows + tr) * 14
             for t0 in range(0, 14, 8):
                 t = min(t0, 6)
                 h0 = vload(e, 0 + t, 8)
@@ -358,7 +359,7 @@ def where(c, a, b):  # the activations' select, for scalars
 
 
 @numba.njit(parallel=True, cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
-def kernel(m, ps, n0, nb, b, y):
+def kernel(m, ps, n0, nb, ty0, rows, b, y):
     vz8 = vzero(8)
     q0 = numba.float32(-1.0)
     V8q0 = vsplat(q0, 8)
@@ -379,8 +380,9 @@ def kernel(m, ps, n0, nb, b, y):
         bm = b[k]
         z = np.empty(336, np.float32)
         o = np.empty(56, np.float32)
-        for ty in range(14):
-            mb = (k * nb + nn) * 196 + ty * 14
+        for tr in range(rows):
+            ty = ty0 + tr
+            mb = ((k * nb + nn) * rows + tr) * 14
             for t0 in range(0, 14, 8):
                 t = min(t0, 6)
                 m0 = vload(m, 0 * ps + mb + t, 8)

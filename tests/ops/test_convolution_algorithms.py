@@ -163,9 +163,9 @@ MISSES = {
     "crossover_avx512_1t.json": set(),
     "workloads_avx512_2t.json": set(),
     # the 3x3 stride-1 layers with Winograd's kernel among the four (AVX2 host, 2026-11-28):
-    # the 512-channel layer on 7x7 is GEMM_ALONE's kind (gemm 2.3 against blocked 3.7 ms
-    # alone); the 8-channel layer on 32x32 takes 24 against 34 us (direct against blocked), in
-    # this machine's noise at that size (38 against 42 us in the run before)
+    # the 512-channel layer on 7x7 is GEMM_ALONE's kind (gemm 2.1 against blocked 3.4 ms
+    # alone); the 8-channel layer on 32x32 takes 26 against 34 us (direct against blocked), in
+    # this machine's noise at that size (38 against 42 us in another run)
     "winograd_avx2_2t.json": {"2-D N=1 C=512 7x7 k=3 s=1 g=1", "3x3 8->8 on 32x32 N=1"},
 }
 

@@ -37,15 +37,17 @@ def brute_force(desc, x, w, b, *, activated=True):
     return y
 
 
-#: name -> (x shape, filter shape, start pads, end pads, mode, bias, activation, lanes,
-#: chunk bytes (None: the module's)); outputs whose sizes are not multiples of 4 (tiles cropped)
+#: name -> (x shape, filter shape, start pads, end pads, mode, bias, activation, lanes, chunks
+#: (None: the module's; ("images", n): n images a chunk; ("rows", n): an image in bands of n
+#: rows of tiles)); outputs whose sizes are not multiples of 4 (tiles cropped)
 CASES = {
     "7x9-pad1-relu-L8": ((1, 3, 7, 9), (5, 3, 3, 3), (1, 1), (1, 1), CC, True,
                          dml.ActivationReluOperatorDesc(), 8, None),
     "13x6-asym-conv-leaky-L4-chunks": ((3, 17, 13, 6), (4, 17, 3, 3), (0, 2), (1, 0), CONV,
-                                       False, dml.ActivationLeakyReluOperatorDesc(0.1), 4, 2),
-    "16x16-pad2-clip-L16": ((2, 8, 16, 16), (16, 8, 3, 3), (2, 2), (2, 2), CC, True,
-                            dml.ElementWiseClipOperatorDesc(-0.5, 0.5), 16, None),
+                                       False, dml.ActivationLeakyReluOperatorDesc(0.1), 4,
+                                       ("images", 2)),
+    "16x16-pad2-clip-L16-bands": ((2, 8, 16, 16), (16, 8, 3, 3), (2, 2), (2, 2), CC, True,
+                                  dml.ElementWiseClipOperatorDesc(-0.5, 0.5), 16, ("rows", 2)),
     "3x3-unpadded-one-output-scalar": ((1, 4, 3, 3), (8, 4, 3, 3), (0, 0), (0, 0), CC, True,
                                        None, 0, None),
     "12x12-64ch-L8": ((1, 64, 12, 12), (64, 64, 3, 3), (1, 1), (1, 1), CC, True, None, 8, None),
@@ -75,16 +77,20 @@ def _check(desc, y, inputs):
 def test_winograd_agrees_with_brute_force(name, monkeypatch):
     desc, inputs = _case(name)
     lanes, chunk = CASES[name][7], CASES[name][8]
-    if chunk is not None:  # images in chunks of this many (the last one shorter): the bound
-        # on a chunk's transformed input (the wider of the input's and output's channels)
-        th, tw = winograd.tiles(desc)
-        wide = max(desc.input_tensor.sizes[1], desc.output_tensor.sizes[1])
-        monkeypatch.setattr(winograd, "CHUNK_BYTES", chunk * winograd.P * wide * th * tw * 4)
-    # the parallel kernels where the batch is cut into chunks (their compile is the slow one)
-    kernel = winograd.WinogradKernel(desc, {"parallel": chunk is not None},
+    th, tw = winograd.tiles(desc)
+    if chunk is not None:  # the bound on a chunk's transformed input and output: n images, or
+        # n rows of tiles (the last chunk shorter either way)
+        row = winograd.P * (desc.input_tensor.sizes[1] + desc.output_tensor.sizes[1]) * tw * 4
+        monkeypatch.setattr(winograd, "CHUNK_BYTES", chunk[1] * row * (
+            th if chunk[0] == "images" else 1))
+    # the parallel kernels where the batch is cut into images (their compile is the slow one)
+    kernel = winograd.WinogradKernel(desc, {"parallel": chunk is not None and
+                                            chunk[0] == "images"},
                                      plan=winograd.WinogradPlan(lanes))
-    if chunk is not None:
-        assert kernel.chunk == 2 and desc.input_tensor.sizes[0] == 3
+    if chunk == ("images", 2):
+        assert (kernel.chunk, kernel.band, desc.input_tensor.sizes[0]) == (2, th, 3)
+    elif chunk == ("rows", 2):
+        assert (kernel.chunk, kernel.band, th) == (1, 2, 5)
     y = np.full(desc.output_tensor.sizes, np.nan, np.float32)  # every element written
     kernel(inputs, y)
     _check(desc, y, inputs)

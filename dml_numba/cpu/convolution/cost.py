@@ -49,13 +49,15 @@ class Costs:
     #: Winograd's F(4x4, 3x3) (``winograd``): its products by BLAS per vector multiply-add, per
     #: element of the products' operands and results, per element of the transformed input and
     #: output, per row of tiles a channel (the transforms' fixed cost), per filter element
-    #: (the filter's transform, made each call unless the filter is a model's own); not fitted
-    #: with the others: measured on their own (``benchmarks/HISTORY.md``)
+    #: (the filter's transform, made each call unless the filter is a model's own), per element
+    #: of the input read and the output written (planes beyond the caches); not fitted with the
+    #: others: measured on their own (``benchmarks/HISTORY.md``)
     winograd: float = 0.95
     winograd_move: float = 2.65
     winograd_transform: float = 2.7
     winograd_row: float = 100.0
     winograd_filter: float = 40.0
+    winograd_io: float = 3.8
 
 
 #: fitted on the crossover grid (see the module's docstring)

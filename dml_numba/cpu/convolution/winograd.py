@@ -8,7 +8,7 @@ row and column of tiles cropped); the input tile behind each is 6 x 6, read as z
 input. Four generated kernels, each over plain arrays:
 
 * ``winograd-filter``: ``u[p, k, c] = (G g G^T)[i, j]`` for ``p = 6 i + j``, ``g`` the 3x3
-  filter of (k, c) (flipped for CONVOLUTION mode), in float64 rounded once; a model's own
+  filter of (k, c) (flipped for CONVOLUTION mode), the input channels in vectors; a model's own
   (frozen) filter is transformed once and kept;
 * ``winograd-input``: ``v[p, c, n, t] = (B^T d B)[i, j]``, ``d`` the 6 x 6 input tile ``t`` of
   channel ``c``; per (image, channel, row of tiles): the six input rows split by phase (x mod
@@ -19,11 +19,11 @@ input. Four generated kernels, each over plain arrays:
 * ``winograd-output``: ``y = act(A^T m A + bias)`` per (image, output channel, row of tiles),
   the same two passes, cropped to the output.
 
-The transforms' constants are exact in float32 but for G's (1/6, 1/12, 1/24: the filter is
-transformed in float64); the result differs from the direct sum's by rounding: a few units in
-the 6th digit relative to the output's magnitude on random data (the tests bound it against a
-float64 oracle). The images go through in chunks whose transformed tiles take at most
-:data:`CHUNK_BYTES`.
+The transforms' constants are exact in float32 but for G's (1/6, 1/12, 1/24); the result
+differs from the direct sum's by rounding: a few units in the 6th digit relative to the
+output's magnitude on random data (the tests bound it against a float64 oracle). The images go
+through in chunks whose transformed input and output take at most :data:`CHUNK_BYTES` (whole
+images, or one image's bands of rows of tiles), so that the three steps meet in the caches.
 """
 from __future__ import annotations
 
@@ -76,8 +76,9 @@ def stride(size: int) -> int:
     return -(-size // 1024) * 1024 + PAD
 
 
-#: bound on one chunk of images' transformed input (and as much again for the products)
-CHUNK_BYTES = 2 << 20
+#: bound on one chunk's transformed input and output together (a chunk: images, or one image's
+#: band of rows of tiles)
+CHUNK_BYTES = 4 << 20
 
 
 def takes(desc) -> bool:
@@ -247,10 +248,11 @@ def emit_input(key) -> str:
             w(f"ds = np.empty({A * run}, np.float32)")
             w(f"e = np.empty({A * run}, np.float32)")
             body_rows(w, lanes, consts)
-        return "x, n0, nb, v, ps"
+        return "x, n0, nb, ty0, rows, v, ps"
 
     def body_rows(w, lanes, consts):
-        with w.block(f"for ty in range({th}):"):
+        with w.block("for tr in range(rows):"):
+            w("ty = ty0 + tr")
             # the six input rows of the tiles, split by phase: ds[(rr 4 + f) tw1 + t]
             w("ds[:] = 0.0")
             with w.block(f"for rr in range({A}):"):
@@ -272,7 +274,7 @@ def emit_input(key) -> str:
 
             vector_loop(w, "s", 0, run, lanes, consts, down)
             # along the row (e B): offsets 0..5 of tile t are phases 0..3 at t, 0..1 at t + 1
-            w(f"vb = (c * nb + nn) * {th * tw} + ty * {tw}")
+            w(f"vb = ((c * nb + nn) * rows + tr) * {tw}")
             for i in range(A):
                 def across(ln, i=i):
                     for qq in range(A):
@@ -328,11 +330,12 @@ def emit_output(key) -> str:
             w(f"z = np.empty({M * A * tw}, np.float32)")
             w(f"o = np.empty({M * tw}, np.float32)")
             body_rows(w, lanes, consts)
-        return "m, ps, n0, nb, " + ("b, " if bias else "") + "y"
+        return "m, ps, n0, nb, ty0, rows, " + ("b, " if bias else "") + "y"
 
     def body_rows(w, lanes, consts):
-        with w.block(f"for ty in range({th}):"):
-            w(f"mb = (k * nb + nn) * {th * tw} + ty * {tw}")
+        with w.block("for tr in range(rows):"):
+            w("ty = ty0 + tr")
+            w(f"mb = ((k * nb + nn) * rows + tr) * {tw}")
             # down the rows (A^T m): z[(a 6 + j) tw + t]
             for j in range(A):
                 def down(ln, j=j):
@@ -382,19 +385,22 @@ class WinogradKernel(ConvolutionKernel):
         n_, cin = desc.input_tensor.sizes[:2]
         cout = desc.output_tensor.sizes[1]
         th, tw = tiles(desc)
-        self.tiles = th * tw
-        per_image = P * max(cin, cout) * self.tiles * 4
-        self.chunk = max(1, min(n_, CHUNK_BYTES // per_image))
+        self.th, self.tw, self.tiles = th, tw, th * tw
+        # per chunk: whole images while their transformed input and output fit CHUNK_BYTES,
+        # else one image in bands of rows of tiles
+        row_bytes = P * (cin + cout) * tw * 4
+        self.chunk = max(1, min(n_, CHUNK_BYTES // (row_bytes * th)))
+        self.band = th if self.chunk > 1 else max(1, min(th, CHUNK_BYTES // row_bytes))
         self._keys, self._sources = [], []
         f32, i64 = np.dtype(np.float32), np.dtype(np.int64)
         bias_arg = [(f32, 1)] if desc.bias_tensor is not None else []
         self.filter = self._helper("winograd-filter", [(f32, 4), (f32, 1)])
-        self.input = self._helper("winograd-input", [(f32, 1), (i64, 0), (i64, 0), (f32, 1),
-                                                     (i64, 0)])
+        self.input = self._helper("winograd-input", [(f32, 1)] + [(i64, 0)] * 4 + [(f32, 1),
+                                                                                  (i64, 0)])
         self.product = self._helper("winograd-product", [(f32, 1), (f32, 1), (i64, 0),
                                                          (f32, 1), (i64, 0), (i64, 0), (i64, 0)])
-        self.output = self._helper("winograd-output", [(f32, 1), (i64, 0), (i64, 0), (i64, 0)]
-                                   + bias_arg + [(f32, 1)])
+        self.output = self._helper("winograd-output", [(f32, 1)] + [(i64, 0)] * 5 + bias_arg
+                                   + [(f32, 1)])
         self.source = "\n".join(self._sources)
         self._transformed = Derived()  # the transformed filter of a frozen (a model's) filter
 
@@ -428,15 +434,18 @@ class WinogradKernel(ConvolutionKernel):
         cout = y.shape[1]
         yf = y.reshape(-1)
         with _blas.one_thread():  # one thread pool at a time: Numba's around BLAS's products
+            most = self.chunk * self.band * self.tw  # the columns of the largest chunk
+            buf = self.buffer((P * (stride(cin * most) + stride(cout * most)),))
             for n0 in range(0, n_, self.chunk):
                 nb = min(n_, n0 + self.chunk) - n0
-                cols = nb * self.tiles
-                vs, ms = stride(cin * cols), stride(cout * cols)
-                buf = self.buffer((P * (vs + ms),))
-                v, m = buf[:P * vs], buf[P * vs:]
-                self.input(x, n0, nb, v, vs)
-                self.product(u, v, vs, m, ms, cols, self._slabs(cout))
-                self.output(m, ms, n0, nb, *bias, yf)
+                for ty0 in range(0, self.th, self.band):
+                    rows = min(self.band, self.th - ty0)
+                    cols = nb * rows * self.tw
+                    vs, ms = stride(cin * cols), stride(cout * cols)
+                    v, m = buf[:P * vs], buf[P * vs:P * (vs + ms)]
+                    self.input(x, n0, nb, ty0, rows, v, vs)
+                    self.product(u, v, vs, m, ms, cols, self._slabs(cout))
+                    self.output(m, ms, n0, nb, ty0, rows, *bias, yf)
 
     def _slabs(self, rows: int) -> int:
         """Slabs of output channels a position is cut into: one where the 36 positions already
