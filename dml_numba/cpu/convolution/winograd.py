@@ -11,13 +11,13 @@ input. Four generated kernels, each over plain arrays:
   filter of (k, c) (flipped for CONVOLUTION mode), the input channels in vectors; a model's own
   (frozen) filter is transformed once and kept;
 * ``winograd-input``: ``v[p, c, n, t] = (B^T d B)[i, j]``, ``d`` the 6 x 6 input tile ``t`` of
-  channel ``c``; per (image, channel, row of tiles): the six input rows split by phase (x mod
-  4), so that both passes of the transform run along contiguous arrays (in vectors);
+  channel ``c``; per (image, channel) and row of tiles: the six input rows split by phase
+  (x mod 4), so that both passes of the transform run along contiguous arrays (in vectors);
 * ``winograd-product``: for each of the 36 positions, ``m[p] = u[p] @ v[p]`` (K x C by C x
   tiles), by BLAS in the threads of Numba's parallel loop (:mod:`dml_numba._blas`), the
   positions (and slabs of output channels where they are fewer than the threads) its items;
-* ``winograd-output``: ``y = act(A^T m A + bias)`` per (image, output channel, row of tiles),
-  the same two passes, cropped to the output.
+* ``winograd-output``: ``y = act(A^T m A + bias)`` per (image, output channel) and row of
+  tiles, the same two passes, cropped to the output.
 
 The transforms' constants are exact in float32 but for G's (1/6, 1/12, 1/24); the result
 differs from the direct sum's by rounding: a few units in the 6th digit relative to the
@@ -231,8 +231,9 @@ def _phase_ranges(size: int, pad: int, count: int):
 
 
 def emit_input(key) -> str:
-    """v[((p C + c) nb + nn) T + t] = (B^T d B)[p // 6, p % 6] for the input tiles of images
-    n0 + nn; an item (image of the chunk, channel, row of tiles)."""
+    """v[p ps + ((c nb + nn) rows + tr) tw + t] = (B^T d B)[p // 6, p % 6] for the input tile
+    (ty0 + tr, t) of image n0 + nn; an item (image of the chunk, channel), its band's rows of
+    tiles in turn."""
     d = key.desc
     cin, h, wd = d.input_tensor.sizes[1:]
     th, tw = tiles(d)
@@ -314,7 +315,7 @@ def emit_product(key) -> str:
 
 def emit_output(key) -> str:
     """y[n0 + nn, k, 4 ty + a, 4 t + b] = act((A^T m A)[a, b] + bias[k]), cropped to the
-    output; an item (image of the chunk, output channel, row of tiles)."""
+    output; an item (image of the chunk, output channel), its band's rows of tiles in turn."""
     d = key.desc
     cout, oh, ow = d.output_tensor.sizes[1:]
     th, tw = tiles(d)
@@ -368,8 +369,9 @@ def emit_output(key) -> str:
 
 class WinogradKernel(ConvolutionKernel):
     """F(4x4, 3x3) (see the module's docstring): the filter transformed (a frozen filter once),
-    then per chunk of images the input transform, the 36 products by BLAS in Numba's threads
-    and the output transform with bias and activation. Parallel by the convolution's work, as
+    then per chunk (images, or an image's band of rows of tiles) the input transform, the 36
+    products by BLAS in Numba's threads and the output transform with bias and activation, in
+    one scratch a calling thread (kept between calls). Parallel by the convolution's work, as
     the other algorithms' kernels."""
 
     algorithm = "winograd"
