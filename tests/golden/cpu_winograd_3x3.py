@@ -359,7 +359,7 @@ def where(c, a, b):  # the activations' select, for scalars
 
 
 @numba.njit(parallel=True, cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
-def kernel(m, ps, n0, nb, ty0, rows, b, y):
+def kernel(m, ps, n0, nb, ty0, rows, b, y, bad):
     vz8 = vzero(8)
     q0 = numba.float32(-1.0)
     V8q0 = vsplat(q0, 8)
@@ -380,6 +380,7 @@ def kernel(m, ps, n0, nb, ty0, rows, b, y):
         bm = b[k]
         z = np.empty(336, np.float32)
         o = np.empty(56, np.float32)
+        fine = True
         for tr in range(rows):
             ty = ty0 + tr
             mb = ((k * nb + nn) * rows + tr) * 14
@@ -472,6 +473,10 @@ def kernel(m, ps, n0, nb, ty0, rows, b, y):
                         vstore(o, 42 + t, vadd(vfma(s4, V8q5, vfma(s3, V8q4, vfma(s2, V8q0, s1))), s5))
                     yr = yb + oy * 56
                     for ox in range(56):
-                        v = o[(ox % 4) * 14 + ox // 4] + bm
+                        sm = o[(ox % 4) * 14 + ox // 4]
+                        fine = fine and abs(sm) < math.inf
+                        v = sm + bm
                         v = where(v > 0.0, v, 0.0)
                         y[yr + ox] = v
+        if not fine:
+            bad[0] = 1

@@ -101,6 +101,35 @@ def test_winograd_agrees_with_brute_force(name, monkeypatch):
         assert f", {lanes})" in source  # the plan's width (or half of it on short rows)
 
 
+@pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan, 3e37])
+def test_sums_that_are_not_finite_are_the_direct_sums(value):
+    """An infinity, a NaN or a value whose transform overflows (3e37 times the transforms'
+    constants) in the input: Winograd's transforms would mix it into NaN or infinities where the
+    direct sum has a number or an infinity of a sign; such a call is the direct sum's, element
+    for element (the blocked kernel's result, the same NaN and infinities as the float64 sum).
+    A call with finite sums never builds that kernel."""
+    desc, (x, w, b) = _case("7x9-pad1-relu-L8")
+    desc = dml.ConvolutionOperatorDesc(*(getattr(desc, f) for f in (
+        "input_tensor", "filter_tensor", "bias_tensor", "output_tensor", "mode", "direction",
+        "strides", "dilations", "start_padding", "end_padding", "output_padding",
+        "group_count")), None)  # no activation: the sums themselves
+    w = np.abs(w) + 0.5  # positive weights: an infinite input gives infinite sums, one sign
+    kernel = winograd.WinogradKernel(desc, {"parallel": False}, plan=winograd.WinogradPlan(8))
+    y = np.full(desc.output_tensor.sizes, np.nan, np.float32)
+    kernel([x, w, b], y)
+    assert kernel._direct is None
+    _check(desc, y, [x, w, b])
+    x = x.copy()
+    x[0, 1, 3, 4] = value
+    kernel([x, w, b], y)
+    want = dml.compile_operator(desc, "cpu", algorithm="blocked")(x, w, b)
+    np.testing.assert_array_equal(y, want)
+    ref = brute_force(desc, x, w, b)
+    assert (np.isnan(y) == np.isnan(ref)).all() and (np.isinf(y) == np.isinf(ref)).all()
+    # the huge value's sums are finite (only Winograd's transforms overflowed)
+    assert kernel._direct is not None and np.isfinite(y).all() == np.isfinite(value)
+
+
 def test_the_public_option_runs_it_and_says_so():
     desc, inputs = _case("7x9-pad1-relu-L8")
     op = dml.compile_operator(desc, "cpu", algorithm="winograd")

@@ -21,9 +21,13 @@ input. Four generated kernels, each over plain arrays:
 
 The transforms' constants are exact in float32 but for G's (1/6, 1/12, 1/24); the result
 differs from the direct sum's by rounding: a few units in the 6th digit relative to the
-output's magnitude on random data (the tests bound it against a float64 oracle). The images go
-through in chunks whose transformed input and output take at most :data:`CHUNK_BYTES` (whole
-images, or one image's bands of rows of tiles), so that the three steps meet in the caches.
+output's magnitude on random data (the tests bound it against a float64 oracle). The output
+transform flags a sum that is not finite (an infinity or NaN in the data, or an overflow of the
+transforms, which would turn the direct sum's infinity into NaN or a large number into an
+infinity): such a call is computed again by the direct sum (:meth:`WinogradKernel.direct_sum`).
+The images go through in chunks whose transformed input and output take at most
+:data:`CHUNK_BYTES` (whole images, or one image's bands of rows of tiles), so that the three
+steps meet in the caches.
 """
 from __future__ import annotations
 
@@ -330,8 +334,13 @@ def emit_output(key) -> str:
                 w("bm = b[k]")
             w(f"z = np.empty({M * A * tw}, np.float32)")
             w(f"o = np.empty({M * tw}, np.float32)")
+            w("fine = True")
             body_rows(w, lanes, consts)
-        return "m, ps, n0, nb, ty0, rows, " + ("b, " if bias else "") + "y"
+            # a sum that is not finite: the transforms may have overflowed, or turned the
+            # direct sum's infinity into NaN; the caller computes the call by the direct sum
+            with w.block("if not fine:"):
+                w("bad[0] = 1")
+        return "m, ps, n0, nb, ty0, rows, " + ("b, " if bias else "") + "y, bad"
 
     def body_rows(w, lanes, consts):
         with w.block("for tr in range(rows):"):
@@ -361,8 +370,9 @@ def emit_output(key) -> str:
                     vector_loop(w, "t", 0, tw, lanes, consts, across)
                     w(f"yr = yb + oy * {ow}")
                     with w.block(f"for ox in range({ow}):"):
-                        conv_epilogue(w, d, f"o[(ox % {M}) * {tw} + ox // {M}]", "y[yr + ox]",
-                                      bias="bm")
+                        w(f"sm = o[(ox % {M}) * {tw} + ox // {M}]")
+                        w("fine = fine and abs(sm) < math.inf")
+                        conv_epilogue(w, d, "sm", "y[yr + ox]", bias="bm")
 
     return _module(key, body)
 
@@ -402,7 +412,9 @@ class WinogradKernel(ConvolutionKernel):
         self.product = self._helper("winograd-product", [(f32, 1), (f32, 1), (i64, 0),
                                                          (f32, 1), (i64, 0), (i64, 0), (i64, 0)])
         self.output = self._helper("winograd-output", [(f32, 1)] + [(i64, 0)] * 5 + bias_arg
-                                   + [(f32, 1)])
+                                   + [(f32, 1), (np.dtype(np.uint8), 1)])
+        self.options = {k: v for k, v in options.items() if k != "algorithm"}
+        self._direct = None  # the direct sum's kernel, built when a call needs it
         self.source = "\n".join(self._sources)
         self._transformed = Derived()  # the transformed filter of a frozen (a model's) filter
 
@@ -435,6 +447,7 @@ class WinogradKernel(ConvolutionKernel):
         n_, cin = inputs[0].shape[:2]
         cout = y.shape[1]
         yf = y.reshape(-1)
+        bad = np.zeros(1, np.uint8)
         with _blas.one_thread():  # one thread pool at a time: Numba's around BLAS's products
             most = self.chunk * self.band * self.tw  # the columns of the largest chunk
             buf = self.buffer((P * (stride(cin * most) + stride(cout * most)),))
@@ -447,7 +460,22 @@ class WinogradKernel(ConvolutionKernel):
                     v, m = buf[:P * vs], buf[P * vs:P * (vs + ms)]
                     self.input(x, n0, nb, ty0, rows, v, vs)
                     self.product(u, v, vs, m, ms, cols, self._slabs(cout))
-                    self.output(m, ms, n0, nb, ty0, rows, *bias, yf)
+                    self.output(m, ms, n0, nb, ty0, rows, *bias, yf, bad)
+        if bad[0]:  # infinities, NaN or overflow: the direct sum's result, as every kernel's
+            self.direct_sum().run(inputs, y)
+
+    def direct_sum(self):
+        """The kernel of the direct sum for this descriptor (the blocked tile the static choice
+        would take, else the direct loop nest), for the calls whose sums are not all finite."""
+        if self._direct is None:
+            from .choice import choose
+            from .variants import build
+
+            algorithm, plan = choose(self.desc, among="blocked")
+            if plan is None:
+                algorithm = "direct"
+            self._direct = build(self.desc, self.options, algorithm, plan)
+        return self._direct
 
     def _slabs(self, rows: int) -> int:
         """Slabs of output channels a position is cut into: one where the 36 positions already
