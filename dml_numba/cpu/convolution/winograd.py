@@ -32,6 +32,7 @@ steps meet in the caches.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from fractions import Fraction as F
 
 import numba
@@ -83,6 +84,20 @@ def stride(size: int) -> int:
 #: bound on one chunk's transformed input and output together (a chunk: images, or one image's
 #: band of rows of tiles)
 CHUNK_BYTES = 4 << 20
+
+
+_local = threading.local()
+
+
+def scratch(size: int) -> np.ndarray:
+    """``size`` floats of the calling thread's scratch, which every Winograd kernel shares (a
+    network's layers run one after another: their transformed tiles meet in the caches where
+    a scratch a layer, ten of them at up to 4 MB, would come from memory each time), grown to
+    the largest asked for."""
+    buf = getattr(_local, "buf", None)
+    if buf is None or buf.size < size:
+        buf = _local.buf = np.empty(size, np.float32)
+    return buf[:size]
 
 
 def takes(desc) -> bool:
@@ -381,8 +396,8 @@ class WinogradKernel(ConvolutionKernel):
     """F(4x4, 3x3) (see the module's docstring): the filter transformed (a frozen filter once),
     then per chunk (images, or an image's band of rows of tiles) the input transform, the 36
     products by BLAS in Numba's threads and the output transform with bias and activation, in
-    one scratch a calling thread (kept between calls). Parallel by the convolution's work, as
-    the other algorithms' kernels."""
+    the calling thread's scratch (:func:`scratch`, shared by every Winograd kernel). Parallel
+    by the convolution's work, as the other algorithms' kernels."""
 
     algorithm = "winograd"
     emitters = {"winograd-filter": emit_filter, "winograd-input": emit_input,
@@ -450,7 +465,7 @@ class WinogradKernel(ConvolutionKernel):
         bad = np.zeros(1, np.uint8)
         with _blas.one_thread():  # one thread pool at a time: Numba's around BLAS's products
             most = self.chunk * self.band * self.tw  # the columns of the largest chunk
-            buf = self.buffer((P * (stride(cin * most) + stride(cout * most)),))
+            buf = scratch(P * (stride(cin * most) + stride(cout * most)))
             for n0 in range(0, n_, self.chunk):
                 nb = min(n_, n0 + self.chunk) - n0
                 for ty0 in range(0, self.th, self.band):
