@@ -221,3 +221,27 @@ def test_positions_are_apart_in_the_caches():
     for size in (1, 16, 1008, 1024, 4096, 12544, 262144):
         s = winograd.stride(size)
         assert s >= size and (s * 4) % 4096 == winograd.PAD * 4
+
+
+def test_the_scratch_is_one_a_thread_shared_by_every_kernel():
+    """The transformed tiles of every Winograd kernel go through the calling thread's one
+    scratch (grown to the largest asked for); another thread has its own, so two threads
+    running Winograd kernels at once never share one."""
+    import threading
+
+    small, large = winograd.scratch(10), winograd.scratch(1000)
+    again = winograd.scratch(500)
+    assert small.size == 10 and large.size == 1000 and again.size == 500
+    assert np.shares_memory(again, large)
+    other = []
+    t = threading.Thread(target=lambda: other.append(winograd.scratch(500)))
+    t.start()
+    t.join()
+    assert not np.shares_memory(other[0], again)
+    # two kernels of different sizes one after the other in this thread: both right
+    for name in ("12x12-64ch-L8", "7x9-pad1-relu-L8"):
+        desc, inputs = _case(name)
+        y = np.full(desc.output_tensor.sizes, np.nan, np.float32)
+        winograd.WinogradKernel(desc, {"parallel": False},
+                                plan=winograd.WinogradPlan(8))(inputs, y)
+        _check(desc, y, inputs)
