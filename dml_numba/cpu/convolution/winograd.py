@@ -184,6 +184,17 @@ def vector_loop(w: SourceWriter, var: str, lo: int, hi: int, lanes: int, consts:
         body(Lanes(lanes, consts))
 
 
+def transform_pass(w: SourceWriter, ln: Lanes, matrix, name: str, src, dst) -> None:
+    """One pass of a transform over a step: ``name<i> =`` the array element (or vector)
+    ``src(i) = (array, index)`` for each of the matrix's columns, then each row's combination
+    of them stored at ``dst(row) = (array, index)``."""
+    names = [f"{name}{i}" for i in range(len(matrix[0]))]
+    for i, n in enumerate(names):
+        w(f"{n} = {ln.load(*src(i))}")
+    for j, row in enumerate(matrix):
+        w(ln.store(*dst(j), ln.combination(row, names)))
+
+
 def _module(key, emit_body) -> str:
     """A kernel's module: the body written first (it names the constants), the constants
     hoisted above the loop that ``emit_body(w, loop)`` opens."""
@@ -286,23 +297,17 @@ def emit_input(key) -> str:
             # down the rows (B^T d)
 
             def down(ln):
-                for rr in range(A):
-                    w(f"d{rr} = {ln.load('ds', f'{rr * run} + s')}")
-                for i in range(A):
-                    w(ln.store("e", f"{i * run} + s",
-                               ln.combination(BT[i], [f"d{rr}" for rr in range(A)])))
+                transform_pass(w, ln, BT, "d", lambda rr: ("ds", f"{rr * run} + s"),
+                               lambda i: ("e", f"{i * run} + s"))
 
             vector_loop(w, "s", 0, run, lanes, consts, down)
             # along the row (e B): offsets 0..5 of tile t are phases 0..3 at t, 0..1 at t + 1
             w(f"vb = ((c * nb + nn) * rows + tr) * {tw}")
             for i in range(A):
                 def across(ln, i=i):
-                    for qq in range(A):
-                        at = f"{(i * M + qq % M) * tw1 + qq // M} + t"
-                        w(f"h{qq} = {ln.load('e', at)}")
-                    for j in range(A):
-                        w(ln.store("v", f"{i * A + j} * ps + vb + t",
-                                   ln.combination(BT[j], [f"h{qq}" for qq in range(A)])))
+                    transform_pass(w, ln, BT, "h",
+                                   lambda q: ("e", f"{(i * M + q % M) * tw1 + q // M} + t"),
+                                   lambda j: ("v", f"{i * A + j} * ps + vb + t"))
 
                 vector_loop(w, "t", 0, tw, lanes, consts, across)
 
@@ -364,11 +369,8 @@ def emit_output(key) -> str:
             # down the rows (A^T m): z[(a 6 + j) tw + t]
             for j in range(A):
                 def down(ln, j=j):
-                    for i in range(A):
-                        w(f"m{i} = {ln.load('m', f'{i * A + j} * ps + mb + t')}")
-                    for a in range(M):
-                        w(ln.store("z", f"{(a * A + j) * tw} + t",
-                                   ln.combination(AT[a], [f"m{i}" for i in range(A)])))
+                    transform_pass(w, ln, AT, "m", lambda i: ("m", f"{i * A + j} * ps + mb + t"),
+                                   lambda a: ("z", f"{(a * A + j) * tw} + t"))
 
                 vector_loop(w, "t", 0, tw, lanes, consts, down)
             # along the row (z A) into the row's four phases, then the epilogue, stored cropped
@@ -376,11 +378,9 @@ def emit_output(key) -> str:
                 w(f"oy = ty * {M} + a")
                 with w.block(f"if oy < {oh}:"):
                     def across(ln):
-                        for j in range(A):
-                            w(f"s{j} = {ln.load('z', f'(a * {A} + {j}) * {tw} + t')}")
-                        for bb in range(M):
-                            w(ln.store("o", f"{bb * tw} + t",
-                                       ln.combination(AT[bb], [f"s{j}" for j in range(A)])))
+                        transform_pass(w, ln, AT, "s",
+                                       lambda j: ("z", f"(a * {A} + {j}) * {tw} + t"),
+                                       lambda b: ("o", f"{b * tw} + t"))
 
                     vector_loop(w, "t", 0, tw, lanes, consts, across)
                     w(f"yr = yb + oy * {ow}")
