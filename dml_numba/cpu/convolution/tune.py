@@ -146,7 +146,8 @@ def candidates(desc, host: Host | None = None, mode: str = "exhaustive",
         kdesc = pointwise_as_1d(desc) or desc
         first = static(desc, host)
         found = [first, Candidate("direct"), Candidate("gemm")]
-        found += [Candidate("winograd", p) for p in variants.Winograd().planned(desc, host)]
+        found += [Candidate(v.algorithm, p) for v in variants.VARIANTS
+                  if v.algorithm == "winograd" for p in v.planned(desc, host)]
         found += [Candidate("blocked", p) for p in blocked_plans(kdesc, host)]
         found = list(dict.fromkeys(found))
     serial = options.get("parallel") is None and _parallel_by_default(desc)
