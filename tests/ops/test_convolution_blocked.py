@@ -5,6 +5,8 @@ a scatter, the kernels gather), for every tile shape the planner can choose (4, 
 dilations, row strides, asymmetric padding, CONVOLUTION mode, bias and fused activation,
 float16 and both parallel variants."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,7 @@ from tests.cases import CV, catalogue, compare, conv_case
 from tests.helpers import sampled
 
 F32 = np.float32
+CC = dml.ConvolutionMode.CROSS_CORRELATION
 
 SHAPES = {
     # name: conv_case arguments (input, filter, strides, dilations, start, end, groups, ...)
@@ -285,6 +288,73 @@ def test_channels_rows_go_through_a_scratch_on_sixteen_registers(width, cout, ac
                           (pointwise, Host(8, 2), False), (desc, Host(16, 2), False)):
         plan = planner.channel_plan(d, host)
         assert forward.row_scratch(lay(d, plan), plan) == kept
+
+
+#: channels tiles whose input channels run in passes (``plan.cblock``): a pointwise 7 x 7
+#: plane (one call, 17 tiles) in passes that divide its 96 channels, and 100 channels in
+#: passes of 32 (the last of 4); a pointwise plane cut into chunks (each call's tiles from
+#: ``rt * chunk`` on: the partial sums indexed from the chunk's first), no bias; a 3 x 3
+#: layer on rows (16 registers: the row's scratch after the last pass), an activation with no
+#: vector form (run once, after the last pass), staged and not, CONVOLUTION mode
+PASSES = {
+    "1x1-7x7": (((1, 96, 7, 7), (32, 96, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1), 32),
+    "1x1-7x7-ragged": (((2, 100, 7, 7), (16, 100, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1, 0,
+                        CC, True, dml.ActivationReluOperatorDesc()), 32),
+    "1x1-chunks": (((1, 64, 40, 56), (16, 64, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1, 0, CC,
+                    False), 24),
+    "3x3-rows-leaky": (((1, 40, 5, 27), (16, 40, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1, 0,
+                        CV, True, dml.ActivationLeakyReluOperatorDesc(0.1)), 16),
+}
+
+
+@pytest.mark.parametrize("name", list(PASSES))
+def test_channels_tiles_in_passes_are_the_sums_of_one_pass(name):
+    """Input channels in passes (the partial sums in a scratch between them): element for
+    element the result of one pass (the same sums in the same order), and the definition's
+    values; every output written (the output starts as NaN), serial and parallel."""
+    args, cblock = PASSES[name]
+    desc, inputs = conv_case(*args)
+    kdesc = cpu_conv.pointwise_as_1d(desc) or desc
+    base = dataclasses.replace(planner.channel_plan(kdesc, Host(8, 2)), cblock=0)
+    results = {}
+    for cb, par, staged in ((0, False, False), (cblock, False, False), (cblock, True, True)):
+        plan = dataclasses.replace(base, cblock=cb, staged=staged and planner.needs_copy(kdesc))
+        kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": par}, "blocked", plan)
+        assert ("ps = np.empty(" in kernel.source) == bool(cb)
+        y = np.full(desc.output_tensor.sizes, np.nan, F32)
+        kernel(list(inputs), y)
+        results[cb, par] = y
+    if name == "1x1-chunks":  # the case reaches the chunked runs it names
+        lay = planner.Layout.planned(kdesc, base)
+        assert planner.chunks_of(lay)[0] > 1
+    for key, y in results.items():
+        np.testing.assert_array_equal(y, results[0, False], err_msg=str(key))
+    ref = brute_force(desc, *inputs, *[None] * (3 - len(inputs)))
+    act = desc.fused_activation
+    ref = np.maximum(ref, 0) if act == dml.ActivationReluOperatorDesc() else leaky(desc, ref)
+    np.testing.assert_allclose(results[cblock, False], ref, rtol=1e-4, atol=1e-4)
+
+
+def test_the_planner_takes_passes_where_a_pass_would_not_fit_the_first_level_cache():
+    """Passes where one tap's weights and input of a call outgrow PASS_BYTES on a streamed
+    plan (16 registers, where they were measured) with enough tiles a call: MobileNetV2's
+    pointwise layers on 7 x 7 (equal passes within the bound, at least MIN_PASS channels);
+    none for few channels, for 3 x 3 filters, for rows of two tiles, or with 32 registers."""
+    def plan(xs, ws, host=None, pad=(0, 0)):
+        desc = conv_case(xs, ws, (1, 1), (1, 1), pad, pad, 1)[0]
+        return planner.channel_plan(cpu_conv.pointwise_as_1d(desc) or desc, host or Host(8, 2))
+
+    for cin, cout in ((320, 1280), (960, 320), (160, 960), (576, 160)):
+        p = plan((1, cin, 7, 7), (cout, cin, 1, 1))
+        lay = planner.Layout.planned(cpu_conv.pointwise_as_1d(conv_case(
+            (1, cin, 7, 7), (cout, cin, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1)[0]), p)
+        assert p.streamed and planner.MIN_PASS <= p.cblock < cin, (cin, cout, p)
+        share = 4 * p.cblock * (p.mb + lay.padded[-1])  # a pass's weights and input
+        assert share <= planner.PASS_BYTES * 1.5 and -(-cin // p.cblock) >= 2
+    assert plan((1, 32, 7, 7), (64, 32, 1, 1)).cblock == 0  # fits in one pass
+    assert plan((1, 256, 14, 14), (256, 256, 3, 3), pad=(1, 1)).cblock == 0  # 3 x 3
+    assert plan((1, 512, 7, 7), (512, 512, 3, 3), pad=(1, 1)).cblock == 0
+    assert plan((1, 320, 7, 7), (1280, 320, 1, 1), Host(16, 2)).cblock == 0  # 32 registers
 
 
 def test_channels_tiles_in_the_parallel_loop_and_in_float16():

@@ -187,8 +187,14 @@ def _tile(w, names, d, lay: Layout, plan, mb: int, runs: Runs, outer) -> None:
     rows_kept = row_scratch(lay, plan)
     if rows_kept:
         names.let("rs", f"np.empty({lay.out[-1] * mb}, np.float32)")
+    chunked = runs.chunk and runs.row_tiles > 1
     with ExitStack() as run_loop:
-        if runs.chunk and runs.row_tiles > 1:  # chunk rt's runs of a one-axis plane
+        if plan.cblock:  # the tiles pass by pass over the input channels (plan.cblock)
+            tiles = runs.chunk if chunked else runs.column_tiles
+            names.let("ps", f"np.empty({tiles * mb * lay.pixels}, np.float32)  # partial sums")
+            run_loop.enter_context(names.loop(
+                "c0", f"range(0, {lay.cin // lay.groups}, {plan.cblock})"))
+        if chunked:  # chunk rt's runs of a one-axis plane
             run_loop.enter_context(names.loop(
                 "jt", f"range(rt * {runs.chunk}, min(rt * {runs.chunk} + {runs.chunk}, "
                       f"{runs.column_tiles}))"))
@@ -196,6 +202,9 @@ def _tile(w, names, d, lay: Layout, plan, mb: int, runs: Runs, outer) -> None:
         elif not flat:
             run_loop.enter_context(names.loop("jt", f"range({runs.column_tiles})"))
             names.let("j", f"min(jt * {span}, {lay.out[-1] - span})")
+        if plan.cblock:
+            names.let("so", f"{f'(jt - rt * {runs.chunk})' if chunked else 'jt'} * "
+                            f"{mb * lay.pixels}")
         emit_tile(w, names, d, (_channel_spec if plan.pixels else _spec)(w, names, d, lay,
                                                                           plan, mb))
     if rows_kept:
@@ -299,4 +308,4 @@ def _channel_spec(w, names, d, lay: Layout, plan, mb: int) -> TileSpec:
         lambda stack, names: leading_tap_offsets(w, names, lay, d, stack),
         lambda r: f"xr{r}", store,
         None if rows_kept else f"(n * {lay.cout} + m0 + m) * {lay.plane_out} + yr0 + j + q",
-        lay.pixels, staged=plan.staged, streamed=plan.streamed)
+        lay.pixels, staged=plan.staged, streamed=plan.streamed, cblock=plan.cblock)

@@ -67,6 +67,11 @@ class BlockPlan:
     #: a channels tile whose registers hold, per tap, the smaller of its weight vectors and its
     #: input values while the other streams (:func:`streamed_tile`; 16-register hosts)
     streamed: bool = False
+    #: a channels tile's input channels a pass (0: all in one): the tiles of one call (a row,
+    #: or a chunk of a one-axis plane) run pass by pass, their partial sums kept in a scratch
+    #: between passes, so that a pass's weights and input stay in the first-level cache while
+    #: every tile reads them (:func:`channel_passes`)
+    cblock: int = 0
 
     @property
     def accumulators(self) -> int:
@@ -81,6 +86,7 @@ class BlockPlan:
         if self.pixels:
             return (f"{self.lanes} {self.mb} {self.rows} {self.pixels}px"
                     + (" streamed" if self.streamed else "")
+                    + (f" c{self.cblock}" if self.cblock else "")
                     + (f" {self.fold}" if self.fold else ""))
         return (f"{self.lanes} {self.mb} {self.rows} {self.vectors}"
                 + (f" {self.phases}" if self.phases > 1 else "") + (" flat" if self.flat else "")
@@ -186,8 +192,8 @@ def channel_plan(desc, host: Host | None = None, *, lanes: int | None = None,
         if tile is None:
             return None
         v, p = tile
-        return BlockPlan(lanes, v * lanes, 1, v, padded, staged=bool(staged), pixels=p,
-                         streamed=True)
+        return with_passes(d, BlockPlan(lanes, v * lanes, 1, v, padded, staged=bool(staged),
+                                        pixels=p, streamed=True))
     vectors = vectors or (2 if mg % (2 * lanes) == 0
                           and registers(host) - 1 - 2 * k_last >= 2 * 4 else 1)
     if mg % (vectors * lanes):
@@ -197,8 +203,50 @@ def channel_plan(desc, host: Host | None = None, *, lanes: int | None = None,
         return None
     pixels = min(range((limit + 1) // 2, limit + 1),
                  key=lambda p: (-(-width // p) * max(p, -(-FMA_CHAINS // vectors)), -p))
-    return BlockPlan(lanes, vectors * lanes, 1, vectors, padded, staged=bool(staged),
-                     pixels=pixels)
+    return with_passes(d, BlockPlan(lanes, vectors * lanes, 1, vectors, padded,
+                                    staged=bool(staged), pixels=pixels))
+
+
+#: what one pass of a channels tile's input channels may read (:func:`channel_passes`): most
+#: of a 32 KiB first-level cache (AVX2, 320 -> 1280 channels on 7 x 7, 49 pixels in one call:
+#: passes of 32, 64, 128 and 320 channels (20, 10 and 5 KiB of weights, 128 KiB of input
+#: and weights in one pass) 0.264, 0.257, 0.275 and 0.313 ms)
+PASS_BYTES = 24 * 1024
+#: a pass's fewest input channels: each pass loads and stores every accumulator once
+MIN_PASS = 32
+#: the fewest tiles a call runs for passes to pay: each reads a pass's weights again from
+#: the first-level cache (a 7-pixel row's two tiles gain nothing)
+MIN_PASS_TILES = 4
+
+
+def with_passes(desc, plan: BlockPlan) -> BlockPlan:
+    """``plan`` with :func:`channel_passes`' input channels a pass."""
+    cb = channel_passes(desc, plan)
+    return dataclasses.replace(plan, cblock=cb) if cb else plan
+
+
+def channel_passes(desc, plan: BlockPlan) -> int:
+    """Input channels a pass of a channels tile (0: one pass): where the group's weights and
+    the input one call's tiles read (a row's input rows, or a one-axis chunk's run) exceed
+    :data:`PASS_BYTES` and the call runs at least :data:`MIN_PASS_TILES` tiles, the fewest
+    equal passes whose share fits, of at least :data:`MIN_PASS` channels. Without passes each
+    tile streams every weight vector from the second-level cache again (4 of them a 12
+    multiply-adds: that cache's bandwidth, not the multiply-adds, sets the pace)."""
+    lay = Layout.planned(desc, plan)
+    cg = lay.cin // lay.groups
+    columns = -(-lay.out[-1] // plan.pixels)
+    if lay.rank >= 2:
+        tiles, span = columns, prod(lay.kernel[:-1]) * lay.padded[-1]
+    else:
+        chunks, _ = chunks_of(lay)
+        tiles = -(-columns // chunks)
+        span = min(lay.padded[-1], tiles * plan.pixels * desc.strides[-1] + lay.kernel[-1])
+    per_channel = 4 * (prod(lay.kernel) * plan.mb + span)
+    passes = -(-cg * per_channel // PASS_BYTES)
+    if passes <= 1 or tiles < MIN_PASS_TILES or prod(lay.kernel) > 1 or not plan.streamed:
+        return 0
+    cb = max(MIN_PASS, -(-cg // passes))
+    return cb if cb < cg else 0
 
 
 def streamed_tile(blocks: int, width: int, regs: int, vectors: int | None = None):

@@ -143,6 +143,9 @@ class TileSpec:
     staged: bool = False
     keep: str | None = None
     streamed: bool = False
+    #: a channels tile's input channels a pass (0: all): the pass from ``c0``, the partial
+    #: sums in ``ps`` from ``so`` between passes
+    cblock: int = 0
 
 
 def emit_tile(w, names: Names, d, spec: TileSpec) -> None:
@@ -188,7 +191,12 @@ def _input_channels(names: Names, spec: TileSpec):
     names of the input and weight offsets (``xo``, ``wo``) the last axis's taps add to."""
     lay = spec.lay
     cg = lay.cin // lay.groups
-    with names.loop("c", f"range({cg})"):
+    over = f"range({cg})"
+    if spec.cblock:  # one pass of the input channels
+        c0 = names["c0"]
+        over = (f"range({c0}, {c0} + {spec.cblock})" if cg % spec.cblock == 0
+                else f"range({c0}, min({c0} + {spec.cblock}, {cg}))")
+    with names.loop("c", over):
         names.let("xc", f"{names['xs']} + c * {lay.plane_in}" if spec.staged
                   else f"({names['n']} * {lay.cin} + {names['g']} * {cg} + c) * {lay.plane_in}")
         names.let("wc", f"(({names['g']} * {lay.blocks} + {names['mbi']}) * {cg} + c) * "
@@ -216,7 +224,16 @@ def emit_channel_tile(w, names: Names, d, spec: TileSpec) -> None:
     lay, vec = spec.lay, Vec(spec.lay.lanes)
     nv = spec.mb // lay.lanes
     accs = [[f"a{o}_{p}" for p in range(len(spec.columns))] for o in range(nv)]
-    _zeroed(names, vec, [a for row in accs for a in row])
+    flat_accs = [a for row in accs for a in row]
+    passes = ExitStack()
+    if spec.cblock:  # the first pass from zeros, the others from the partial sums
+        with w.block(f"if {names['c0']} == 0:"):
+            _zeroed(names, vec, flat_accs)
+        with w.block("else:"):
+            for i, a in enumerate(flat_accs):
+                names.let(a, vec.load("ps", affine([(names["so"], 1)], i * lay.lanes)))
+    else:
+        _zeroed(names, vec, flat_accs)
     with _input_channels(names, spec) as (xo, wo):
         if spec.streamed:
             _streamed_taps(names, vec, spec, accs, xo, wo)
@@ -233,8 +250,22 @@ def emit_channel_tile(w, names: Names, d, spec: TileSpec) -> None:
                                               vec.broadcast("xp", affine([(row, 1)], off)))
                     for o in range(nv):
                         names.let(accs[o][p], vec.fma(names[f"w{t}_{o}"], read[off], accs[o][p]))
+    if spec.cblock:  # not the last pass: the partial sums kept; the last: finished
+        cg = lay.cin // lay.groups
+        with w.block(f"if {names['c0']} < {cg - spec.cblock}:"):
+            for i, a in enumerate(flat_accs):
+                w(vec.store("ps", affine([(names["so"], 1)], i * lay.lanes), a))
+        passes.enter_context(w.block("else:"))
+    with passes:
+        _finish_channel_tile(w, names, d, spec, vec, accs)
+
+
+def _finish_channel_tile(w, names, d, spec, vec, accs) -> None:
+    """A channels tile's sums out: bias (a vector load), the vector activation, the stores
+    (``spec.store``), the activation without a vector form over them."""
+    lay = spec.lay
     act = vector_activation(d)
-    for o in range(nv):
+    for o in range(len(accs)):
         if d.bias_tensor is not None:
             names.let("bs", vec.load("b", f"{names['m0']} + {o * lay.lanes}"))
         spec.store(o, [(act or "{}").format(vec.add(acc, "bs") if d.bias_tensor is not None
