@@ -64,6 +64,9 @@ class CompiledModel:
         # the model's own copies, read-only: kernels keep what they derive from them (a
         # convolution's packed filter) from one call to the next
         self._consts = [freeze(np.array(c)) for c in consts.values()]
+        first = len(names)  # checked here once: each call passes them unchecked (``own``)
+        for k, c in enumerate(self._consts):
+            self.compiled._check(c, self.compiled._in[first + k], f"input {first + k}")
         # the graph's steps bound to those weights, kept per thread with the model (not with
         # the compiled graph, which the cache may keep longer)
         self._bindings = threading.local()
@@ -92,19 +95,22 @@ class CompiledModel:
             inputs = tuple(_as_seen(a, s, n) if s else a
                            for a, s, n in zip(inputs, self._seen, self.input_names))
         if out is None:
-            result = self.compiled._call((*inputs, *self._consts), None, self._bindings)
+            result = self.compiled._call((*inputs, *self._consts), None, self._bindings,
+                                         len(self._consts))
             if not (any(self._shapes) or self._signed):
                 return result
             results = result if isinstance(result, tuple) else (result,)
             shaped = tuple(self._as_model(k, r) for k, r in enumerate(results))
             return shaped if isinstance(result, tuple) else shaped[0]
         if not (any(self._shapes) or self._signed):
-            return self.compiled._call((*inputs, *self._consts), out, self._bindings)
+            return self.compiled._call((*inputs, *self._consts), out, self._bindings,
+                                       len(self._consts))
         # the outputs bound as the graph has them (views of the caller's arrays)
         outs = [out] if not isinstance(out, (list, tuple)) else list(out)
         bound = [self._as_graph(k, o) for k, o in enumerate(outs)]
         self.compiled._call((*inputs, *self._consts),
-                            bound if isinstance(out, (list, tuple)) else bound[0], self._bindings)
+                            bound if isinstance(out, (list, tuple)) else bound[0], self._bindings,
+                            len(self._consts))
         return out
 
     def _as_model(self, k, r):

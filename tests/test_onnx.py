@@ -253,6 +253,15 @@ def test_conv_and_its_activation_become_one_fused_node():
     x = rng.standard_normal((1, 1, 4, 4)).astype(np.float32)
     ref = dml.convolution(x, w, start_padding=(1, 1), end_padding=(1, 1), device="numpy")
     np.testing.assert_allclose(m(x), np.clip(ref, -0.5, 0.5), rtol=1e-5, atol=1e-6)
+    # the model's own weights are checked once, when it is made; the caller's inputs at every
+    # call, NumPy or not, by position or by name
+    torch = pytest.importorskip("torch")
+    for bad, what in ((x.astype(np.float64), "float64"), (x[..., :3], r"\(1, 1, 4, 3\)"),
+                      (torch.from_numpy(x[..., :3].copy()), r"\(1, 1, 4, 3\)")):
+        with pytest.raises(dml.ValidationError, match=f"input 0: .*{what}.* is invalid"):
+            m(bad)
+        with pytest.raises(dml.ValidationError, match=f"input 0: .*{what}.* is invalid"):
+            m({"x": bad})
 
 
 def _two_convs(seed):

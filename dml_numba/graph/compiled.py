@@ -28,6 +28,8 @@ class CompiledGraph:
         self.steps = steps
         self.ops: list[CompiledOperator] = ops
         self._in = [graph.input_tensor(k) for k in range(graph.input_count)]
+        # (sizes, NumPy dtype) of each input: what a NumPy input is compared with each call
+        self._in_sig = [(t.sizes, np.dtype(t.dtype)) for t in self._in]
         self._out = [graph.output_tensor(k) for k in range(graph.output_count)]
         self._local = threading.local()
         self._cuda = split_device(device)[0] == "cuda"
@@ -59,20 +61,23 @@ class CompiledGraph:
     def __call__(self, *inputs, out=None):
         return self._call(inputs, out, self._local)
 
-    def _call(self, inputs, out, store):
+    def _call(self, inputs, out, store, own: int = 0):
         """The call, the steps' kept bindings in ``store`` (a ``threading.local``): the graph's
         own, or that of the model whose frozen weights they hold (:mod:`dml_numba.onnx`), so
-        that they go with the model and no cached graph keeps a deleted model's weights."""
+        that they go with the model and no cached graph keeps a deleted model's weights.
+        ``own``: the last inputs are that model's own frozen arrays, checked against the graph
+        when it made them (a model's weights: a hundred arrays each call otherwise)."""
         g = self.graph
         if len(inputs) != g.input_count:
             raise ValidationError(f"compile_graph: {len(inputs)} inputs are invalid; expected "
                                   f"{g.input_count} (the graph's input_count)")
         outs = self._outs(out)
-        if all(type(a) is np.ndarray for a in inputs):  # the common case, decided first
+        theirs = inputs[:len(inputs) - own]
+        if all(type(a) is np.ndarray for a in theirs):  # the common case, decided first
             kind, host = None, inputs
-            for k, (a, t) in enumerate(zip(inputs, self._in)):
-                if a.shape != t.sizes or a.dtype != t.dtype:
-                    self._check(a, t, f"input {k}")
+            for k, (a, (sizes, dtype)) in enumerate(zip(theirs, self._in_sig)):
+                if a.shape != sizes or a.dtype != dtype:
+                    self._check(a, self._in[k], f"input {k}")
         else:
             kind, host = self._host(inputs)
         for k, o in enumerate(outs):
