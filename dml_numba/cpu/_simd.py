@@ -22,6 +22,7 @@ convolution kernels hold their accumulators in ``<L x float>`` values: a Numba t
 * ``vinterleave(a, b)``: the lanes of two vectors alternately, as one of twice the lanes;
 * ``vstore_rows(a, base, p, v, width, pitch)``: the lanes of ``v`` that fall in the first
   ``width`` columns of a plane with rows of ``pitch`` (two masked stores);
+* ``vsum(v)``: the lanes' sum, a float32 scalar (halves added pairwise: a fixed order);
 * ``vadd(a, b)``, ``vzero(L)``, ``vrelu(a)`` (a fused ReLU, lane by lane) and
   ``vclip(a, lo, hi)`` (a fused clip, ReLU6's);
 * ``vshuffle(a, b, "p0,p1,...")`` (lanes picked from both, by a literal list) and
@@ -187,6 +188,27 @@ def vadd(typingctx, a, b):
         return builder.fadd(args[0], args[1])
 
     return a(a, b), codegen
+
+
+@intrinsic(prefer_literal=True)
+def vsum(typingctx, a):
+    """The sum of ``a``'s lanes as a float32: the upper half added to the lower until one lane
+    is left (log2 of the lanes shuffles and adds, the same order on every host)."""
+    if not (isinstance(a, FloatVector) and a.lanes & (a.lanes - 1) == 0):
+        raise TypeError("vsum takes a FloatVector of a power-of-two lane count")
+
+    def codegen(context, builder, sig, args):
+        v, n = args[0], a.lanes
+        i32 = ir.IntType(32)
+        while n > 1:
+            n //= 2
+            lo = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, n), list(range(n))))
+            hi = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, n),
+                                                          list(range(n, 2 * n))))
+            v = builder.fadd(lo, hi)
+        return builder.extract_element(v, ir.Constant(i32, 0))
+
+    return types.float32(a), codegen
 
 
 @intrinsic(prefer_literal=True)

@@ -85,3 +85,50 @@ def test_rows_cut_into_column_blocks_against_matmul(trans_a, trans_b, m, k, n):
     y = dml.gemm(a, b, c, trans_a, trans_b, 1.5, 0.5, device="cpu")
     ref = 1.5 * (a.T if trans_a else a).astype(np.float64) @ (b.T if trans_b else b) + 0.5 * c
     assert_close(y, ref, np.float32)
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+@pytest.mark.parametrize("batch, m, k, n, trans_a, dtype", [
+    ((), 1, 1280, 1000, False, np.float32),  # a classifier at batch 1: 1 x 2 tiles
+    ((), 8, 37, 33, True, np.float32),  # K's last elements one by one; an odd block's last
+    ((2,), 5, 19, 7, False, np.float16),  # a row tile of 1 after the full ones, two batches
+    ((2, 3), 16, 8, 1, False, np.float32),  # one column: 1-column tiles only
+    ((), 3, 3, 2, True, np.float32),  # K shorter than a vector
+])
+def test_the_rows_kernel_against_matmul(lanes, batch, m, k, n, trans_a, dtype):
+    """B transposed with few rows: the rows kernel (its tiles planned for 4, 8 and 16 lanes)
+    against float64 matmul, with alpha, beta * C and an activation that has no vector form;
+    every output written (the output starts as NaN)."""
+    from dml_numba._host import Host, planned_for
+    from dml_numba.cpu.gemm import GemmKernel, RowsPlan
+
+    rng = np.random.default_rng(m * 100 + n)
+    a = random_array(batch + ((k, m) if trans_a else (m, k)), dtype, rng)
+    b = random_array(batch + (n, k), dtype, rng)
+    c = random_array(batch + (m, n), dtype, rng)
+    act = dml.ActivationLeakyReluOperatorDesc(0.1)
+    desc = dml.functional.gemm_desc(a, b, c, trans_a, True, 1.5, 0.5, act)
+    with planned_for(Host(lanes, 2)):
+        kernel = GemmKernel(desc, {"parallel": None})
+    assert kernel.key.kernel == "rows" and kernel.key.plan == RowsPlan.for_host(m, n,
+                                                                                 Host(lanes, 2))
+    y = np.full(batch + (m, n), np.nan, dtype)
+    kernel([a, b, c], y)
+    at = np.swapaxes(a, -1, -2) if trans_a else a
+    ref = 1.5 * np.matmul(at.astype(np.float64), np.swapaxes(b, -1, -2).astype(np.float64)) \
+        + 0.5 * c.astype(np.float64)
+    assert_close(y, np.where(ref > 0, ref, 0.1 * ref), dtype)
+
+
+def test_the_rows_kernel_takes_b_transposed_with_few_rows():
+    """B as it is, more than ROWS_MAX rows, or float64: the loop nest or BLAS."""
+    from dml_numba.cpu.gemm import ROWS_MAX, takes_rows
+
+    def desc(m, trans_b, dtype=np.float32):
+        a = np.zeros((m, 8), dtype)
+        b = np.zeros((4, 8) if trans_b else (8, 4), dtype)
+        return dml.functional.gemm_desc(a, b, trans_b=trans_b)
+
+    assert takes_rows(desc(ROWS_MAX, True)) and takes_rows(desc(1, True, np.float16))
+    assert not takes_rows(desc(ROWS_MAX + 1, True))
+    assert not takes_rows(desc(4, False)) and not takes_rows(desc(4, True, np.float64))
