@@ -240,9 +240,10 @@ def test_the_static_choice_moves_with_the_host():
 
 def test_the_static_choice_keeps_to_the_kernels_that_apply():
     """float64 has no blocked tile, nor rows too short for four lanes where 4 does not divide a
-    group's channels either (no pixels tile, no channels tile), nor depthwise rows too short:
-    direct or BLAS there; the blocked kernel wherever it is chosen has a plan, the cheaper of
-    the planner's two tiles."""
+    group's channels either (no pixels tile, no channels tile), nor depthwise rows too short
+    where 4 does not divide the channels (no depthwise lanes kernel): direct or BLAS there;
+    the blocked kernel wherever it is chosen has a plan, the cheaper of the planner's two
+    tiles."""
     from dml_numba.cpu._emit import Host
     from dml_numba.cpu.convolution.blocked.plan import block_plan, channel_plan
     from dml_numba.cpu.convolution.variants import estimate
@@ -256,9 +257,11 @@ def test_the_static_choice_keeps_to_the_kernels_that_apply():
     f64 = dml.DataType.FLOAT64
     for host in (Host(16, 2), Host(8, 16), Host(4, 1)):
         for d in (desc(64, 64, 1, dtype=f64), desc(4, 4, 1, dtype=f64),
-                  desc(128, 128, 8, dtype=f64), desc(6, 6, 1, k=7), desc(64, 64, 64, hw=5, k=3)):
+                  desc(128, 128, 8, dtype=f64), desc(6, 6, 1, k=7), desc(6, 6, 6, hw=5, k=3)):
             assert cpu_conv.choose_algorithm(d, host) in ("direct", "gemm")
             assert set(cpu_conv.estimates(d, host)) == {"direct", "gemm"}
+        # depthwise rows of 3 with 64 channels: the lanes kernel's (channels in the lanes)
+        assert cpu_conv.choose(desc(64, 64, 64, hw=5, k=3), host, "blocked")[1].pixels == 3
         d = desc(64, 64, 1, hw=58)
         est = cpu_conv.estimates(d, host)
         assert set(est) == {"direct", "gemm", "blocked", "winograd"}  # 3x3, stride 1: Winograd

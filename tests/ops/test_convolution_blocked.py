@@ -405,6 +405,101 @@ def test_depthwise_slots_share_planes_unevenly(parallel, monkeypatch):
         np.testing.assert_allclose(op(*inputs), ref, rtol=1e-4, atol=1e-4)
 
 
+#: depthwise layers for the channels-in-the-lanes kernel: stride 2 over a cropped input
+#: (rows and columns the windows never read), narrow rows (7: tiles overlapping), a row
+#: stride with dilation, asymmetric padding and CONVOLUTION mode with an activation that has
+#: no vector form, no padding at stride 1 (still transposed), 12 channels (4 lanes on wider
+#: hosts), a 1 x 3 window, no bias with a ReLU, two images
+DEPTHWISE_LANES = {
+    "stride2-cropped": ((2, 16, 9, 10), (16, 1, 3, 3), (2, 2), (1, 1), (1, 0), (0, 0), 16),
+    "narrow-7x7-clip": ((1, 16, 7, 7), (16, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 16, 0, CC,
+                        True, dml.ElementWiseClipOperatorDesc(min=0.0, max=6.0)),
+    "rowstride-dil": ((1, 8, 13, 6), (8, 1, 3, 2), (2, 1), (2, 3), (2, 0), (0, 2), 8),
+    "asym-convmode-leaky": ((2, 8, 5, 11), (8, 1, 2, 3), (1, 2), (1, 1), (0, 2), (1, 0), 8, 0,
+                            CV, True, dml.ActivationLeakyReluOperatorDesc(0.1)),
+    "unpadded": ((1, 8, 6, 5), (8, 1, 3, 3), (1, 1), (1, 1), (0, 0), (0, 0), 8),
+    "12-channels-1x3": ((1, 12, 4, 9), (12, 1, 1, 3), (1, 2), (1, 1), (0, 1), (0, 1), 12),
+    "no-bias-relu": ((2, 8, 6, 6), (8, 1, 3, 3), (2, 2), (1, 1), (1, 1), (1, 1), 8, 0, CC,
+                     False, dml.ActivationReluOperatorDesc()),
+}
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+@pytest.mark.parametrize("name", list(DEPTHWISE_LANES))
+def test_depthwise_lanes_kernel_against_brute_force(name, lanes):
+    """The channels-in-the-lanes depthwise kernel, planned for 4, 8 and 16 lanes (its channels
+    a vector halved until they divide the channels): every output written (the output starts
+    as NaN), the definition's values; serial, and parallel with slots sharing the items."""
+    desc, inputs = conv_case(*DEPTHWISE_LANES[name])
+    host = Host(lanes, 2)
+    plan = planner.depthwise_lanes_plan(desc, host)
+    assert plan is not None and plan.depthwise and 1 <= plan.pixels <= plan.lanes
+    assert desc.input_tensor.sizes[1] % plan.lanes == 0 and plan.lanes <= lanes
+    ref = brute_force(desc, *inputs, *[None] * (3 - len(inputs)))
+    act = desc.fused_activation
+    ref = (np.maximum(ref, 0) if act == dml.ActivationReluOperatorDesc() else np.clip(ref, 0, 6)
+           if isinstance(act, dml.ElementWiseClipOperatorDesc) else leaky(desc, ref))
+    for par in (False, True):
+        kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": par}, "blocked", plan)
+        assert kernel.key.kernel == "blocked-depthwise-lanes"
+        assert "vstore_transposed(xp" in kernel.source and "vstore_transposed(y" in kernel.source
+        y = np.full(desc.output_tensor.sizes, np.nan, F32)
+        kernel(list(inputs), y)
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_lanes_in_float16_and_in_slots(monkeypatch):
+    """float16 (computed in float32) through the public option; five items (image, block of
+    channels) over three slots, twice through the same buffers."""
+    import numba
+
+    desc, inputs = conv_case((5, 8, 7, 7), (8, 1, 3, 3), (2, 2), (1, 1), (1, 1), (1, 1), 8,
+                             dtype=np.float16)
+    op = dml.compile_operator(desc, "cpu", algorithm="blocked")
+    assert op.kernel.key.kernel == "blocked-depthwise-lanes"
+    compare(desc, op(*inputs), dml.compile_operator(desc, "numpy")(*inputs))
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 3)
+    desc, inputs = conv_case((5, 8, 7, 7), (8, 1, 3, 3), (2, 2), (1, 1), (1, 1), (1, 1), 8)
+    op = dml.compile_operator(desc, "cpu", algorithm="blocked", parallel=True)
+    assert op.kernel.items == 5
+    for _ in range(2):
+        np.testing.assert_allclose(op(*inputs), brute_force(desc, *inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_the_planner_takes_depthwise_lanes_at_strides_and_on_narrow_rows():
+    """The lanes kernel is the planner's pick at a stride over the last axis or on output rows
+    narrower than the host's vector (the plane-by-plane tile is not planned there, and the
+    cost model ranks the lanes kernel first on MobileNetV2's such layers); at stride 1 on wider
+    rows, the plane by plane tile. It does not apply to a channel multiplier, a channel count
+    no vector of 4 or more divides, 1-D or 3-D, float64, or windows whose weights would not
+    fit the registers."""
+    from dml_numba.cpu.convolution import choice
+
+    def desc(c, h, s, k=3, mult=1, dtype=np.float32, xs=None):
+        xs = xs or (1, c, h, h)
+        nd = len(xs) - 2
+        return conv_case(xs, (c * mult, 1) + (k,) * nd, (s,) * nd, (1,) * nd, (k // 2,) * nd,
+                         (k // 2,) * nd, c, dtype=dtype)[0]
+
+    avx2 = Host(8, 2)
+    for c, h, s in ((96, 112, 2), (144, 56, 2), (192, 28, 2), (576, 14, 2), (960, 7, 1)):
+        d = desc(c, h, s)
+        assert planner.takes_depthwise_lanes(d, avx2), (c, h, s)
+        assert choice.ranked(d, avx2)[0][0].name == "depthwise-lanes", (c, h, s)
+    for c, h in ((384, 14), (144, 56), (32, 112)):
+        d = desc(c, h, 1)
+        assert not planner.takes_depthwise_lanes(d, avx2) and planner.depthwise_lanes(d, avx2)
+        assert choice.ranked(d, avx2)[0][0].name != "depthwise-lanes"
+    assert planner.depthwise_lanes(desc(12, 14, 2), avx2) == 4
+    assert planner.depthwise_lanes(desc(12, 14, 2), Host(16, 2)) == 4
+    assert planner.depthwise_lanes(desc(32, 14, 2), Host(16, 2)) == 16
+    for d in (desc(8, 14, 2, mult=2), desc(6, 14, 2), desc(8, 14, 2, dtype=np.float64),
+              desc(8, 0, 2, xs=(1, 8, 20)), desc(8, 0, 2, xs=(1, 8, 6, 6, 6)),
+              desc(8, 14, 2, k=5)):
+        assert planner.depthwise_lanes(d, avx2) == 0
+    assert planner.depthwise_lanes(desc(16, 14, 2, k=5), Host(16, 2)) == 16  # 32 registers
+
+
 def test_a_3d_flattened_tile_with_an_activation_pass():
     """3-D on a flattened tile (the planes' rows walked as one run) with an activation that has
     no vector form: its pass over the outputs walks the flattened run too."""

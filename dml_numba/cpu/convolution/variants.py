@@ -26,7 +26,7 @@ from ..._errors import ValidationError
 from ...ops.convolution import ConvolutionDirection, geometry
 from .._emit import Host, resolve_parallel
 from .base import conv_work
-from .blocked import BlockedKernel, depthwise, forward, transposed
+from .blocked import BlockedKernel, depthwise, depthwise_lanes, forward, transposed
 from .blocked.plan import (
     FLAT_GAIN,
     BlockPlan,
@@ -34,10 +34,12 @@ from .blocked.plan import (
     block_plan,
     channel_plan,
     chunks_of,
+    depthwise_lanes_plan,
     needs_copy,
     padded_geometry,
     pointwise_as_1d,
     registers,
+    takes_depthwise_lanes,
 )
 from .cost import COSTS, Costs, share
 from .direct import DirectKernel, row_plan
@@ -255,7 +257,7 @@ class Tile(Variant):
         half), channels a tile (4, 8; the depthwise tile has no channel block), staged padding
         (the planner's, on, off) and, FORWARD, flattened tiles (as the planner decides,
         never)."""
-        base = self._planner(kdesc, host)[0]
+        base = block_plan(kdesc, host)
         if base is None:
             return []
         lanes = sorted({host.lanes, max(4, host.lanes // 2)}, reverse=True)
@@ -285,13 +287,17 @@ class Tile(Variant):
         narrow = host.lanes / plan.lanes  # half-width vectors do half the work an instruction
         copy = 0.0
         if needs_copy(kdesc):
-            split = desc.strides[-1] > 1 and geo.forward
+            split = self.splits(desc)
             copy = (costs.copy + costs.gather * split) * batch * geo.in_channels \
                 * desc.group_count * prod(padded)
         items, loads, rate = self.work(desc, kdesc, plan, costs)
         compute = rate * vec * waste * narrow * (1 + costs.load * loads)
         stores = self.store_cost(costs) * desc.output_tensor.element_count / host.lanes
         return share(compute + copy + stores, items, threads) + pool + costs.blocked_call
+
+    def splits(self, desc) -> bool:
+        """Whether the tile's copy of the input stores its rows by stride phase (a gather)."""
+        return desc.strides[-1] > 1 and geometry(desc).forward
 
     def work(self, desc, kdesc, plan: BlockPlan, costs: Costs) -> tuple:
         """``(items, loads, rate)``: the parallel loop's items, the vectors loaded per
@@ -382,10 +388,16 @@ class Depthwise(Tile):
     emitters = {"blocked-depthwise": depthwise.emit}
 
     def takes(self, desc, plan):
-        return plan.depthwise
+        return plan.depthwise and not plan.pixels
 
     def kind(self, desc, plan):
         return "blocked-depthwise"
+
+    def _planner(self, kdesc, host):
+        """The planner's tile, except where the depthwise lanes kernel is its pick
+        (:func:`~.blocked.plan.takes_depthwise_lanes`; the tuner still tries this one)."""
+        return [] if takes_depthwise_lanes(kdesc, host) else [block_plan(kdesc, host)]
+
 
     def work(self, desc, kdesc, plan, costs):
         """Each input row loaded feeds the tile's rows that read it, at the plane kernel's own
@@ -394,6 +406,47 @@ class Depthwise(Tile):
         k_h = geo.kernel[-2] if len(geo.kernel) > 1 else 1
         return (desc.input_tensor.sizes[0] * desc.group_count,
                 (plan.rows + k_h - 1) / (plan.rows * k_h), costs.plane)
+
+
+class DepthwiseLanes(Tile):
+    """FORWARD depthwise with the channels in the lanes (``blocked/depthwise_lanes.py``): per
+    item (image, block of ``lanes`` channels) the planes transposed pixel-major, then tiles of
+    ``pixels`` output pixels along a row, each tap a vector load and a multiply-add, stored
+    transposed back; the planner's pick at a stride over the last axis or on output rows
+    narrower than a vector (:func:`~.blocked.plan.takes_depthwise_lanes`)."""
+
+    name = "depthwise-lanes"
+    emitters = {"blocked-depthwise-lanes": depthwise_lanes.emit}
+
+    def takes(self, desc, plan):
+        return plan.depthwise and bool(plan.pixels)
+
+    def kind(self, desc, plan):
+        return "blocked-depthwise-lanes"
+
+    def _planner(self, kdesc, host):
+        return [depthwise_lanes_plan(kdesc, host)] if takes_depthwise_lanes(kdesc, host) \
+            else []
+
+    def _variations(self, kdesc, host):
+        """The planner's tile wherever the kernel applies (the tuner tries it at stride 1 on
+        wide rows too)."""
+        return [depthwise_lanes_plan(kdesc, host)]
+
+    def items(self, desc, kdesc, plan):
+        return desc.input_tensor.sizes[0] * desc.group_count // plan.lanes
+
+    def splits(self, desc):
+        """Transposed pixel-major, a strided window reads whole vectors: no stride phases."""
+        return False
+
+    def work(self, desc, kdesc, plan, costs):
+        """One vector load a multiply-add; the weights held."""
+        return self.items(desc, kdesc, plan), 1.0, 1.0
+
+    def store_cost(self, costs):
+        """The tile's vectors transposed into the planes, a row a plane."""
+        return costs.transpose
 
 
 class Channels(Tile):
@@ -445,7 +498,8 @@ class Channels(Tile):
 
 #: every variant, in the order ties go (the simplest kernel first; of the tiles, the pixels
 #: tile before the channels tile)
-VARIANTS = (Direct(), Pixels(), Transposed(), Depthwise(), Channels(), Gemm(), Winograd())
+VARIANTS = (Direct(), Pixels(), Transposed(), Depthwise(), DepthwiseLanes(), Channels(), Gemm(),
+            Winograd())
 
 #: the algorithm option's values, in the order ties go
 ALGORITHMS = ("direct", "blocked", "gemm", "winograd")

@@ -49,9 +49,14 @@ class BlockedKernel(ConvolutionKernel):
         # elements of the padded copy of the input (0: the kernel reads the input in place);
         # per slot, the depthwise kernel pads one plane, the staged one a group's planes
         sizes = self.kdesc.input_tensor.sizes
+        # the parallel items: a depthwise kernel's planes (blocks of planes with the channels
+        # in the lanes), a staged kernel's (image, group) pairs
+        self.items = sizes[0] * desc.group_count // (p.lanes if p.depthwise and p.pixels else 1)
         planes = (1 if p.depthwise else sizes[1] // desc.group_count if p.staged
                   else prod(sizes[:2]))
         self.copy_size = planes * prod(p.padded) if needs_copy(self.kdesc) else 0
+        if p.depthwise and p.pixels:  # a block's planes transposed, padded, always
+            self.copy_size = prod(p.padded) * p.lanes
         self._packed = Derived()  # the packed filter of a frozen (a model's own) filter
 
     def run(self, inputs, y):
@@ -81,7 +86,6 @@ class BlockedKernel(ConvolutionKernel):
         with its own padded copy."""
         import numba
 
-        slots = min(numba.get_num_threads(), self.kdesc.input_tensor.sizes[0]
-                    * self.kdesc.group_count)
+        slots = min(numba.get_num_threads(), self.items)
         xp = self.buffer((slots * self.copy_size,)) if self.copy_size else x
         self.fn(x, wp, *bias, y, xp, slots)

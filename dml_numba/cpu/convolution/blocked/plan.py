@@ -277,6 +277,51 @@ def streamed_tile(blocks: int, width: int, regs: int, vectors: int | None = None
     return best
 
 
+def depthwise_lanes(desc, host: Host) -> int:
+    """The channels a vector of the depthwise lanes kernel takes for ``desc`` (the host's
+    lanes, halved down to 4 until they divide the channels), or 0 where it does not apply:
+    FORWARD, 2-D, float32 or float16, one input and one output channel a group, every tap's
+    weight vector held in the registers with a tile's accumulators."""
+    d, geo = desc, geometry(desc)
+    if not (geo.forward and d.input_tensor.rank == 4 and geo.depthwise
+            and geo.out_channels == 1 and geo.in_channels == 1
+            and d.input_tensor.data_type in (DataType.FLOAT32, DataType.FLOAT16)
+            and geo.taps + 2 <= registers(host)):
+        return 0
+    lanes, channels = host.lanes, d.input_tensor.sizes[1]
+    while lanes > 4 and channels % lanes:
+        lanes //= 2
+    return lanes if channels % lanes == 0 else 0
+
+
+def takes_depthwise_lanes(desc, host: Host) -> bool:
+    """Whether the depthwise lanes kernel is the planner's pick for ``desc``: where it applies,
+    at a stride over the last axis or on output rows narrower than the host's vector (where
+    the plane-by-plane kernel splits rows by stride phase or narrows its vectors; at stride 1
+    on wider rows it is the faster: ``depthwise_lanes.py``)."""
+    return bool(depthwise_lanes(desc, host)) and (
+        desc.strides[-1] > 1 or desc.output_tensor.sizes[-1] < host.lanes)
+
+
+def depthwise_lanes_plan(desc, host: Host | None = None, *, pixels: int | None = None
+                         ) -> BlockPlan | None:
+    """The depthwise lanes kernel's plan (``depthwise`` and ``pixels`` set): ``lanes``
+    channels a vector, ``pixels`` output pixels a tile (the registers left by the held
+    weights, a loaded vector and the tile's accumulators, at most the lanes (one transposed
+    store), spread evenly over the row), ``padded`` the padded plane the windows read; None
+    where it does not apply."""
+    host = host or Host.current()
+    lanes = depthwise_lanes(desc, host)
+    if not lanes:
+        return None
+    geo = geometry(desc)
+    width = desc.output_tensor.sizes[-1]
+    most = min(width, lanes, registers(host) - geo.taps - 1) if pixels is None else pixels
+    tiles = -(-width // most)
+    return BlockPlan(lanes, 1, 1, 1, geo.padded_sizes(), depthwise=True,
+                     pixels=-(-width // tiles))
+
+
 def _depthwise_plan(geo, lanes, budget, height, width, padded) -> BlockPlan:
     """One input channel per group: rows share the input vectors they load (channels share
     them in the dense tile), within the unroll bound."""
@@ -493,5 +538,9 @@ def pack_filter(desc, w, plan: BlockPlan) -> np.ndarray:
     nmb = -(-mg // mb)
     if nmb * mb != mg:
         wg = np.concatenate([wg, np.zeros((g, nmb * mb - mg) + wg.shape[2:], wg.dtype)], axis=1)
-    return np.ascontiguousarray(
+    packed = np.ascontiguousarray(
         wg.reshape(g, nmb, mb, cg, -1).transpose(0, 1, 3, 4, 2), dtype=np.float32).reshape(-1)
+    if plan.depthwise and plan.pixels:  # the depthwise lanes kernel: [block][tap][lanes]
+        return np.ascontiguousarray(
+            packed.reshape(g // plan.lanes, plan.lanes, -1).transpose(0, 2, 1)).reshape(-1)
+    return packed
