@@ -23,6 +23,8 @@ convolution kernels hold their accumulators in ``<L x float>`` values: a Numba t
 * ``vstore_rows(a, base, p, v, width, pitch)``: the lanes of ``v`` that fall in the first
   ``width`` columns of a plane with rows of ``pitch`` (two masked stores);
 * ``vsum(v)``: the lanes' sum, a float32 scalar (halves added pairwise: a fixed order);
+* ``vload_every(a, i, s, L)``: ``a[i + lane * s]`` (one load and a shuffle) and
+  ``vmax(acc, v)``: max pooling's rule lane by lane;
 * ``vadd(a, b)``, ``vzero(L)``, ``vrelu(a)`` (a fused ReLU, lane by lane) and
   ``vclip(a, lo, hi)`` (a fused clip, ReLU6's);
 * ``vshuffle(a, b, "p0,p1,...")`` (lanes picked from both, by a literal list) and
@@ -493,6 +495,46 @@ def _check_row(ty):
     if not (isinstance(ty, types.Array) and ty.ndim == 1 and ty.layout == "C"
             and isinstance(ty.dtype, (types.Integer, types.Float))):
         raise TypeError(f"expected a 1-D C-contiguous numeric array, got {ty}")
+
+
+@intrinsic(prefer_literal=True)
+def vload_every(typingctx, arr, index, stride, lanes):
+    """``[a[i + lane * s] for lane in range(L)]`` of a float32 array as a FloatVector (``s`` a
+    positive literal), for arithmetic (max pooling's strided windows): one load of ``L * s``
+    elements from ``a[i]`` (whole vectors: ``s - 1`` elements past the last lane are read, the
+    caller keeps them inside the array) and one shuffle."""
+    _check_array(arr)
+    n, st = _lanes(lanes), _lanes(stride)
+    if st <= 0:
+        raise TypeError("the stride must be positive")
+    span = n * st
+
+    def codegen(context, builder, sig, args):
+        ptr = _vector_pointer(context, builder, sig.args[0], args[0], args[1], _floats(span))
+        block = builder.load(ptr, align=1)
+        if st == 1:
+            return block
+        return builder.shuffle_vector(block, ir.Constant(block.type, ir.Undefined),
+                                      ir.Constant(ir.VectorType(ir.IntType(32), n),
+                                                  [lane * st for lane in range(n)]))
+
+    return FloatVector(n)(arr, index, stride, lanes), codegen
+
+
+@intrinsic(prefer_literal=True)
+def vmax(typingctx, acc, v):
+    """Per lane ``v`` where ``v > acc`` or ``v`` is NaN, else ``acc``: max pooling's scalar
+    rule lane by lane (the earlier of equal values stays, a NaN wins and stays), so taps
+    taken in window order give the scalar loop's bits."""
+    if not (isinstance(acc, FloatVector) and acc == v):
+        raise TypeError("vmax takes two FloatVectors of one lane count")
+
+    def codegen(context, builder, sig, args):
+        a, b = args
+        take = builder.or_(builder.fcmp_ordered(">", b, a), builder.fcmp_unordered("uno", b, b))
+        return builder.select(take, b, a)
+
+    return acc(acc, v), codegen
 
 
 @intrinsic(prefer_literal=True)

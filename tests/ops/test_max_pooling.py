@@ -75,6 +75,54 @@ def test_against_pytorch(device):
     assert_exact(y, ref.numpy())
 
 
+#: 2-D float pooling in vectors of output columns (the CPU's rows kernel): ResNet's 3 x 3
+#: stride 2 with padding, the U-Net's 2 x 2 stride 2, stride 1 with dilation and asymmetric
+#: padding, stride 3 with a ceil-mode row, rows too short for a vector (all scalar), a wide
+#: row whose last vector overlaps the one before
+ROWS = [  # shape, window, strides, start, end, dilations, ceil
+    ((1, 3, 23, 29), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), False),
+    ((2, 2, 16, 40), (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), False),
+    ((1, 2, 9, 37), (3, 2), (1, 1), (2, 0), (0, 1), (2, 3), False),
+    ((1, 2, 10, 61), (2, 3), (3, 3), (0, 1), (1, 1), (1, 1), True),
+    ((1, 2, 6, 7), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), False),
+    ((1, 1, 5, 70), (1, 3), (1, 1), (0, 1), (0, 1), (1, 1), False),
+]
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+@pytest.mark.parametrize("case", ROWS, ids=str)
+def test_the_rows_kernel_is_the_scalar_loop_bit_for_bit(case, lanes):
+    """The rows kernel (planned for 4, 8 and 16 lanes) against the scalar loop nest, bit for
+    bit (ties of -0.0 and +0.0: the first in window order stays; NaNs, infinities), and
+    against the brute-force loop without the NaNs; float16 through float32."""
+    from dml_numba._host import Host, planned_for
+    from dml_numba.cpu import max_pooling as cpu_max
+
+    shape, window, strides, start, end, dil, ceil = case
+    rng = np.random.default_rng(lanes)
+    x = rng.choice(np.array([-0.0, 0.0, -1.5, 2.0, np.inf, -np.inf, np.nan, 0.25],
+                            np.float32), size=shape, p=[.3, .3, .1, .1, .02, .05, .03, .1])
+    for dtype in (np.float32, np.float16):
+        xt = x.astype(dtype)
+        d = _desc(xt, window, strides, start, end, dil, ceil)
+        with planned_for(Host(lanes, 2)):
+            rows = cpu_max.MaxPoolingKernel(d, {"parallel": True})
+        assert rows.key.kernel == "rows" and rows.key.plan.lanes == lanes
+        scalar = cpu_max.PoolingKernel.__new__(cpu_max.MaxPoolingKernel)
+        cpu_max.PoolingKernel.__init__(scalar, d, {"parallel": False})
+        assert scalar.key.kernel == "main"
+        for xs in (xt, np.where(np.isnan(xt), dtype(0.5), xt)):  # (the brute force: no NaN)
+            y, ref = (np.full(d.output_tensor.sizes, 7, dtype) for _ in range(2))
+            rows([xs], y)
+            scalar([xs], ref)
+            assert y.tobytes() == ref.tobytes()
+        assert_exact(y, brute(xs, window, strides, start, dil, d.output_tensor.sizes[2:]))
+    # vectors wherever a row holds a vector's worth of columns whose windows lie inside
+    (kw, sw, dw, pl) = window[1], strides[1], dil[1], start[1]
+    lo, hi = cpu_max.inside(shape[3], d.output_tensor.sizes[3], kw, sw, dw, pl, past=sw - 1)
+    assert ("vmax(acc, vload_every(" in rows.source) == (hi - lo >= lanes)
+
+
 def test_inferred_padding_never_wins_even_against_negative_values(device):
     """DirectML: the padding is not a value. A window of negative numbers over the padding
     gives the largest negative number, not 0."""
