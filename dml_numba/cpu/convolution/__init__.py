@@ -1,7 +1,7 @@
-"""Convolution on the CPU: four algorithms over the same semantics, seven kernel variants.
+"""Convolution on the CPU: four algorithms over the same semantics, eight kernel variants.
 
-* ``blocked`` (:mod:`.blocked`): register-blocked SIMD tiles, float32 and float16 (four tiles:
-  pixels, transposed, depthwise, channels);
+* ``blocked`` (:mod:`.blocked`): register-blocked SIMD tiles, float32 and float16 (five tiles:
+  pixels, transposed, depthwise, depthwise with the channels in the lanes, channels);
 * ``direct`` (:mod:`.direct`): one generated loop nest, every dtype;
 * ``gemm`` (:mod:`.gemm`): BLAS with generated kernels around it;
 * ``winograd`` (:mod:`.winograd`): F(4x4, 3x3), 2-D float32 3x3 stride-1 convolutions.

@@ -1,5 +1,6 @@
-"""The CPU convolution's kernel variants, one class each: the direct loop nest, BLAS (``gemm``)
-and the blocked kernel's four tiles (``pixels``, ``transposed``, ``depthwise``, ``channels``).
+"""The CPU convolution's kernel variants, one class each: the direct loop nest, BLAS (``gemm``),
+Winograd's F(4x4, 3x3) and the blocked kernel's five tiles (``pixels``, ``transposed``,
+``depthwise``, ``depthwise-lanes``, ``channels``).
 A variant owns what one kind of kernel needs:
 
 * ``planned(desc, host)``: the planner's plan for ``desc`` on ``host`` (a list of one; empty
@@ -12,7 +13,7 @@ A variant owns what one kind of kernel needs:
 
 The static choice (:mod:`.choice`), the tuner (:mod:`.tune`) and the cost fit
 (``benchmarks/fit_cost.py``) iterate over :data:`VARIANTS`; a new tile is one new class there.
-The ``algorithm`` option names a family (``"blocked"``: the four tiles), whose members are told
+The ``algorithm`` option names a family (``"blocked"``: the five tiles), whose members are told
 apart by their plans (:meth:`Variant.owns`, :func:`variant_of`); the tuner's candidates and the
 wisdom file keep (algorithm, plan), so what is remembered does not depend on the classes.
 

@@ -2,7 +2,9 @@
 
 FORWARD (``forward.py``), a strided last axis stored by stride phase; BACKWARD per stride phase,
 both phases of a stride-2 row in one tile (``transposed.py``); one input channel per group plane
-by plane (``depthwise.py``). The input is zero-padded (``padding.py``: per image and group just
+by plane (``depthwise.py``), or, at strides and on rows narrower than a vector, with the
+channels in the lanes, the planes transposed pixel-major (``depthwise_lanes.py``). The input
+is zero-padded (``padding.py``: per image and group just
 before its tiles where the pairs are many and small, else the whole input first), the filter
 packed once per call, and for each tile of output channels x rows x vectors of pixels (or x
 vectors of the padded plane flattened, where rows would waste lanes) the accumulators are held in
@@ -14,7 +16,8 @@ a plane's row at a time; it wastes no lanes on rows that are not a multiple of t
 a pixel read by several taps is broadcast once. The plan (``plan.py``) is chosen for the host
 (the cost model picks among the tiles: ``choice.blocked_plan``) and goes into the kernel's
 key; each tile is a
-variant (``variants.py``: ``Pixels``, ``Transposed``, ``Depthwise``, ``Channels``) that names
+variant (``variants.py``: ``Pixels``, ``Transposed``, ``Depthwise``, ``DepthwiseLanes``,
+``Channels``) that names
 its kernel and its emitter.
 """
 from __future__ import annotations
