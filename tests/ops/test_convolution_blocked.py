@@ -466,14 +466,15 @@ def test_depthwise_lanes_in_float16_and_in_slots(monkeypatch):
         np.testing.assert_allclose(op(*inputs), brute_force(desc, *inputs), rtol=1e-4, atol=1e-4)
 
 
-def test_the_planner_takes_depthwise_lanes_at_strides_and_on_narrow_rows():
-    """The lanes kernel is the planner's pick at a stride over the last axis or on output rows
-    narrower than the host's vector (the plane-by-plane tile is not planned there, and the
-    cost model ranks the lanes kernel first on MobileNetV2's such layers); at stride 1 on wider
-    rows, the plane by plane tile. It does not apply to a channel multiplier, a channel count
-    no vector of 4 or more divides, 1-D or 3-D, float64, or windows whose weights would not
-    fit the registers."""
+def test_the_planner_takes_depthwise_lanes_on_narrow_rows():
+    """The lanes kernel is the planner's pick on output rows narrower than the host's vector
+    (the plane-by-plane tile is not planned there, and the cost model ranks the lanes kernel
+    first on MobileNetV2's such layers); on wider rows, strided or not, the plane by plane
+    tile (the lanes kernel stays among the tuner's candidates). It does not apply to a channel
+    multiplier, a channel count no vector of 4 or more divides, 1-D or 3-D, float64, or
+    windows whose weights would not fit the registers."""
     from dml_numba.cpu.convolution import choice
+    from dml_numba.cpu.convolution import tune as cpu_tune
 
     def desc(c, h, s, k=3, mult=1, dtype=np.float32, xs=None):
         xs = xs or (1, c, h, h)
@@ -482,14 +483,15 @@ def test_the_planner_takes_depthwise_lanes_at_strides_and_on_narrow_rows():
                          (k // 2,) * nd, c, dtype=dtype)[0]
 
     avx2 = Host(8, 2)
-    for c, h, s in ((96, 112, 2), (144, 56, 2), (192, 28, 2), (576, 14, 2), (960, 7, 1)):
+    for c, h, s in ((576, 14, 2), (960, 7, 1)):
         d = desc(c, h, s)
         assert planner.takes_depthwise_lanes(d, avx2), (c, h, s)
         assert choice.ranked(d, avx2)[0][0].name == "depthwise-lanes", (c, h, s)
-    for c, h in ((384, 14), (144, 56), (32, 112)):
-        d = desc(c, h, 1)
+    for c, h, s in ((384, 14, 1), (144, 56, 1), (32, 112, 1), (96, 112, 2), (192, 28, 2)):
+        d = desc(c, h, s)
         assert not planner.takes_depthwise_lanes(d, avx2) and planner.depthwise_lanes(d, avx2)
         assert choice.ranked(d, avx2)[0][0].name != "depthwise-lanes"
+        assert any(p.pixels for p in cpu_tune.blocked_plans(d, avx2))  # a tuner candidate
     assert planner.depthwise_lanes(desc(12, 14, 2), avx2) == 4
     assert planner.depthwise_lanes(desc(12, 14, 2), Host(16, 2)) == 4
     assert planner.depthwise_lanes(desc(32, 14, 2), Host(16, 2)) == 16

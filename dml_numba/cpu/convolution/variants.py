@@ -413,8 +413,8 @@ class DepthwiseLanes(Tile):
     """FORWARD depthwise with the channels in the lanes (``blocked/depthwise_lanes.py``): per
     item (image, block of ``lanes`` channels) the planes transposed pixel-major, then tiles of
     ``pixels`` output pixels along a row, each tap a vector load and a multiply-add, stored
-    transposed back; the planner's pick at a stride over the last axis or on output rows
-    narrower than a vector (:func:`~.blocked.plan.takes_depthwise_lanes`)."""
+    transposed back; the planner's pick on output rows narrower than a vector
+    (:func:`~.blocked.plan.takes_depthwise_lanes`)."""
 
     name = "depthwise-lanes"
     emitters = {"blocked-depthwise-lanes": depthwise_lanes.emit}
@@ -430,8 +430,8 @@ class DepthwiseLanes(Tile):
             else []
 
     def _variations(self, kdesc, host):
-        """The planner's tile wherever the kernel applies (the tuner tries it at stride 1 on
-        wide rows too)."""
+        """The planner's tile wherever the kernel applies (the tuner tries it on wide rows
+        too)."""
         return [depthwise_lanes_plan(kdesc, host)]
 
     def items(self, desc, kdesc, plan):

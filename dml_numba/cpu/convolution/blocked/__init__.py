@@ -2,7 +2,7 @@
 
 FORWARD (``forward.py``), a strided last axis stored by stride phase; BACKWARD per stride phase,
 both phases of a stride-2 row in one tile (``transposed.py``); one input channel per group plane
-by plane (``depthwise.py``), or, at strides and on rows narrower than a vector, with the
+by plane (``depthwise.py``), or, on output rows narrower than a vector, with the
 channels in the lanes, the planes transposed pixel-major (``depthwise_lanes.py``). The input
 is zero-padded (``padding.py``: per image and group just
 before its tiles where the pairs are many and small, else the whole input first), the filter

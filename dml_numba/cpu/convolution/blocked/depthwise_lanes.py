@@ -1,6 +1,6 @@
 """FORWARD depthwise convolution with the channels in the lanes (``blocked-depthwise-lanes``):
-for strided layers and planes narrower than a vector, where the plane-by-plane kernel
-(``depthwise.py``) wastes lanes and splits rows by stride phase.
+for output rows narrower than a vector, where the plane-by-plane kernel (``depthwise.py``)
+narrows its vectors and overlaps its tiles.
 
 ``kernel(x, wp, [b,] y, xp, slots)``: ``slots`` (p)range iterations share the items (image,
 block of ``lanes`` channels) out evenly. Each copies its block's planes, transposed, into its
@@ -14,10 +14,13 @@ activation, and the tile's pixels transposed back into the block's output planes
 ``pixels`` a plane (``vstore_transposed``). The last tile of a row overlaps the one before.
 
 Measured on AVX2 (8 lanes, one image): MobileNetV2's 960 channels on 7 x 7 0.025 ms against
-0.083 plane by plane, 576 on 14 x 14 at stride 2 0.022 against 0.060, 192 on 28 x 28 at
-stride 2 0.034 against 0.050, 96 on 112 x 112 at stride 2 0.156 against 0.173; at stride 1 on
-planes a vector wide or more the plane-by-plane kernel is faster (384 on 14 x 14: 0.052
-against 0.035), and keeps them (:func:`.plan.takes_depthwise_lanes`).
+0.083 plane by plane, 576 on 14 x 14 at stride 2 (7 x 7 out) 0.022 against 0.060. On wider
+rows the plane-by-plane kernel keeps them (:func:`.plan.takes_depthwise_lanes`): at stride 1
+it is the faster (384 on 14 x 14: 0.035 ms against 0.052), and at stride 2, though this one
+was faster alone (96 on 112 x 112: 0.156 against 0.173; 192 on 28 x 28: 0.034 against 0.050),
+inside the network it was not (0.214 against 0.173 at 112 x 112, and the pointwise layer
+reading its output slower too: 0.135 against 0.096 ms; 0.050 against 0.048 at 28 x 28): it
+writes each plane a few pixels at a time.
 """
 from __future__ import annotations
 

@@ -296,11 +296,10 @@ def depthwise_lanes(desc, host: Host) -> int:
 
 def takes_depthwise_lanes(desc, host: Host) -> bool:
     """Whether the depthwise lanes kernel is the planner's pick for ``desc``: where it applies,
-    at a stride over the last axis or on output rows narrower than the host's vector (where
-    the plane-by-plane kernel splits rows by stride phase or narrows its vectors; at stride 1
-    on wider rows it is the faster: ``depthwise_lanes.py``)."""
-    return bool(depthwise_lanes(desc, host)) and (
-        desc.strides[-1] > 1 or desc.output_tensor.sizes[-1] < host.lanes)
+    on output rows narrower than the host's vector (where the plane-by-plane kernel narrows
+    its vectors and overlaps its tiles; on wider rows, strided or not, the plane-by-plane
+    kernel was as fast or faster inside MobileNetV2: ``depthwise_lanes.py``)."""
+    return bool(depthwise_lanes(desc, host)) and desc.output_tensor.sizes[-1] < host.lanes
 
 
 def depthwise_lanes_plan(desc, host: Host | None = None, *, pixels: int | None = None
