@@ -2,10 +2,20 @@
 pass per output element over its window with the operator's element body."""
 from __future__ import annotations
 
+import numpy as np
+
 from .._codegen import SourceWriter, decompose
 from .._dims import prod
 from .._dtypes import accumulator
-from ._emit import CpuKernel, bound_first, header, helper_header, make_key, run_in_accumulator
+from ._emit import (
+    CpuKernel,
+    bound_contiguous,
+    bound_first,
+    header,
+    helper_header,
+    make_key,
+    run_in_accumulator,
+)
 
 
 def emit_pooling(key, element) -> str:
@@ -56,7 +66,18 @@ class PoolingKernel(CpuKernel):
 
     bound = bound_first
 
+    #: a kernel that reads its input flat (the vector kernels): handed a C-contiguous copy
+    #: where the input is a strided view, made at each call (a bound step re-reads the view)
+    flat_input = False
+
+    def flat_kernel(self):
+        """The kernel reads its input flat (:attr:`flat_input`)."""
+        self.flat_input = True
+        self.bound = lambda inputs, out: bound_contiguous(self, inputs, out)
+
     def __call__(self, inputs, out):
+        if self.flat_input:
+            inputs = [np.ascontiguousarray(inputs[0])]
         if isinstance(out, tuple):  # (values, indices): the indices written as they are
             y, more = out[0], out[1:]
             run_in_accumulator(self.acc, lambda xs, y: self.fn(xs[0], y, *more), inputs, y)

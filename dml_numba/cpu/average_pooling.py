@@ -68,3 +68,4 @@ class AveragePoolingKernel(PoolingKernel):
         rank = desc.input_tensor.rank
         key = make_key(desc, options, "global", work=desc.input_tensor.element_count)
         CpuKernel.__init__(self, key, emit_global, [(self.acc, rank)] * 2, options)
+        self.flat_kernel()

@@ -115,3 +115,4 @@ class MaxPoolingKernel(PoolingKernel):
                        work=desc.output_tensor.element_count * len(desc.window_size))
         key = dataclasses.replace(key, plan=PoolRows(Host.current().lanes))
         CpuKernel.__init__(self, key, emit_rows, [(self.acc, 4)] * 2, options)
+        self.flat_kernel()

@@ -150,3 +150,6 @@ def test_a_window_over_the_whole_plane(device, shape, dtype):
     assert_close(y, brute(x, shape[2:], (1,) * nd, (0,) * nd, (0,) * nd, (1,) * nd, False,
                           (1,) * nd), dtype)
     assert_close(y, x.astype(np.float64).mean(axis=tuple(range(2, x.ndim)), keepdims=True), dtype)
+    view = np.ascontiguousarray(np.swapaxes(x, -1, -2)).swapaxes(-1, -2)  # strided, same values
+    assert not view.flags.c_contiguous or x.shape[-1] == 1
+    np.testing.assert_array_equal(op(view), y)
