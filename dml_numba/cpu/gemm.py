@@ -192,9 +192,9 @@ def emit_rows(key) -> str:
     row_tiles = [(i, plan.rows) for i in range(0, m - plan.rows + 1, plan.rows)]
     if m % plan.rows:
         row_tiles.append((m - m % plan.rows, m % plan.rows))
-    shapes = sorted({(r, q) for _, r in row_tiles
-                     for q in {plan.cols, n % plan.cols, (n - (blocks - 1) * width) % plan.cols}
-                     if q})
+    # every block but the last holds whole column tiles (its width a multiple of them): the
+    # last block's last columns, where n is not, take tiles of one column
+    tail = n % plan.cols > 0
     with w.block(f"def kernel({args}):"):
         if d.trans_a:  # A row-major once (its rows are what the tiles read whole)
             w(f"ar = np.empty({nb * m * k}, np.float32)")
@@ -216,12 +216,12 @@ def emit_rows(key) -> str:
             with w.block(f"for j in range(j0, full, {plan.cols}):"):
                 for i, r in row_tiles:
                     w(f"tile{r}x{plan.cols}" + call.format(i=i))
-            if any(q != plan.cols for _, q in shapes):
+            if tail:
                 with w.block("for j in range(full, j1):"):  # the block's last columns
                     for i, r in row_tiles:
                         w(f"tile{r}x1" + call.format(i=i))
-    for r, q in sorted({(r, q) for _, r in row_tiles for q in
-                        {plan.cols} | ({1} if any(q != plan.cols for _, q in shapes) else set())}):
+    for r, q in sorted({(r, q) for _, r in row_tiles
+                        for q in (plan.cols, 1) if q == plan.cols or tail}):
         _emit_rows_tile(w, d, r, q, L, m, n, k, c)
     return w.text()
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from contextlib import ExitStack
 
+import numpy as np
+
 from .._codegen import SourceWriter
 from .._registry import register
 from ..elements.max_pooling import pool_element
@@ -99,7 +101,7 @@ def takes_rows(desc) -> bool:
     """2-D float pooling (float32, or float16 computed in float32) with no indices output."""
     return (desc.input_tensor.rank == 4 and getattr(desc, "output_indices_tensor", None) is None
             and desc.input_tensor.data_type.is_float
-            and str(compute_type(desc.input_tensor.data_type)) == "float32")
+            and compute_type(desc.input_tensor.data_type) == np.float32)
 
 
 @register(MaxPooling2OperatorDesc, "cpu")

@@ -27,7 +27,6 @@ from __future__ import annotations
 import itertools
 
 from ...._codegen import SourceWriter, affine
-from ...._dims import prod
 from ....ops.convolution import geometry
 from ..._emit import header, helper_header
 from .tile import (
@@ -140,7 +139,3 @@ def _emit_block(w, d, plan, geo) -> None:
                 emit_activation_pass(w, d, [("m", L), ("q", T)],
                                      f"(c0 + m) * {plane} + r * {ow} + j + q")
 
-
-def scratch_size(plan) -> int:
-    """Elements of one slot's transposed, padded planes."""
-    return prod(plan.padded) * plan.lanes
