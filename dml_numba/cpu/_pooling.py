@@ -2,6 +2,8 @@
 pass per output element over its window with the operator's element body."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .._codegen import SourceWriter, decompose
@@ -51,15 +53,34 @@ def compute_type(data_type):
 
 class PoolingKernel(CpuKernel):
     """A pooling kernel on the CPU: float16 computed in float32 (:func:`run_in_accumulator`);
-    with a second output (max pooling's indices), ``out`` is the pair of arrays."""
+    with a second output (max pooling's indices), ``out`` is the pair of arrays. Where the
+    operator's :meth:`vector_kernel` applies, that kernel instead of the loop nest."""
 
     element = None  # the operator's element body
 
-    def __init__(self, desc, options):
-        key = make_key(desc, options,
-                       work=desc.output_tensor.element_count * prod(desc.window_size))
+    def vector_kernel(self, desc):
+        """``(kernel name, emitter, work, plan or None)`` of the operator's vector kernel where
+        one applies to ``desc`` (it reads its input flat: :attr:`flat_input`); ``None`` for the
+        loop nest of :func:`emit_pooling`."""
+        return None
+
+    def __init__(self, desc, options, *, loop_nest: bool = False):
+        """``loop_nest``: the loop nest even where a vector kernel applies (the tests compare
+        the two bit for bit)."""
         self.acc = compute_type(desc.input_tensor.data_type)
         rank = desc.input_tensor.rank
+        vector = None if loop_nest else self.vector_kernel(desc)
+        if vector is not None:
+            name, emit, work, plan = vector
+            key = make_key(desc, options, name, work=work)
+            if plan is not None:
+                key = dataclasses.replace(key, plan=plan)
+            super().__init__(key, emit, [(self.acc, rank)] * 2, options)
+            self.flat_input = True
+            self.bound = lambda inputs, out: bound_contiguous(self, inputs, out)
+            return
+        key = make_key(desc, options,
+                       work=desc.output_tensor.element_count * prod(desc.window_size))
         extra = [(t.dtype, rank) for _, t in desc.bound_outputs()[1:]]
         super().__init__(key, lambda k: emit_pooling(k, type(self).element),
                          [(self.acc, rank), (self.acc, rank)] + extra, options)
@@ -69,11 +90,6 @@ class PoolingKernel(CpuKernel):
     #: a kernel that reads its input flat (the vector kernels): handed a C-contiguous copy
     #: where the input is a strided view, made at each call (a bound step re-reads the view)
     flat_input = False
-
-    def flat_kernel(self):
-        """The kernel reads its input flat (:attr:`flat_input`)."""
-        self.flat_input = True
-        self.bound = lambda inputs, out: bound_contiguous(self, inputs, out)
 
     def __call__(self, inputs, out):
         if self.flat_input:

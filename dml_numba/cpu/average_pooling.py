@@ -8,8 +8,8 @@ from .._dims import prod
 from .._registry import register
 from ..elements.average_pooling import pool_element
 from ..ops.average_pooling import AveragePooling1OperatorDesc
-from ._emit import CpuKernel, header, helper_header, make_key
-from ._pooling import PoolingKernel, compute_type
+from ._emit import header, helper_header
+from ._pooling import PoolingKernel
 
 
 def is_global(desc) -> bool:
@@ -60,12 +60,7 @@ def emit_global(key) -> str:
 class AveragePoolingKernel(PoolingKernel):
     element = staticmethod(pool_element)
 
-    def __init__(self, desc, options):
+    def vector_kernel(self, desc):
         if not is_global(desc):
-            super().__init__(desc, options)
-            return
-        self.acc = compute_type(desc.input_tensor.data_type)
-        rank = desc.input_tensor.rank
-        key = make_key(desc, options, "global", work=desc.input_tensor.element_count)
-        CpuKernel.__init__(self, key, emit_global, [(self.acc, rank)] * 2, options)
-        self.flat_kernel()
+            return None
+        return "global", emit_global, desc.input_tensor.element_count, None

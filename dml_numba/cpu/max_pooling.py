@@ -12,7 +12,7 @@ from .._codegen import SourceWriter
 from .._registry import register
 from ..elements.max_pooling import pool_element
 from ..ops.max_pooling import MaxPooling2OperatorDesc
-from ._emit import CpuKernel, Host, header, helper_header, make_key
+from ._emit import Host, header, helper_header
 from ._pooling import PoolingKernel, compute_type
 
 
@@ -108,13 +108,8 @@ def takes_rows(desc) -> bool:
 class MaxPoolingKernel(PoolingKernel):
     element = staticmethod(pool_element)
 
-    def __init__(self, desc, options):
+    def vector_kernel(self, desc):
         if not takes_rows(desc):
-            super().__init__(desc, options)
-            return
-        self.acc = compute_type(desc.input_tensor.data_type)
-        key = make_key(desc, options, "rows",
-                       work=desc.output_tensor.element_count * len(desc.window_size))
-        key = dataclasses.replace(key, plan=PoolRows(Host.current().lanes))
-        CpuKernel.__init__(self, key, emit_rows, [(self.acc, 4)] * 2, options)
-        self.flat_kernel()
+            return None
+        return ("rows", emit_rows, desc.output_tensor.element_count * len(desc.window_size),
+                PoolRows(Host.current().lanes))

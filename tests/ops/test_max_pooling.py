@@ -108,8 +108,7 @@ def test_the_rows_kernel_is_the_scalar_loop_bit_for_bit(case, lanes):
         with planned_for(Host(lanes, 2)):
             rows = cpu_max.MaxPoolingKernel(d, {"parallel": True})
         assert rows.key.kernel == "rows" and rows.key.plan.lanes == lanes
-        scalar = cpu_max.PoolingKernel.__new__(cpu_max.MaxPoolingKernel)
-        cpu_max.PoolingKernel.__init__(scalar, d, {"parallel": False})
+        scalar = cpu_max.MaxPoolingKernel(d, {"parallel": False}, loop_nest=True)
         assert scalar.key.kernel == "main"
         for xs in (xt, np.where(np.isnan(xt), dtype(0.5), xt)):  # (the brute force: no NaN)
             y, ref = (np.full(d.output_tensor.sizes, 7, dtype) for _ in range(2))
