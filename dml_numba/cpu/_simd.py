@@ -142,6 +142,29 @@ def vbroadcast(typingctx, arr, index, lanes):
 
 
 @intrinsic
+def prefetch(typingctx, arr, index):
+    """A hint that ``a[i]`` is read soon: its cache line fetched into the first-level cache
+    (``prefetcht0`` on x86; no fault where ``i`` lies past the array: a prefetch never faults).
+    For the streams a hardware prefetcher loses track of (a tile reading one row per input
+    channel: dozens of streams at once)."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"):
+        raise TypeError(f"expected a 1-D C-contiguous array, got {arr}")
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        bytes_ = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic(
+            "llvm.prefetch", [bytes_], ir.FunctionType(ir.VoidType(), [bytes_, i32, i32, i32]))
+        # (read, the highest locality, the data cache)
+        builder.call(fn, [builder.bitcast(builder.gep(ary.data, [args[1]]), bytes_),
+                          ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.none(arr, index), codegen
+
+
+@intrinsic
 def opaque(typingctx, value):
     """``value`` (an integer) as one LLVM cannot see through: an empty inline assembly (no
     instruction). Offsets taken from distinct opaque bases are not merged by LLVM's common

@@ -18,7 +18,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
-from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero
+from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, prefetch
 
 
 @numba.njit(inline='always')

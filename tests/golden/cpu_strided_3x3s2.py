@@ -18,7 +18,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
-from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, vload_stride, vstore_raw, vstore_transposed
+from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, prefetch, vload_stride, vstore_raw, vstore_transposed
 
 
 @numba.njit(inline='always')

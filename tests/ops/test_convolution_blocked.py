@@ -6,6 +6,7 @@ dilations, row strides, asymmetric padding, CONVOLUTION mode, bias and fused act
 float16 and both parallel variants."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -606,3 +607,49 @@ def test_out_argument_and_reuse_of_the_padding_buffer():
         compare(desc, out, ref)
     x2 = inputs[0] * 2
     compare(desc, op(x2, *inputs[1:]), dml.compile_operator(desc, "numpy")(x2, *inputs[1:]))
+
+
+def _prefetches(source: str) -> list:
+    """The distances (elements ahead of the tile's read) of the prefetches in ``source``."""
+    return [int(d) for d in re.findall(r"prefetch\(xp, xo \+ xr0 \+ (\d+)\)", source)]
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+def test_pointwise_tiles_prefetch_where_many_input_rows_stream_from_memory(lanes):
+    """A 1x1 tile reading its input in place over 32 or more input channels of big planes
+    prefetches each channel's row ahead (the lines of all channels within PREFETCH_BYTES, two
+    to eight tiles of the row ahead); none with fewer channels, over small planes, where the
+    input is copied first (padding, a strided row) or for 3x3 filters. The kernels run the
+    same sums: against the float64 brute force, the last tiles prefetching past the input's
+    end (a prefetch never faults)."""
+    from dml_numba._diskcache import choosing
+    from dml_numba._host import planned_for
+    from dml_numba.cpu.convolution.blocked import tile
+
+    def source(xs, ws, pad=(0, 0), strides=(1, 1)):
+        desc = conv_case(xs, ws, strides, (1, 1), pad, pad, 1)[0]
+        with choosing(), planned_for(Host(lanes, 2)):
+            return dml.compile_operator(desc, "cpu", algorithm="blocked").source
+
+    for cin, hw in ((32, 112), (96, 56), (144, 56), (64, 48)):
+        ds = _prefetches(source((1, cin, hw, hw), (16, cin, 1, 1)))
+        assert ds and len(set(ds)) == 1, (cin, hw)
+        span = int(re.search(r"j = min\(jt \* (\d+),", source(
+            (1, cin, hw, hw), (16, cin, 1, 1))).group(1))
+        d = ds[0]
+        assert d % span == 0 and 2 <= d // span <= 8
+        assert 4 * cin * d <= tile.PREFETCH_BYTES or d // span == 2
+    for xs, ws, pad, strides in (((1, 16, 112, 112), (96, 16, 1, 1), (0, 0), (1, 1)),
+                                 ((1, 384, 14, 14), (64, 384, 1, 1), (0, 0), (1, 1)),
+                                 ((1, 64, 56, 56), (16, 64, 1, 1), (1, 1), (1, 1)),
+                                 ((1, 64, 56, 56), (16, 64, 1, 1), (0, 0), (2, 2)),
+                                 ((1, 64, 56, 56), (16, 64, 3, 3), (1, 1), (1, 1))):
+        assert not _prefetches(source(xs, ws, pad, strides)), (xs, ws, pad, strides)
+
+    desc, inputs = conv_case((2, 40, 48, 48), (10, 40, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1)
+    with planned_for(Host(lanes, 2)):
+        k = dml.compile_operator(desc, "cpu", algorithm="blocked")
+    assert _prefetches(k.source)
+    x, w, b = (a.astype(np.float64) for a in inputs)
+    ref = np.einsum("nchw,kc->nkhw", x, w[:, :, 0, 0]) + b
+    np.testing.assert_allclose(k(*inputs), ref, rtol=1e-5, atol=1e-5)

@@ -250,3 +250,25 @@ def test_the_intrinsics_refuse_what_they_cannot_read_as_a_row():
              match=r"\bthe lane count must be an integer literal\b")
     _refused(lambda a, n: vbroadcast(a, 0, n), f32, 4,
              match=r"\bthe lane count must be an integer literal\b")
+
+
+def test_prefetch_is_a_hint_that_never_faults():
+    """``prefetch(a, i)`` compiles to LLVM's prefetch (a read into the first-level cache),
+    changes nothing, and does not fault at an index past the array's end (the last tiles of a
+    row prefetch beyond the input); a 2-D array is refused at compile time."""
+    @numba.njit
+    def walk(a, ahead):
+        s = 0.0
+        for i in range(a.size):
+            _simd.prefetch(a, i + ahead)
+            s += a[i]
+        return s
+
+    a = np.arange(64, dtype=np.float32)
+    before = a.copy()
+    for ahead in (0, 16, 1 << 20):
+        assert walk(a, ahead) == before.sum()
+    assert (a == before).all()
+    assert "@llvm.prefetch" in "".join(walk.inspect_llvm().values())
+    _refused(lambda a: _simd.prefetch(a, 0), np.zeros((2, 2), np.float32),
+             match="expected a 1-D C-contiguous array")
