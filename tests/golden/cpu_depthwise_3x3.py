@@ -28,10 +28,10 @@ def where(c, a, b):  # the activations' select, for scalars
 
 @numba.njit(parallel=True, cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
 def kernel(x, wp, b, y, xp, slots):
-    # each slot takes a share of the 512 planes (n, g) and pads them in xp[slot * 3364:]
+    # each slot takes a share of the 512 planes (n, g) and pads them in xp[slot * 3376:]
     for s in numba.prange(slots):
         for f in range(s * 512 // slots, (s + 1) * 512 // slots):
-            xo = s * 3364
+            xo = s * 3376
             # phase 1: the input plane with its zero padding, one padded row per iteration
             nc = f
             for r in range(58):

@@ -391,6 +391,15 @@ def test_transposed_stride2_tiles_hold_both_phases_where_they_match():
     assert "vscatter(" not in kernel.source.split("def tile")[1]
 
 
+def _slots_on_their_own_lines(kernel) -> None:
+    """A slot kernel's slots are whole cache lines (64 bytes) of a scratch that starts on one:
+    no line lies across two slots, which two cores would pass to each other at every plane."""
+    slot = kernel.copy_size
+    assert slot % 16 == 0 and re.search(rf"\bx[os] = s \* {slot}\b", kernel.source)
+    for slots in range(1, 9):  # (each a new allocation: none on a line by chance)
+        assert kernel.buffer((slots * slot,)).ctypes.data % 64 == 0
+
+
 @pytest.mark.parametrize("parallel", [True, False])
 def test_depthwise_slots_share_planes_unevenly(parallel, monkeypatch):
     """Seven planes over three slots (each pads into its own part of the buffer), in both
@@ -404,6 +413,8 @@ def test_depthwise_slots_share_planes_unevenly(parallel, monkeypatch):
     ref = brute_force(desc, *inputs)
     for _ in range(2):
         np.testing.assert_allclose(op(*inputs), ref, rtol=1e-4, atol=1e-4)
+    assert op.kernel.copy_size == 176  # the padded plane's 8 x 21, rounded up to a line
+    _slots_on_their_own_lines(op.kernel)
 
 
 #: depthwise layers for the channels-in-the-lanes kernel: stride 2 over a cropped input
@@ -465,6 +476,8 @@ def test_depthwise_lanes_in_float16_and_in_slots(monkeypatch):
     assert op.kernel.items == 5
     for _ in range(2):
         np.testing.assert_allclose(op(*inputs), brute_force(desc, *inputs), rtol=1e-4, atol=1e-4)
+    assert op.kernel.copy_size == 656  # 9 x 9 pixels of 8 lanes, rounded up to a line
+    _slots_on_their_own_lines(op.kernel)
 
 
 def test_the_planner_takes_depthwise_lanes_on_narrow_rows():
@@ -529,6 +542,7 @@ def test_staged_padding_per_image_and_group_agrees_with_brute_force(name):
         y = np.full(desc.output_tensor.sizes, np.nan, F32)
         kernel(list(inputs), y)
         np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+    _slots_on_their_own_lines(kernel)
 
 
 FLAT = {

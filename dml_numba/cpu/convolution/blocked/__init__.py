@@ -31,6 +31,7 @@ from ...._dims import prod
 from ...._frozen import Derived, is_frozen
 from ..base import ConvolutionKernel, conv_key
 from .plan import BlockPlan, needs_copy, pack_filter, pointwise_as_1d
+from .tile import slot_elements
 
 
 class BlockedKernel(ConvolutionKernel):
@@ -60,6 +61,8 @@ class BlockedKernel(ConvolutionKernel):
         self.copy_size = planes * prod(p.padded) if needs_copy(self.kdesc) else 0
         if p.depthwise and p.pixels:  # a block's planes transposed, padded, always
             self.copy_size = prod(p.padded) * p.lanes
+        if (p.depthwise or p.staged) and self.copy_size:  # a slot each: whole cache lines
+            self.copy_size = slot_elements(self.copy_size)
         self._packed = Derived()  # the packed filter of a frozen (a model's own) filter
 
     def run(self, inputs, y):

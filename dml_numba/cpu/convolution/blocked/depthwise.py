@@ -28,6 +28,7 @@ from .tile import (
     activation_import,
     emit_activation_pass,
     row_block_terms,
+    slot_elements,
     slot_share,
     vector_activation,
 )
@@ -40,15 +41,16 @@ def emit(key) -> str:
     split = d.strides[-1]
     args = f"wp, {'b, ' if d.bias_tensor is not None else ''}y"
     planes = lay.batch * lay.groups
+    slot = slot_elements(lay.plane_in)
     w = SourceWriter()
     loop = header(w, key, imports=(SIMD_IMPORT + (", vload_stride, vstore_raw" if split > 1
                                                   else "") + activation_import(d),))
     with w.block(f"def kernel(x, {args}, xp, slots):"):
         w(f"# each slot takes a share of the {planes} planes (n, g)"
-          + (f" and pads them in xp[slot * {lay.plane_in}:]" if copy else ""))
+          + (f" and pads them in xp[slot * {slot}:]" if copy else ""))
         with slot_share(w, loop, planes):
             if copy:
-                w(f"xo = s * {lay.plane_in}")
+                w(f"xo = s * {slot}")
                 emit_pad_phase(w, "range", 1, lay.size_in, lay.front, lay.padded, split,
                                geometry(d).padded_sizes()[-1], plane="f", base="xo",
                                lanes=lay.lanes, fold=fold_of(lay, d))

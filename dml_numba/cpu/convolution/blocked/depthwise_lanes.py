@@ -34,6 +34,7 @@ from .tile import (
     Vec,
     activation_import,
     emit_activation_pass,
+    slot_elements,
     slot_share,
     vector_activation,
 )
@@ -50,11 +51,12 @@ def emit(key) -> str:
     w = SourceWriter()
     loop = header(w, key, imports=(SIMD_IMPORT + ", vstore_transposed" + activation_import(d),))
     ph, pw = plan.padded
+    slot = slot_elements(ph * pw * plan.lanes)
     with w.block(f"def kernel(x, {args}, xp, slots):"):
         w(f"# each slot takes a share of the {items} (image, block of {plan.lanes} channels) "
-          f"and transposes their planes, padded, into xp[slot * {ph * pw * plan.lanes}:]")
+          f"and transposes their planes, padded, into xp[slot * {slot}:]")
         with slot_share(w, loop, items):
-            w(f"xo = s * {ph * pw * plan.lanes}")
+            w(f"xo = s * {slot}")
             w("pad(x, xp, f, xo)")
             w(f"block(xp, {args}, f, xo)")
     helper_header(w)

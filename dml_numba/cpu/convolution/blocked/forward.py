@@ -59,6 +59,7 @@ from .tile import (
     emit_tile_functions,
     leading_tap_offsets,
     row_block_terms,
+    slot_elements,
     slot_share,
     vector_activation,
 )
@@ -144,13 +145,14 @@ def _emit_staged_kernel(w, loop, d, lay: Layout, coords, outer, runs: Runs) -> N
     of its own: a short parallel loop body compiles faster), then runs the pair's tiles."""
     cg = lay.cin // lay.groups
     items = lay.batch * lay.groups
+    slot = slot_elements(cg * lay.plane_in)
     with w.block(f"def kernel(x, {_args(d)}, xp, slots):"):
         w(f"# each slot takes a share of the {items} (image, group) pairs, pads the group's "
-          f"{cg} input planes into xp[slot * {cg * lay.plane_in}:] and runs every tile of the "
+          f"{cg} input planes into xp[slot * {slot}:] and runs every tile of the "
           "group")
         with slot_share(w, loop, items):
             decompose(w, "f", ["n", "g"], [lay.batch, lay.groups])
-            w(f"xs = s * {cg * lay.plane_in}")
+            w(f"xs = s * {slot}")
             w("pad(x, xp, n, g, xs)")
             tiles = [lay.blocks] + list(lay.out[:-2]) + [runs.row_tiles]
             with w.block(f"for t in range({prod(tiles)}):"):

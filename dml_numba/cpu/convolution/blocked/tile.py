@@ -19,6 +19,7 @@ from contextlib import ExitStack, contextmanager
 from ...._codegen import affine, flat_index
 from ...._dims import prod
 from ..._emit import helper_header
+from ..base import LINE
 from .plan import Layout, needs_copy
 
 #: what the forward blocked kernels' modules import (the strided reads added where rows are split)
@@ -359,6 +360,14 @@ def emit_activation_pass(w, d, loops, at, keep=None) -> None:
         w(f"v = y[{at}]")
         w(f"v = {d.fused_activation.expression('v')}")
         w(f"y[{at}] = v")
+
+
+def slot_elements(elements: int) -> int:
+    """A parallel iteration's slot of ``xp`` for ``elements`` float32 values: rounded up to
+    whole cache lines, so that no two slots share one (the scratch starts on a line:
+    :func:`~..base.line_aligned`)."""
+    per_line = LINE // 4
+    return -(-elements // per_line) * per_line
 
 
 @contextmanager
