@@ -34,6 +34,9 @@ SHAPES = {
     # a pointwise plane whose input (560 KB) outgrows a core's cache: cut into chunks walked
     # outside the channel blocks (narrower tiles: two blocks), a chunk's runs ending mid-plane
     "1x1-chunks-outside": ((1, 64, 40, 56), (8, 64, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),
+    # a small plane over 256 input channels: one run a chunk, chunks outside the blocks (two
+    # images, 13 output channels: the last block a remainder), the last run overlapping
+    "1x1-runs-outside": ((2, 256, 5, 7), (13, 256, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),
     "no-padding-exact": ((1, 3, 6, 10), (4, 3, 3, 3), (1, 1), (1, 1), (0, 0), (0, 0), 1),
     # strided last axis (rows stored by stride phase), with an input longer than the windows read
     "2d-stride2-cropped": ((2, 3, 9, 25), (5, 3, 3, 3), (2, 2), (1, 1), (1, 1), (0, 0), 1),
@@ -336,6 +339,27 @@ def test_channels_tiles_in_passes_are_the_sums_of_one_pass(name):
     np.testing.assert_allclose(results[cblock, False], ref, rtol=1e-4, atol=1e-4)
 
 
+def test_small_planes_over_many_channels_go_one_run_a_chunk_outside_the_blocks():
+    """Pointwise layers of 256 input channels or more on planes of at most RUN_CHUNK_RUNS runs:
+    a chunk a run, chunks outside (every block of a run one after another); fewer channels,
+    bigger planes and the channels tiles as before."""
+    def chunks(xs, ws, lanes=8, budget=12):
+        desc = conv_case(xs, ws, (1, 1), (1, 1), (0, 0), (0, 0), 1)[0]
+        kdesc = cpu_conv.pointwise_as_1d(desc)
+        plan = cpu_conv.block_plan(kdesc, lanes=lanes, budget=budget)
+        lay = planner.Layout.planned(kdesc, plan)
+        return planner.chunks_of(lay), -(-lay.out[-1] // (lay.lanes * lay.vectors))
+
+    for xs, ws in (((1, 576, 14, 14), (96, 576, 1, 1)), ((1, 384, 14, 14), (64, 384, 1, 1)),
+                   ((8, 576, 14, 14), (96, 576, 1, 1)), ((1, 256, 5, 7), (13, 256, 1, 1))):
+        (count, outer), runs = chunks(xs, ws)
+        assert outer and count == runs > 1, (xs, ws)
+    for xs, ws in (((1, 144, 28, 28), (32, 144, 1, 1)), ((1, 192, 14, 14), (64, 192, 1, 1)),
+                   ((1, 256, 56, 56), (64, 256, 1, 1))):
+        (count, outer), runs = chunks(xs, ws)
+        assert not (outer and count == runs), (xs, ws)
+
+
 def test_the_planner_takes_passes_where_a_pass_would_not_fit_the_first_level_cache():
     """Passes where one tap's weights and input of a call outgrow PASS_BYTES on a streamed
     plan (16 registers, where they were measured) with enough tiles a call: MobileNetV2's
@@ -528,8 +552,8 @@ def test_a_3d_flattened_tile_with_an_activation_pass():
     np.testing.assert_allclose(y, leaky(desc, brute_force(desc, *inputs)), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", [k for k in SHAPES if k not in ("1x1-unpadded", "no-padding-exact",
-                                                                 "1x1-chunks-outside")])
+@pytest.mark.parametrize("name", [k for k in SHAPES if k not in (
+    "1x1-unpadded", "no-padding-exact", "1x1-chunks-outside", "1x1-runs-outside")])
 def test_staged_padding_per_image_and_group_agrees_with_brute_force(name):
     """The forward kernel that pads each (image, group) into a per-thread buffer just before its
     tiles (forced on: the rule picks it for batches of groups, four for every thread)."""

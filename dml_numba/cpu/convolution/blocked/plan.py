@@ -481,6 +481,9 @@ CHUNK_BYTES = 128 * 1024
 MIN_ITEMS = 8
 #: what a core's cache keeps of the data one kernel call reads again (half of a 1 MiB L2)
 CACHE_BYTES = 512 * 1024
+#: a one-axis plane of at most RUN_CHUNK_RUNS runs over at least RUN_CHUNK_CHANNELS input
+#: channels goes one run a chunk, outside the channel blocks (:func:`chunks_of`)
+RUN_CHUNK_CHANNELS, RUN_CHUNK_RUNS = 256, 16
 
 
 def chunks_of(lay: Layout) -> tuple:
@@ -491,14 +494,23 @@ def chunks_of(lay: Layout) -> tuple:
     go outside the channel blocks: where that moves fewer bytes from beyond a core's cache
     (CACHE_BYTES) than blocks outside. Blocks outside read the input once (it stays cached) or
     once a block, and the filter once; chunks outside read the input once, and the filter once
-    (it stays cached) or once a chunk."""
+    (it stays cached) or once a chunk.
+
+    A small plane over many input channels (a projection layer on 14 x 14: a run's input, 256
+    channels and more, outgrows the first-level cache) goes one run a chunk, chunks outside:
+    a thread's consecutive iterations are every channel block of one run, which read its input
+    while the core still holds it (measured in MobileNetV2 at batch 1: 384 -> 64 and 576 -> 96
+    on 14 x 14 8 to 13% faster, 0.08 -> 0.07 and 0.16 -> 0.15 ms; at batch 8 level; with 144
+    channels on 28 x 28 up to 19% slower, so not below RUN_CHUNK_CHANNELS)."""
     cg = lay.cin // lay.groups
+    runs = -(-lay.out[-1] // (lay.pixels or lay.lanes * lay.vectors))
+    if cg >= RUN_CHUNK_CHANNELS and runs <= RUN_CHUNK_RUNS and not lay.pixels and runs > 1:
+        return runs, True
     input_bytes = 4 * cg * lay.padded[-1]
     filter_bytes = 4 * cg * lay.mg * lay.kernel[-1]
     items = lay.batch * lay.groups * lay.blocks
-    columns = -(-lay.out[-1] // (lay.pixels or lay.lanes * lay.vectors))
-    wanted = min(columns, max(-(-input_bytes // CHUNK_BYTES), -(-MIN_ITEMS // items)))
-    chunks = -(-columns // -(-columns // wanted))  # as many as chunks of equal runs make
+    wanted = min(runs, max(-(-input_bytes // CHUNK_BYTES), -(-MIN_ITEMS // items)))
+    chunks = -(-runs // -(-runs // wanted))  # as many as chunks of equal runs make
     blocks_outer = filter_bytes + input_bytes * (1 if input_bytes <= CACHE_BYTES else lay.blocks)
     chunks_outer = input_bytes + filter_bytes * (1 if filter_bytes <= CACHE_BYTES else chunks)
     return chunks, chunks > 1 and chunks_outer < blocks_outer
