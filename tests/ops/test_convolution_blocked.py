@@ -691,3 +691,40 @@ def test_pointwise_tiles_prefetch_where_many_input_rows_stream_from_memory(lanes
     x, w, b = (a.astype(np.float64) for a in inputs)
     ref = np.einsum("nchw,kc->nkhw", x, w[:, :, 0, 0]) + b
     np.testing.assert_allclose(k(*inputs), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_a_rows_last_run_takes_fewer_vectors_where_fewer_cover_it(lanes):
+    """A pixels tile of ``lanes x vectors`` outputs a run, on a row that is no multiple of
+    that: the last run in as few vectors as cover the rest (``narrow_tail``), overlapping the
+    run before by less than a vector; every output written (NaN-filled) and right against the
+    float64 brute force; a row of whole runs, a flat plan and a row shorter than one run keep
+    the whole tile."""
+    from dml_numba._host import planned_for
+    from dml_numba.cpu.convolution.blocked import forward as fwd
+
+    cases = [((1, 24, 14, 14), (10, 24, 1, 1), (0, 0), 12),   # 196 flattened outputs
+             ((2, 3, 4, 29), (6, 3, 3, 3), (1, 1), 24),       # rows of 29
+             ((1, 16, 5, 7), (9, 16, 1, 1), (0, 0), 12)]      # 35 flattened
+    taken = 0
+    for xs, ws, pad, budget in cases:
+        desc, inputs = conv_case(xs, ws, (1, 1), (1, 1), pad, pad, 1)
+        kdesc = cpu_conv.pointwise_as_1d(desc) or desc
+        plan = dataclasses.replace(cpu_conv.block_plan(kdesc, lanes=lanes, budget=budget),
+                                   flat=False)
+        lay = planner.Layout.planned(kdesc, plan)
+        span, width = lay.lanes * lay.vectors, lay.out[-1]
+        tail = fwd.narrow_tail(lay, plan)
+        want = -(-(width % span) // lay.lanes)
+        assert tail == (want if width % span and width > span and want < lay.vectors
+                        else 0), (xs, ws, budget, plan)
+        with planned_for(Host(lanes, 2)):
+            kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": False},
+                                    "blocked", plan)
+        assert (f"j = {width - tail * lay.lanes}\n" in kernel.source) == bool(tail)
+        taken += bool(tail)
+        y = np.full(desc.output_tensor.sizes, np.nan, F32)
+        kernel(list(inputs), y)
+        np.testing.assert_allclose(y, leaky(desc, brute_force(desc, *inputs)),
+                                   rtol=1e-4, atol=1e-4)
+    assert taken
