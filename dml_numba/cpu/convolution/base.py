@@ -48,7 +48,6 @@ class ConvolutionKernel(CpuKernel):
             buf = local.buf = line_aligned(shape, self.acc)
         return buf
 
-
     def __call__(self, inputs, out):
         run_in_accumulator(self.acc, self.run, inputs, out)
 

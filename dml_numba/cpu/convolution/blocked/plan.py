@@ -500,7 +500,7 @@ def chunks_of(lay: Layout) -> tuple:
     channels and more, outgrows the first-level cache) goes one run a chunk, chunks outside:
     a thread's consecutive iterations are every channel block of one run, which read its input
     while the core still holds it (measured in MobileNetV2 at batch 1: 384 -> 64 and 576 -> 96
-    on 14 x 14 8 to 13% faster, 0.08 -> 0.07 and 0.16 -> 0.15 ms; at batch 8 level; with 144
+    on 14 x 14 6 to 15% faster, 0.08 -> 0.07 and 0.16 -> 0.15 ms; at batch 8 level; with 144
     channels on 28 x 28 up to 19% slower, so not below RUN_CHUNK_CHANNELS)."""
     cg = lay.cin // lay.groups
     runs = -(-lay.out[-1] // (lay.pixels or lay.lanes * lay.vectors))

@@ -190,9 +190,10 @@ def prefetch_distance(d, spec: TileSpec) -> int:
     input channel of the group at once: with 32 or more, more streams than the hardware
     prefetcher follows, so over planes too big for the caches each line came from memory as
     the tile reached it (measured, MobileNetV2 at batch 8 in the network: 32 -> 16 channels at
-    112x112 1.20 -> 0.75 ms, 96 -> 24 and 144 -> 24 at 56x56 -0.25 and -0.3 ms; at 14x14
-    no gain and up to 9% lost, the lines ahead lying in the next plane). The distance: as many
-    tiles ahead as keep every channel's line within :data:`PREFETCH_BYTES`, 2 to 8 tiles."""
+    112x112 1.16-1.20 -> 0.75-0.80 ms, 96 -> 24 and 144 -> 24 at 56x56 -0.25 and -0.3 to -0.4
+    ms; at 14x14 no gain and up to 9% lost, the lines ahead lying in the next plane). The
+    distance: as many tiles ahead as keep every channel's line within :data:`PREFETCH_BYTES`,
+    2 to 8 tiles."""
     lay = spec.lay
     cg = lay.cin // lay.groups
     if (prod(lay.kernel) != 1 or spec.staged or needs_copy(d) or cg < PREFETCH_CHANNELS
