@@ -342,7 +342,7 @@ def test_channels_tiles_in_passes_are_the_sums_of_one_pass(name):
 def test_small_planes_over_many_channels_go_one_run_a_chunk_outside_the_blocks():
     """Pointwise layers of 256 input channels or more on planes of at most RUN_CHUNK_RUNS runs:
     a chunk a run, chunks outside (every block of a run one after another); fewer channels,
-    bigger planes and the channels tiles as before."""
+    bigger planes, a filter larger than CACHE_BYTES (960 -> 160: 614 KB) as before."""
     def chunks(xs, ws, lanes=8, budget=12):
         desc = conv_case(xs, ws, (1, 1), (1, 1), (0, 0), (0, 0), 1)[0]
         kdesc = cpu_conv.pointwise_as_1d(desc)
@@ -355,7 +355,7 @@ def test_small_planes_over_many_channels_go_one_run_a_chunk_outside_the_blocks()
         (count, outer), runs = chunks(xs, ws)
         assert outer and count == runs > 1, (xs, ws)
     for xs, ws in (((1, 144, 28, 28), (32, 144, 1, 1)), ((1, 192, 14, 14), (64, 192, 1, 1)),
-                   ((1, 256, 56, 56), (64, 256, 1, 1))):
+                   ((1, 256, 56, 56), (64, 256, 1, 1)), ((1, 960, 7, 7), (160, 960, 1, 1))):
         (count, outer), runs = chunks(xs, ws)
         assert not (outer and count == runs), (xs, ws)
 

@@ -501,13 +501,15 @@ def chunks_of(lay: Layout) -> tuple:
     a thread's consecutive iterations are every channel block of one run, which read its input
     while the core still holds it (measured in MobileNetV2 at batch 1: 384 -> 64 and 576 -> 96
     on 14 x 14 6 to 15% faster, 0.08 -> 0.07 and 0.16 -> 0.15 ms; at batch 8 level; with 144
-    channels on 28 x 28 up to 19% slower, so not below RUN_CHUNK_CHANNELS)."""
+    channels on 28 x 28 up to 19% slower, so not below RUN_CHUNK_CHANNELS). Not where the filter
+    outgrows CACHE_BYTES (each chunk would read it from beyond the core's cache again)."""
     cg = lay.cin // lay.groups
     runs = -(-lay.out[-1] // (lay.pixels or lay.lanes * lay.vectors))
-    if cg >= RUN_CHUNK_CHANNELS and runs <= RUN_CHUNK_RUNS and not lay.pixels and runs > 1:
-        return runs, True
     input_bytes = 4 * cg * lay.padded[-1]
     filter_bytes = 4 * cg * lay.mg * lay.kernel[-1]
+    if (cg >= RUN_CHUNK_CHANNELS and 1 < runs <= RUN_CHUNK_RUNS and not lay.pixels
+            and filter_bytes <= CACHE_BYTES):
+        return runs, True
     items = lay.batch * lay.groups * lay.blocks
     wanted = min(runs, max(-(-input_bytes // CHUNK_BYTES), -(-MIN_ITEMS // items)))
     chunks = -(-runs // -(-runs // wanted))  # as many as chunks of equal runs make
