@@ -82,8 +82,7 @@ class Runs:
 
     @classmethod
     def of(cls, lay: Layout, flat: bool) -> Runs:
-        out, step = lay.out, lay.pixels or lay.lanes * lay.vectors
-        columns = -(-out[-1] // step)
+        out, step, columns = lay.out, lay.run, lay.runs
         if flat:
             flat_size = (out[-2] - 1) * lay.padded[-1] + out[-1]
             return cls(-(-flat_size // step), columns, flat_size)
@@ -169,7 +168,7 @@ def _emit_staged_kernel(w, loop, d, lay: Layout, coords, outer, runs: Runs) -> N
 
 def _tile(w, names, d, lay: Layout, plan, mb: int, runs: Runs, outer) -> None:
     """A tile function's body: its rows' offsets, the runs along the row, the tile."""
-    span, flat = lay.pixels or lay.lanes * lay.vectors, plan.flat
+    span, flat = lay.run, plan.flat
     names.let("m0", f"g * {lay.mg} + mbi * {lay.mb}")
     two_d = lay.rank >= 2
     terms_x, terms_y = row_block_terms(d, outer + (["r0"] if two_d and not flat else []),
@@ -230,10 +229,9 @@ def narrow_tail(lay: Layout, plan) -> int:
     computed, 6% more); the tail computes at most ``lanes - 1`` outputs twice."""
     if plan.pixels or plan.flat:
         return 0
-    span = lay.lanes * lay.vectors
-    rest = lay.out[-1] % span
+    rest = lay.out[-1] % lay.run
     vectors = -(-rest // lay.lanes)
-    return vectors if rest and lay.out[-1] > span and vectors < lay.vectors else 0
+    return vectors if rest and lay.runs > 1 and vectors < lay.vectors else 0
 
 
 def row_scratch(lay: Layout, plan) -> bool:

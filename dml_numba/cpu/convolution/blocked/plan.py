@@ -452,6 +452,17 @@ class Layout:
     plane_out: int  # elements of one output plane
     fold: str = ""  # the plan's folded padding (BlockPlan.fold)
 
+    @property
+    def run(self) -> int:
+        """Outputs one tile covers along a row: a channels tile's pixels, else its vectors'
+        lanes."""
+        return self.pixels or self.lanes * self.vectors
+
+    @property
+    def runs(self) -> int:
+        """Runs of :attr:`run` outputs a row takes (the last overlapping where it must)."""
+        return -(-self.out[-1] // self.run)
+
     @classmethod
     def of(cls, key) -> Layout:
         return cls.planned(key.desc, key.plan)
@@ -504,7 +515,7 @@ def chunks_of(lay: Layout) -> tuple:
     channels on 28 x 28 up to 19% slower, so not below RUN_CHUNK_CHANNELS). Not where the filter
     outgrows CACHE_BYTES (each chunk would read it from beyond the core's cache again)."""
     cg = lay.cin // lay.groups
-    runs = -(-lay.out[-1] // (lay.pixels or lay.lanes * lay.vectors))
+    runs = lay.runs
     input_bytes = 4 * cg * lay.padded[-1]
     filter_bytes = 4 * cg * lay.mg * lay.kernel[-1]
     if (cg >= RUN_CHUNK_CHANNELS and 1 < runs <= RUN_CHUNK_RUNS and not lay.pixels

@@ -199,7 +199,7 @@ def prefetch_distance(d, spec: TileSpec) -> int:
     if (prod(lay.kernel) != 1 or spec.staged or needs_copy(d) or cg < PREFETCH_CHANNELS
             or lay.plane_in < PREFETCH_PLANE):
         return 0
-    span = lay.lanes * lay.vectors  # (a row's narrow last run prefetches as the others do)
+    span = lay.run  # (a row's narrow last run prefetches as the others do)
     return span * min(8, max(2, PREFETCH_BYTES // (4 * cg * span)))
 
 
