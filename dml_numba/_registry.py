@@ -90,6 +90,16 @@ def option_values(desc_type, device: str, name: str) -> tuple:
     return tuple(v for v in allowed if v is not None)
 
 
+def has_lowering(desc_type, device: str) -> bool:
+    """Whether ``device`` has a lowering of ``desc_type`` (what a graph rule asks before it
+    makes a descriptor only some devices run)."""
+    try:
+        lowering_for(desc_type, device)
+    except ValidationError:
+        return False
+    return True
+
+
 def load_backend(device: str) -> None:
     """Import a device's backend package (its lowerings register themselves), usable here or
     not."""

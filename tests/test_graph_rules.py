@@ -166,9 +166,29 @@ def _window_then_act(draw, shape):
     return [window, _act(draw, window[0].output.sizes)]
 
 
+def _add(draw, shape):
+    """A sum of the newest tensor and a graph input, either way round (the third element: the
+    newest tensor is input 0)."""
+    r = np.random.default_rng(draw(st.integers(0, 99))).standard_normal(shape)
+    return FD.element_wise_add_desc(_x(shape), _x(shape)), [r.astype(np.float32)], \
+        draw(st.booleans())
+
+
+def _window_then_add(draw, shape):
+    """A window and a sum of its output (a residual, or a blocker: a pooling takes no addend,
+    a convolution may have its activation already), the sum's own activation fused or not
+    (a ReLU of its own after it)."""
+    window = draw(st.sampled_from([_conv, _conv, _pool]))(draw, shape)
+    made = [window, _add(draw, window[0].output.sizes)]
+    if draw(st.booleans()):
+        made.append(_act(draw, window[0].output.sizes))
+    return made
+
+
 KINDS = {"act": _act, "conv-act": _window_then_act, "zero": _zero_pad, "mode": _mode_pad,
          "slice": _slice, "tile": _tile, "conv": _conv, "lp": _lp, "pool": _pool,
-         "pads": _pads_stacked, "crop": _window_then_slice, "padded": _pads_then_window}
+         "pads": _pads_stacked, "crop": _window_then_slice, "padded": _pads_then_window,
+         "add": _add, "conv-add": _window_then_add}
 
 
 def _bind(params, arrays):
@@ -199,8 +219,10 @@ def graphs(draw, kinds=tuple(KINDS), most=6):
             made = KINDS[kind](draw, shape)
         except dml.ValidationError:  # (a window the shrunken tensor cannot hold)
             made = (FD.tile_desc(_x(shape), (1,) * len(shape)), [])
-        for desc, extra in [made] if isinstance(made, tuple) else made:  # (each reads the last)
-            nodes.append((desc, [src] + _bind(params, extra)))
+        for desc, extra, *first in [made] if isinstance(made, tuple) else made:
+            # (each reads the last, as its input 0 unless it says otherwise)
+            bound = _bind(params, extra)
+            nodes.append((desc, [src] + bound if first in ([], [True]) else bound + [src]))
             src = ("node", len(nodes) - 1)
             tensors.append((src, desc.output.sizes))
     read = {s[1] for _, slots in nodes for s in slots if s[0] == "node"}
@@ -300,6 +322,14 @@ def test_the_random_graphs_trigger_every_rule_and_every_blocker():
     @PLAN_SETTINGS
     @given(case=graphs(), device=st.sampled_from(["cpu", "numpy"]))
     def tally(case, device):
+        count(case, device)
+
+    @PLAN_SETTINGS  # (the residual rule's kinds: its blockers are pairs of nodes)
+    @given(case=graphs(kinds=TARGETS["residual"]), device=st.sampled_from(["cpu", "numpy"]))
+    def tally_residual(case, device):
+        count(case, device)
+
+    def count(case, device):
         work = rules.Work(case[0], device)
         for phase in rules.PHASES:
             for k in case[0].order():
@@ -315,11 +345,13 @@ def test_the_random_graphs_trigger_every_rule_and_every_blocker():
                     rule.apply(work, k)
 
     tally()
-    assert applied == {"fuse", "absorb", "fold", "crop", "chain"}
+    tally_residual()
+    assert applied == {"fuse", "absorb", "fold", "crop", "residual", "chain"}
     every = {(r.name, name) for phase in rules.PHASES for r in phase for name, _ in
              r.preconditions}
     every -= {("absorb", "the window's padding reads zeros"),  # (no such window yet: unit test)
-              ("fuse", "the producer computes in floating point")}  # (float32 graphs: unit test)
+              ("fuse", "the producer computes in floating point"),  # (float32 graphs: unit test)
+              *UNIT_TESTED}
     assert every - refused == set()
 
 
@@ -330,12 +362,16 @@ TARGETS = {"fuse": ("conv-act", "conv-act", "act", "conv", "pool", "tile"),
            "absorb": ("zero", "mode", "conv", "lp", "pool", "slice", "pads", "padded"),
            "fold": ("zero", "mode", "conv", "lp", "pool", "pads", "padded"),
            "crop": ("crop", "crop", "conv", "lp", "pool", "slice", "mode", "tile"),
-           "chain": ("zero", "mode", "slice", "tile", "lp")}
+           "chain": ("zero", "mode", "slice", "tile", "lp"),
+           "residual": ("conv-add", "conv-add", "add", "conv", "pool", "act")}
 
 
 #: preconditions the random graphs (float32 throughout) cannot meet: each has a test of its own
 #: that fails without it
-UNIT_TESTED = {("fuse", "the producer computes in floating point")}
+UNIT_TESTED = {("fuse", "the producer computes in floating point"),
+               ("residual", "the device runs an operator with an addend"),
+               ("residual", "the node reads the producer's output with its sizes (not through a "
+                            "view)")}
 
 
 def _preconditions():
@@ -410,7 +446,7 @@ def _conv_on(shape, pads=0, strides=1):
 
 ZERO = FD.padding_desc(_x(X), (0, 0, 1, 1), (0, 0, 1, 1))
 REFLECT = FD.padding_desc(_x(X), (0, 0, 1, 1), (0, 0, 1, 1), P.REFLECTION)
-FUSE, ABSORB, FOLD, CROP, CHAIN = (r for phase in rules.PHASES for r in phase)
+FUSE, ABSORB, FOLD, CROP, RESIDUAL, CHAIN = (r for phase in rules.PHASES for r in phase)
 
 
 @pytest.mark.parametrize("graph, k, why", [
@@ -570,6 +606,129 @@ def test_fuse_needs_a_producer_computing_in_floating_point(monkeypatch):
         plan(g, device="cpu")
 
 
+def _sum(shape=X, act=None):
+    return FD.element_wise_add_desc(_x(shape), _x(shape), act)
+
+
+def _residual(producer, add=None, first=True, outputs=None, extra_readers=()):
+    """producer -> a sum of its output and a graph input (the producer's output its input 0
+    where ``first``, else its input 1), the sum the graph's output unless ``outputs``;
+    ``extra_readers``: (op, node) pairs reading node 0 or 1 as well, graph outputs."""
+    add = add or _sum(producer.output.sizes)
+    nodes = [N(producer, "n0"), N(add, "n1")] + [N(r, f"r{i}") for i, (r, _) in
+                                                  enumerate(extra_readers)]
+    ins = [IN(0, 0, 0)] + [IN(1 + i, 0, i + 1) for i in range(len(producer.bound_inputs()) - 1)]
+    g_in = len(ins)
+    ins.append(IN(g_in, 1, 1 if first else 0))
+    mids = [MID(0, 0, 1, 0 if first else 1)] + [MID(k, 0, 2 + i, 0) for i, (_, k) in
+                                                enumerate(extra_readers)]
+    outs = list(outputs if outputs is not None else [1]) + [2 + i for i in
+                                                          range(len(extra_readers))]
+    return dml.GraphDesc(g_in + 1, len(outs), tuple(nodes), tuple(ins),
+                         tuple(OUT(k, 0, g) for g, k in enumerate(outs)), tuple(mids))
+
+
+_CONV_RELU = FD.convolution_desc(_x(X), W, start_padding=1, end_padding=1,
+                                 fused_activation=dml.ActivationReluOperatorDesc())
+
+
+@pytest.mark.parametrize("graph, why", [
+    (_residual(_CONV), None),
+    (_residual(_CONV, first=False), None),  # the convolution's output as the sum's input 1
+    (_residual(_CONV, _sum(act=dml.ActivationReluOperatorDesc())), None),
+    (_residual(_CONV, FD.element_wise_multiply_desc(_x(X), _x(X))),
+     "the node is a sum of two tensors alike"),
+    # a broadcast addend (a stride of 0): no sum of two tensors alike
+    (_residual(_CONV, dml.ElementWiseAdd1OperatorDesc(
+        dml.TensorDesc(F32, X), dml.TensorDesc(F32, X, (0, 0, 0, 1)), dml.TensorDesc(F32, X))),
+     "the node is a sum of two tensors alike"),
+    (_residual(FD.max_pooling_desc(_x(X), (1, 1))), "the producer takes an addend"),
+    (_residual(_CONV_RELU), "the producer has an empty fused-activation slot"),
+    (_residual(_CONV, outputs=[0, 1]), "the producer is no graph output"),
+    (_residual(_CONV, extra_readers=[(FD.tile_desc(_x(X), (1, 1, 1, 1)), 0)]),
+     "the producer is read by this node alone"),
+])
+def test_residual_preconditions_one_by_one(graph, why):
+    assert _refusal(RESIDUAL, graph, 1) == why
+
+
+def test_residual_needs_a_device_that_runs_an_operator_with_an_addend(monkeypatch):
+    """CUDA has no kernel for a convolution with an addend: the pair stays two steps there;
+    without the precondition the plan holds a step no CUDA kernel runs (its compile refuses
+    it, before anything runs)."""
+    from dml_numba.ops.fused_add import FusedAddDesc
+
+    g = _residual(_CONV)
+    why = "the device runs an operator with an addend"
+    assert _refusal(RESIDUAL, g, 1, device="cuda") == why
+    assert [type(s.op).__name__ for s in plan(g, device="cuda")] == [
+        "ConvolutionOperatorDesc", "ElementWiseAdd1OperatorDesc"]
+    monkeypatch.setattr(RESIDUAL, "preconditions",
+                        tuple(p for p in RESIDUAL.preconditions if p[0] != why))
+    (step,) = plan(g, device="cuda")
+    assert isinstance(step.op, FusedAddDesc)
+    with pytest.raises(dml.ValidationError, match="FusedAddDesc is invalid on device 'cuda'"):
+        dml.compile_operator(step.op, "cuda")
+
+
+def test_residual_needs_the_producer_s_output_with_its_sizes(monkeypatch):
+    """A sum reading the convolution's output through a view (other sizes, the same elements)
+    stays a step of its own; without the precondition the rewritten convolution would write
+    the sum's sizes, which no convolution of its input has (the plan cannot be made)."""
+    flat = (1, 2, 36)
+    g = dml.GraphDesc(3, 1, (N(_CONV, "conv"), N(_sum(flat), "add")),
+                      (IN(0, 0, 0), IN(1, 0, 1), IN(2, 1, 1)), (OUT(1, 0, 0),),
+                      (MID(0, 0, 1, 0),))
+    why = "the node reads the producer's output with its sizes (not through a view)"
+    assert _refusal(RESIDUAL, g, 1) == why
+    x = np.random.default_rng(0).standard_normal(X).astype(np.float32)
+    r = np.random.default_rng(1).standard_normal(flat).astype(np.float32)
+    ref = dml.convolution(x, W, start_padding=1, end_padding=1, device="numpy").reshape(flat) + r
+    assert_close(dml.compile_graph(g, "cpu")(x, W, r), ref, np.float32)
+    monkeypatch.setattr(RESIDUAL, "preconditions",
+                        tuple(p for p in RESIDUAL.preconditions if p[0] != why))
+    with pytest.raises(dml.ValidationError, match="output_tensor"):
+        plan(g, device="cpu")
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["conv-first", "conv-second"])
+def test_a_residual_is_one_step_bit_for_bit_the_two_nodes_on_cpu(first):
+    """conv -> (+ r) -> relu: one step, the convolution taking the addend and the ReLU (fused
+    into the sum first), bit for bit the two nodes' kernels one by one on "cpu" (the sum of
+    two float32 values is the same either way round) and within tolerance of "numpy"."""
+    from dml_numba.ops.fused_add import FusedAddDesc
+
+    g = _residual(_CONV, _sum(act=dml.ActivationReluOperatorDesc()), first=first)
+    (step,) = plan(g, device="cpu")
+    assert isinstance(step.op, FusedAddDesc) and step.nodes == (0, 1)
+    assert step.op.operator.fused_activation == dml.ActivationReluOperatorDesc()
+    assert step.inputs == (("input", 0), ("input", 1), ("input", 2))
+    rng = np.random.default_rng(0)
+    x, r = rng.standard_normal(X).astype(np.float32), rng.standard_normal(X).astype(np.float32)
+    got = dml.compile_graph(g, "cpu")(x, W, r)
+    np.testing.assert_array_equal(got, dml.compile_graph(g, "cpu", fuse=False)(x, W, r))
+    assert_close(got, dml.compile_graph(g, "numpy")(x, W, r), np.float32)
+
+
+def test_a_residual_s_addend_stays_alive_until_the_step_that_reads_it():
+    """x -> a = conv1(x) -> b = conv2(a) -> b + a -> c = conv3(...) : the addend (a) is read by
+    the fused step two steps after it was written; the arena keeps its bytes until then (no
+    step's output placed over it), and the result equals the nodes one by one."""
+    c1 = _CONV
+    nodes = (N(c1, "c1"), N(c1, "c2"), N(_sum(), "add"), N(c1, "c3"))
+    ins = (IN(0, 0, 0), IN(1, 0, 1), IN(1, 1, 1), IN(1, 3, 1))
+    mids = (MID(0, 0, 1, 0), MID(1, 0, 2, 0), MID(0, 0, 2, 1), MID(2, 0, 3, 0))
+    g = dml.GraphDesc(2, 1, nodes, ins, (OUT(3, 0, 0),), mids)
+    steps = plan(g, device="cpu")
+    assert [type(s.op).__name__ for s in steps] == [
+        "ConvolutionOperatorDesc", "FusedAddDesc", "ConvolutionOperatorDesc"]
+    assert steps[1].inputs[-1] == ("buffer", 0)
+    x = np.random.default_rng(0).standard_normal(X).astype(np.float32)
+    for _ in range(2):  # (the second call in the same arena)
+        np.testing.assert_array_equal(dml.compile_graph(g, "cpu")(x, W),
+                                      dml.compile_graph(g, "cpu", fuse=False)(x, W))
+
+
 def test_a_fused_activation_is_one_step_and_right_on_every_device():
     """conv -> relu -> sigmoid: one step, the convolution with the relu fused (the sigmoid
     then stays: the slot is taken), equal to the nodes one by one."""
@@ -604,20 +763,22 @@ def test_a_deep_chain_plans_and_compiles_in_one_step():
 def test_the_graph_names_no_operator_class_and_imports_no_backend():
     """``dml_numba/graph`` reads operators through their traits and the registry: no backend
     module imported, no operator module but the traits' (``ops._base``) and the gather chain
-    (the chain rule's own product), no descriptor class named but ``GatherChainDesc``."""
+    (the chain rule's own product) and the operator with an addend (the residual rule's), no
+    descriptor class named but ``GatherChainDesc`` and ``FusedAddDesc``."""
     import ast
     from pathlib import Path
 
     from dml_numba.ops._base import DESCRIPTOR_TYPES
 
-    classes = {t.__name__ for t in DESCRIPTOR_TYPES} - {"GatherChainDesc"}
+    classes = {t.__name__ for t in DESCRIPTOR_TYPES} - {"GatherChainDesc", "FusedAddDesc"}
     for path in sorted((Path(dml.__file__).parent / "graph").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level:
                 parts = (node.module or "").split(".")
                 assert parts[0] not in ("cpu", "cuda", "vectorized"), (path.name, node.module)
                 if parts[0] == "ops":
-                    assert parts[1:] in (["_base"], ["gather_chain"]), (path.name, node.module)
+                    assert parts[1:] in (["_base"], ["gather_chain"], ["fused_add"]), (
+                        path.name, node.module)
             names = {node.id} if isinstance(node, ast.Name) else {node.attr} if isinstance(
                 node, ast.Attribute) else {a.name for a in node.names} if isinstance(
                 node, ast.ImportFrom) else set()

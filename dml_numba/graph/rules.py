@@ -19,18 +19,24 @@ One word per rewrite, here and in ``docs/GRAPHS.md``:
   (:class:`~dml_numba.ops.gather_chain.GatherChainDesc`);
 * **fuse**: an activation of its own (``as_fused_activation()``), after an operator whose
   ``fused_activation`` slot is empty, becomes that operator's fused activation.
+* **residual**: an addition of two tensors alike (``is_sum()``), one of them the result of an
+  operator that takes an addend (``takes_addend``) and has an empty ``fused_activation`` slot,
+  becomes that operator with the other tensor as its addend and the addition's activation as
+  its own (:class:`~dml_numba.ops.fused_add.FusedAddDesc`, where the device runs one).
 
 Absorb and fold change what the window reads, not what it writes: the padding node stays
-wherever anything else reads it (or it is a graph output). Crop, chain and fuse remove a node's
-output: they need that node to be no graph output and read by the rewritten node alone.
+wherever anything else reads it (or it is a graph output). Crop, chain, fuse and residual
+remove a node's output: they need that node to be no graph output and read by the rewritten
+node alone.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
 
-from .._registry import option_values
+from .._registry import has_lowering, option_values
 from ..ops._base import FOLDS, PAD_KINDS
+from ..ops.fused_add import FusedAddDesc
 
 #: the padding mode a fold reads through, by the AxisMap kind of its gather plan
 _MODES = {kind: mode for mode, kind in FOLDS.items()}
@@ -78,35 +84,37 @@ class Work:
                                     []).append(e.graph_output_index)
         self._output_nodes = {k for k, _ in self.outputs}
 
-    def producer(self, k: int) -> int | None:
-        """The node whose output 0 node ``k`` reads as its input 0 (its tensor), if a node's
-        (a node reading another output, max pooling's indices, has no producer to rewrite
-        with: the rules rewrite a window's or a data movement's values)."""
-        src = self.nodes[k].sources[0] if self.nodes[k].sources else None
+    def producer(self, k: int, slot: int = 0) -> int | None:
+        """The node whose output 0 node ``k`` reads as its input ``slot`` (0: its tensor), if
+        a node's (a node reading another output, max pooling's indices, has no producer to
+        rewrite with: the rules rewrite a window's or a data movement's values)."""
+        sources = self.nodes[k].sources
+        src = sources[slot] if len(sources) > slot else None
         return src[1] if src is not None and src[0] == "node" and src[2] == 0 else None
 
     def read_by_alone(self, p: int, k: int) -> bool:
         """Node ``p``'s output is read by node ``k``'s input 0 and by nothing else."""
         return self.uses[p] == [(k, 0)]
 
-    def reshaped(self, p: int, k: int) -> bool:
-        """Node ``k``'s input 0 sees node ``p``'s output with other sizes (a view)."""
+    def reshaped(self, p: int, k: int, slot: int = 0) -> bool:
+        """Node ``k``'s input ``slot`` sees node ``p``'s output with other sizes (a view)."""
         op = self.nodes[k].op
-        return getattr(op, op.input_fields[0]).sizes != self.nodes[p].op.output.sizes
+        return getattr(op, op.input_fields[slot]).sizes != self.nodes[p].op.output.sizes
 
     def is_output(self, p: int) -> bool:
         """Any output of node ``p`` is a graph output."""
         return p in self._output_nodes
 
     def take_over(self, k: int, p: int, op, whole: bool = False, remove: bool = False,
-                  **fields) -> None:
+                  at: int = 0, **fields) -> None:
         """Node ``k`` becomes ``op`` (covering ``p``'s nodes too), reading what ``p`` reads as
-        its input 0 instead of ``p``'s output; ``whole``: reading every input of ``p`` (``k``
-        becomes ``p``'s operator, rewritten). ``p`` is dropped once nothing reads it and it is
-        no graph output; ``remove``: dropped, its output gone (the rule's preconditions made
-        sure nothing else needs it)."""
+        its input 0 instead of ``p``'s output (which it read as its input ``at``);
+        ``whole``: reading every input of ``p`` (``k`` becomes ``p``'s operator, rewritten).
+        ``p`` is dropped once nothing reads it and it is no graph output; ``remove``:
+        dropped, its output gone (the rule's preconditions made sure nothing else needs
+        it)."""
         n, q = self.nodes[k], self.nodes[p]
-        self.uses[p].remove((k, 0))
+        self.uses[p].remove((k, at))
         if whole:
             n.sources = [None] * len(q.sources)
         for slot in range(len(q.sources)) if whole else (0,):
@@ -374,10 +382,83 @@ class Fuse(Rule):
         return {"options": work.nodes[p].options}
 
 
+def _summand(work, k) -> int:
+    """The input slot of addition ``k`` whose producer the residual rule rewrites: the first
+    whose producer meets every precondition, else the first read from a node (whose refusal
+    is then reported), else 0."""
+    read = [slot for slot in (0, 1) if work.producer(k, slot) is not None]
+    for slot in read:
+        if all(check(work, k, work.producer(k, slot)) for _, check in Residual.preconditions):
+            return slot
+    return read[0] if read else 0
+
+
+def _slot_of(work, k, p) -> int:
+    """The input slot of node ``k`` that reads producer ``p``'s output 0."""
+    return next(i for i, s in enumerate(work.nodes[k].sources)
+                if s is not None and s[0] == "node" and s[1] == p and s[2] == 0)
+
+
+class Residual(Rule):
+    """An addition of two tensors alike, one of them the result of an operator that takes an
+    addend (a convolution) read by the addition alone: the operator adds the other tensor to
+    each result before its fused activation, which becomes the addition's (one pass over
+    memory: the operator's result is never stored alone). Either input may be the operator's
+    (a sum is the same either way round). The operator's own slot must be empty (its
+    activation would come before the sum), and the device must run such an operator."""
+
+    name = "residual"
+    removes = whole = True
+    preconditions = (
+        ("the node is a sum of two tensors alike", lambda w, k, p: w.nodes[k].op.is_sum()),
+        ("the producer takes an addend", lambda w, k, p: w.nodes[p].op.takes_addend),
+        ("the producer has an empty fused-activation slot",
+         lambda w, k, p: w.nodes[p].op.fused_activation is None),
+        ("the device runs an operator with an addend",
+         lambda w, k, p: has_lowering(FusedAddDesc, w.device)),
+        _PRODUCER_NOT_OUTPUT,
+        ("the producer is read by this node alone",
+         lambda w, k, p: w.uses[p] == [(k, _slot_of(w, k, p))]),
+        ("the node reads the producer's output with its sizes (not through a view)",
+         lambda w, k, p: not w.reshaped(p, k, _slot_of(w, k, p))),
+    )
+
+    def refusal(self, work, k):
+        slot = _summand(work, k)
+        if work.producer(k, slot) is None:
+            return "the node reads a node's output"
+        for name, check in self.preconditions:
+            if not check(work, k, work.producer(k, slot)):
+                return name
+        return None
+
+    def rewrite(self, work, k, p):
+        add, op = work.nodes[k].op, work.nodes[p].op
+        slot = _slot_of(work, k, p)
+        other = getattr(add, add.input_fields[1 - slot])
+        return FusedAddDesc(replace(op, fused_activation=add.fused_activation,
+                                    **{op.output_field: add.output}), other)
+
+    def apply(self, work, k):
+        slot = _summand(work, k)
+        p = work.producer(k, slot)
+        op = self.rewrite(work, k, p)
+        other = work.nodes[k].sources[1 - slot]
+        if other is not None and other[0] == "node":
+            work.uses[other[1]].remove((k, 1 - slot))
+        work.take_over(k, p, op, whole=True, remove=True, at=slot,
+                       options=work.nodes[p].options)
+        n = work.nodes[k]
+        n.sources.append(other)
+        if other is not None and other[0] == "node":
+            work.uses[other[1]].append((k, len(n.sources) - 1))
+
+
 #: the rules in phases, each applied to a fixed point before the next: the window rules and
 #: the activations' fusion first (a padding or slice next to a window is worth more there than
-#: in a chain), then chains
-PHASES = ((Fuse(), Absorb(), Fold(), Crop()), (Chain(),))
+#: in a chain), then the residual additions (an addition's activation fused first: it comes
+#: with the sum), then chains
+PHASES = ((Fuse(), Absorb(), Fold(), Crop()), (Residual(),), (Chain(),))
 
 
 def apply_rules(work: Work, order, phases=PHASES) -> None:

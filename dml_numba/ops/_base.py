@@ -91,6 +91,17 @@ class OperatorDesc:
         slot takes), else None (the trait the graph's fuse rule reads)."""
         return None
 
+    #: the operator's result may take an addend before its fused activation (one pass over
+    #: memory for a residual connection: :class:`~.fused_add.FusedAddDesc`, the trait the
+    #: graph's residual rule reads of a producer)
+    takes_addend: ClassVar[bool] = False
+
+    def is_sum(self) -> bool:
+        """Whether this operator's output is its two inputs' sum in floating point, element by
+        element, every tensor read whole (nothing broadcast), then its ``fused_activation``
+        (the trait the graph's residual rule reads of an addition)."""
+        return False
+
     #: each output batch element depends on the same input batch element alone (and on the
     #: other inputs, filters and biases, whole): Dask blocks may run it on a range of the batch
     batch_separable: ClassVar[bool] = False

@@ -187,6 +187,7 @@ class ConvolutionOperatorDesc(OperatorDesc):
 
     exact = False
     batch_separable = True
+    takes_addend = True
 
     def window(self) -> Window | None:
         """FORWARD: the filter's taps over every input channel of the group, the padding read

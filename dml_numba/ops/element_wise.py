@@ -14,6 +14,7 @@ __all__ = ["ElementWiseAddOperatorDesc", "ElementWiseAdd1OperatorDesc",
 
 from dataclasses import dataclass
 
+from .._dims import packed_strides
 from .._dtypes import ALL_TYPES, FLOAT_TYPES
 from ..tensor import TensorDesc
 from ._base import OperatorDesc, check_same_type, check_tensor, check_type
@@ -66,6 +67,12 @@ class ElementWiseAdd1OperatorDesc(_Binary, OperatorDesc):
     def _validate(self, c):
         self._set("fused_activation", _check_activation(c, self.fused_activation))
         _validate(c, self, self.fused_activation)
+
+    def is_sum(self) -> bool:
+        t = self.output_tensor
+        return t.data_type.is_float and all(
+            x.element_strides == packed_strides(x.sizes)
+            for x in (self.a_tensor, self.b_tensor, self.output_tensor))
 
     def elementwise(self, names) -> list:
         """The element's value as assignments to ``v``, from the input elements ``names`` (the

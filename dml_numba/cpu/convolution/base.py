@@ -39,6 +39,12 @@ class ConvolutionKernel(CpuKernel):
         process compiled)."""
         return (self.key,)
 
+    def with_addend(self, desc):
+        """This kernel's computation for ``desc`` (the operator with its activation) taking an
+        addend in its own epilogue (inputs: the operator's, then the addend; the activation
+        after the sum), or None where it takes none (:mod:`dml_numba.cpu.fused_add`)."""
+        return None
+
     def buffer(self, shape) -> np.ndarray:
         """A scratch array of ``shape`` in the accumulator type, one per calling thread, kept
         between calls, starting on a cache line (:func:`line_aligned`)."""

@@ -232,6 +232,8 @@ class Tile(Variant):
 
     algorithm = "blocked"
     kernel = BlockedKernel
+    #: the tile adds an addend to each output in its epilogue (``BlockPlan.addend``)
+    takes_addend = False
 
     def owns(self, desc, algorithm, plan) -> bool:
         return algorithm == "blocked" and plan is not None and self.takes(desc, plan)
@@ -357,6 +359,7 @@ class Pixels(Tile):
 
     name = "pixels"
     emitters = {"blocked": forward.emit, "blocked-staged": forward.emit}
+    takes_addend = True
 
     def takes(self, desc, plan):
         return (desc.direction == ConvolutionDirection.FORWARD and not plan.depthwise
@@ -457,6 +460,7 @@ class Channels(Tile):
 
     name = "channels"
     emitters = {"blocked-channels": forward.emit, "blocked-channels-staged": forward.emit}
+    takes_addend = True
 
     def takes(self, desc, plan):
         return bool(plan.pixels)

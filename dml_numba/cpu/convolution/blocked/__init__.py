@@ -22,6 +22,7 @@ its kernel and its emitter.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -41,13 +42,13 @@ class BlockedKernel(ConvolutionKernel):
     algorithm = "blocked"
 
     def __init__(self, desc, options, plan: BlockPlan, variant):
-        self.desc = desc
+        self.desc, self.options, self.tile = desc, options, variant
         self.kdesc = pointwise_as_1d(desc) or desc  # what the kernel is generated for
         self.plan = plan
         p = self.plan
         key = KernelKey("cpu", self.kdesc, variant.kind(self.kdesc, p),
                         conv_key(desc, options).parallel, plan=p)
-        n_args = 5 if desc.bias_tensor is not None else 4
+        n_args = 4 + (desc.bias_tensor is not None) + plan.addend
         slots = [(np.dtype(np.int64), 0)] if p.depthwise or p.staged else []
         super().__init__(key, variant.emit, [(self.acc, 1)] * n_args + slots, options)
         # elements of the padded copy of the input (0: the kernel reads the input in place);
@@ -65,6 +66,15 @@ class BlockedKernel(ConvolutionKernel):
             self.copy_size = slot_elements(self.copy_size)
         self._packed = Derived()  # the packed filter of a frozen (a model's own) filter
 
+    def with_addend(self, desc):
+        """The same tile adding the addend in its epilogue (float32, the pixels and channels
+        tiles: :attr:`BlockPlan.addend`); float16 would round the sum once where the nodes
+        one by one round the convolution's result first."""
+        if not (self.tile.takes_addend and self.acc == desc.output.data_type.numpy):
+            return None
+        return BlockedKernel(desc, self.options, dataclasses.replace(self.plan, addend=True),
+                             self.tile)
+
     def run(self, inputs, y):
         self._call_on(inputs, y)()
 
@@ -81,7 +91,9 @@ class BlockedKernel(ConvolutionKernel):
         filter packed), as a call of no arguments."""
         x = np.ascontiguousarray(inputs[0]).reshape(-1)
         wp = self._packed.get(inputs[1], lambda w: pack_filter(self.kdesc, w, self.plan))
-        bias = [inputs[2].reshape(-1)] if len(inputs) > 2 else []
+        bias = [inputs[2].reshape(-1)] if self.desc.bias_tensor is not None else []
+        if self.plan.addend:  # (read only: a view, or a copy where it is strided)
+            bias.append(inputs[-1].reshape(-1))
         if self.plan.depthwise or self.plan.staged:  # a padded plane / group per slot
             return functools.partial(self._slots, x, wp, bias, y.reshape(-1))
         xp = self.buffer((self.copy_size,)) if self.copy_size else x

@@ -61,6 +61,7 @@ from .tile import (
     row_block_terms,
     slot_elements,
     slot_share,
+    tile_arrays,
     vector_activation,
 )
 
@@ -113,17 +114,15 @@ def emit(key) -> str:
     else:
         _emit_whole_input_kernel(w, loop, d, lay, coords, runs)
     emit_tile_functions(w, lambda mb, names: _tile(w, names, d, lay, plan, mb, runs, outer),
-                        lay, coords, d.bias_tensor is not None)
+                        lay, coords, tile_arrays(d, lay))
     return w.text()
 
 
-def _args(d) -> str:
-    return f"wp, {'b, ' if d.bias_tensor is not None else ''}y"
 
 
 def _emit_whole_input_kernel(w, loop, d, lay: Layout, coords, runs: Runs) -> None:
     """The input padded whole first (phase 1), then the tiles in one (p)range (phase 2)."""
-    with w.block(f"def kernel(x, {_args(d)}, xp):"):
+    with w.block(f"def kernel(x, wp, {tile_arrays(d, lay)}, xp):"):
         if needs_copy(d):
             emit_pad_phase(w, loop, lay.batch * lay.cin, lay.size_in, lay.front, lay.padded,
                            d.strides[-1], geometry(d).padded_sizes()[-1], lanes=lay.lanes,
@@ -136,7 +135,7 @@ def _emit_whole_input_kernel(w, loop, d, lay: Layout, coords, runs: Runs) -> Non
             decompose(w, "f", coords, [lay.batch, lay.groups] + (
                 [runs.row_tiles, lay.blocks] if coords[2] == "rt" else
                 [lay.blocks] + list(lay.out[:-2]) + [runs.row_tiles]))
-            call_tiles(w, lay, coords, d.bias_tensor is not None)
+            call_tiles(w, lay, coords, tile_arrays(d, lay))
 
 
 def _emit_staged_kernel(w, loop, d, lay: Layout, coords, outer, runs: Runs) -> None:
@@ -145,7 +144,7 @@ def _emit_staged_kernel(w, loop, d, lay: Layout, coords, outer, runs: Runs) -> N
     cg = lay.cin // lay.groups
     items = lay.batch * lay.groups
     slot = slot_elements(cg * lay.plane_in)
-    with w.block(f"def kernel(x, {_args(d)}, xp, slots):"):
+    with w.block(f"def kernel(x, wp, {tile_arrays(d, lay)}, xp, slots):"):
         w(f"# each slot takes a share of the {items} (image, group) pairs, pads the group's "
           f"{cg} input planes into xp[slot * {slot}:] and runs every tile of the "
           "group")
@@ -156,7 +155,7 @@ def _emit_staged_kernel(w, loop, d, lay: Layout, coords, outer, runs: Runs) -> N
             tiles = [lay.blocks] + list(lay.out[:-2]) + [runs.row_tiles]
             with w.block(f"for t in range({prod(tiles)}):"):
                 decompose(w, "t", ["mbi"] + outer + ["rt"], tiles)
-                call_tiles(w, lay, coords, d.bias_tensor is not None)
+                call_tiles(w, lay, coords, tile_arrays(d, lay))
     helper_header(w)
     with w.block("def pad(x, xp, n, g, xs):"):
         with w.block(f"for c in range({cg}):"):
@@ -268,9 +267,9 @@ def _emit_row_out(w, names, d, lay: Layout, mb: int) -> None:
             block("0")
         if rest:
             block(str(W - L))
-    if d.fused_activation is not None and vector_activation(d) is None:
+    if lay.addend or (d.fused_activation is not None and vector_activation(d) is None):
         emit_activation_pass(w, d, [("m", mb), ("q", W)],
-                             f"(n * {lay.cout} + m0 + m) * {lay.plane_out} + yr0 + q")
+                             f"(n * {lay.cout} + m0 + m) * {lay.plane_out} + yr0 + q", lay=lay)
 
 
 def _last_taps(d, lay: Layout) -> list:

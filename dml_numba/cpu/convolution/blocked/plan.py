@@ -72,6 +72,10 @@ class BlockPlan:
     #: between passes, so that a pass's weights and input stay in the first-level cache while
     #: every tile reads them (:func:`channel_passes`)
     cblock: int = 0
+    #: FORWARD (the pixels and channels tiles): a tensor of the output's sizes added to each
+    #: output before the fused activation, over each stored tile while it is in the
+    #: first-level cache (the kernel's argument ``r``: a graph's residual connection)
+    addend: bool = False
 
     @property
     def accumulators(self) -> int:
@@ -87,10 +91,10 @@ class BlockPlan:
             return (f"{self.lanes} {self.mb} {self.rows} {self.pixels}px"
                     + (" streamed" if self.streamed else "")
                     + (f" c{self.cblock}" if self.cblock else "")
-                    + (f" {self.fold}" if self.fold else ""))
+                    + (f" {self.fold}" if self.fold else "") + (" +r" if self.addend else ""))
         return (f"{self.lanes} {self.mb} {self.rows} {self.vectors}"
                 + (f" {self.phases}" if self.phases > 1 else "") + (" flat" if self.flat else "")
-                + (f" {self.fold}" if self.fold else ""))
+                + (f" {self.fold}" if self.fold else "") + (" +r" if self.addend else ""))
 
 
 def budget_for(host: Host, taps: int, spatial: int) -> int:
@@ -451,6 +455,7 @@ class Layout:
     plane_in: int  # elements of one padded input plane
     plane_out: int  # elements of one output plane
     fold: str = ""  # the plan's folded padding (BlockPlan.fold)
+    addend: bool = False  # the plan's addend (BlockPlan.addend)
 
     @property
     def run(self) -> int:
@@ -481,7 +486,7 @@ class Layout:
                    d.group_count, mg, blocks, mg - (blocks - 1) * p.mb, tuple(front),
                    tuple(padded), tuple(prod(padded[i + 1:]) for i in range(nd)),
                    tuple(prod(out[i + 1:]) for i in range(nd)), prod(padded), prod(out),
-                   p.fold)
+                   p.fold, p.addend)
 
 
 #: a chunk of a one-axis plane (a pointwise convolution's flattened pixels) reads at most this

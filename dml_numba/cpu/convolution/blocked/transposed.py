@@ -25,6 +25,7 @@ from .tile import (
     call_tiles,
     emit_tile,
     emit_tile_functions,
+    tile_arrays,
 )
 
 #: what the transposed kernels' modules import (vrelu too: a fused ReLU is applied in vectors;
@@ -44,7 +45,7 @@ def emit(key) -> str:
     rows_per_phase = -(-out[-2] // st[-2]) if nd >= 2 else 1  # the most rows a row phase has
     lead = [] if nd == 1 else [st[-2], -(-rows_per_phase // lay.rows)]
     coords = ["n", "g", "mbi"] + outer + (["rr", "rt"] if nd >= 2 else [])
-    with w.block(f"def kernel(x, wp, {'b, ' if d.bias_tensor is not None else ''}y, xp):"):
+    with w.block(f"def kernel(x, wp, {tile_arrays(d, lay)}, xp):"):
         if needs_copy(d):
             emit_pad_phase(w, loop, lay.batch * lay.cin, lay.size_in, lay.front, lay.padded,
                            lanes=lay.lanes)
@@ -54,9 +55,9 @@ def emit(key) -> str:
         count = lay.batch * lay.groups * lay.blocks * prod(out[:-2]) * prod(lead)
         with w.block(f"for f in {loop}({count}):"):
             decompose(w, "f", coords, [lay.batch, lay.groups, lay.blocks] + list(out[:-2]) + lead)
-            call_tiles(w, lay, coords, d.bias_tensor is not None)
+            call_tiles(w, lay, coords, tile_arrays(d, lay))
     emit_tile_functions(w, lambda mb, names: _tile(w, names, d, lay, key.plan, phases, mb, outer),
-                        lay, coords, d.bias_tensor is not None)
+                        lay, coords, tile_arrays(d, lay))
     return w.text()
 
 
