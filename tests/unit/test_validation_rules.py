@@ -106,6 +106,13 @@ EXTRA = [  # (make, expected 'Owner.field' at the start of the message)
     (lambda: dml.GatherChainDesc(T(F32, (3,)), T(F32, (4,)), (
         dml.TileOperatorDesc(T(F32, (2,)), T(F32, (4,)), (2,)),)),
      r"GatherChainDesc.operators\[0\].input_tensor.sizes"),
+    # an operator with an addend (a graph's residual rule)
+    (lambda: dml.FusedAddDesc(dml.TileOperatorDesc(T(F32, (2,)), T(F32, (4,)), (2,)),
+                              T(F32, (4,))), r"FusedAddDesc.operator"),
+    (lambda: dml.FusedAddDesc(conv(), T(F32, (2, 6, 3, 5))), r"FusedAddDesc.addend_tensor.sizes"),
+    (lambda: dml.FusedAddDesc(conv(), T(dml.DataType.FLOAT16, (2, 6, 3, 4))),
+     r"FusedAddDesc.addend_tensor.data_type"),
+    (lambda: dml.FusedAddDesc(conv(), "r"), r"FusedAddDesc.addend_tensor"),
     # the pooling, element-wise, normalization, matrix and join operators
     (lambda: dml.AveragePooling1OperatorDesc(T(F32, (1, 1, 4)), T(F32, (1, 1, 3)), (1,), (2,),
                                              (0,), (0,), (1,), "yes"),

@@ -91,9 +91,11 @@ class BlockedKernel(ConvolutionKernel):
         filter packed), as a call of no arguments."""
         x = np.ascontiguousarray(inputs[0]).reshape(-1)
         wp = self._packed.get(inputs[1], lambda w: pack_filter(self.kdesc, w, self.plan))
-        bias = [inputs[2].reshape(-1)] if self.desc.bias_tensor is not None else []
-        if self.plan.addend:  # (read only: a view, or a copy where it is strided)
-            bias.append(inputs[-1].reshape(-1))
+        # the bias and the addend, flat (read only: views, or copies where they are strided)
+        bias = [np.ascontiguousarray(inputs[2]).reshape(-1)] if (
+            self.desc.bias_tensor is not None) else []
+        if self.plan.addend:
+            bias.append(np.ascontiguousarray(inputs[-1]).reshape(-1))
         if self.plan.depthwise or self.plan.staged:  # a padded plane / group per slot
             return functools.partial(self._slots, x, wp, bias, y.reshape(-1))
         xp = self.buffer((self.copy_size,)) if self.copy_size else x

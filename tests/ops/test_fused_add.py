@@ -1,0 +1,200 @@
+"""An operator with an addend (a graph's residual connection, FusedAddDesc): every blocked
+FORWARD tile that adds it in its epilogue (pixels tiles by rows, flattened, staged, with a
+narrow last run; channels tiles whole, through a row scratch, in passes over the input
+channels) against the definition (brute force in float64, the addend, then the activation),
+and bit for bit against the same tile without the addend followed by the addition in float32;
+the kernels that take no addend (Winograd, direct, GEMM, float16) running ADD1 after them in
+place; the "numpy" device; an output overlapping the addend refused (validation: in
+tests/unit/test_validation_rules.py)."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import dml_numba as dml
+from dml_numba.cpu import convolution as cpu_conv
+from dml_numba.cpu._emit import Host
+from dml_numba.cpu.convolution.blocked import forward
+from dml_numba.cpu.convolution.blocked import plan as planner
+from dml_numba.ops.fused_add import FusedAddDesc
+from tests.cases import conv_case as _conv_case
+from tests.ops.test_convolution_blocked import CHANNELS, FLAT, SHAPES, brute_force
+
+RELU = dml.ActivationReluOperatorDesc()
+LEAKY = dml.ActivationLeakyReluOperatorDesc(0.1)
+SIGMOID = dml.ActivationSigmoidOperatorDesc()
+
+
+def conv_case(args, act):
+    """A case of the blocked tables (none with an activation of its own) with ``act``."""
+    return _conv_case(*args, act=act)
+
+
+def with_addend(desc):
+    return FusedAddDesc(desc, dml.TensorDesc(desc.output.data_type, desc.output.sizes))
+
+
+def activated(act, v):
+    """``v`` (float64) through ``act`` by its definition."""
+    if act is None:
+        return v
+    if act == RELU:
+        return np.maximum(v, 0)
+    if act == LEAKY:
+        return np.where(v >= 0, v, 0.1 * v)
+    assert act == SIGMOID
+    return 1 / (1 + np.exp(-v))
+
+
+def _plans():
+    """(case name, table, plan maker) of each kind of blocked FORWARD tile."""
+    def pixels(lanes, budget, **kw):
+        return lambda kd: planner.block_plan(kd, lanes=lanes, budget=budget, **kw)
+
+    def channels(host, staged=False):
+        return lambda kd: planner.channel_plan(kd, host, staged=staged)
+
+    return [
+        ("rows", SHAPES["2d-tails"], pixels(8, 12, staged=False)),
+        ("rows-16-lanes", SHAPES["2d-groups-rowstride-dil"], pixels(16, 24)),
+        ("staged", SHAPES["2d-asym-pad-convmode"], pixels(4, 4, staged=True)),
+        ("flat", FLAT["2d-tails"], pixels(8, 12, staged=False, flat_gain=100.0)),
+        ("1x1-narrow-tail", ((2, 16, 14, 14), (12, 16, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),
+         pixels(8, 12)),
+        ("1x1-runs-outside", SHAPES["1x1-runs-outside"], pixels(8, 12)),
+        ("channels", CHANNELS["2d-two-vectors"], channels(Host(16, 2))),
+        ("channels-row-scratch", CHANNELS["2d-two-vectors"], channels(Host(8, 2))),
+        ("channels-staged", CHANNELS["2d-stride2-cropped"], channels(Host(8, 2), staged=True)),
+        ("channels-1x1", CHANNELS["1x1-in-place"], channels(Host(8, 2))),
+    ]
+
+
+#: each tile with no activation, a ReLU (a vector form: the pass in vectors) and a sigmoid
+#: (none: the pass element by element), in turn
+PLANS = [plan + (act,) for plan, act in zip(_plans(), [None, RELU, SIGMOID] * 4)]
+
+
+@pytest.mark.parametrize("name, args, make, act", PLANS, ids=[
+    f"{p[0]}-{type(p[3]).__name__[10:-12].lower() or 'none'}" for p in PLANS])
+def test_every_forward_tile_adds_the_addend_before_its_activation(name, args, make, act):
+    """Each tile, its plan with the addend: every output written (NaN-filled first), equal to
+    the definition within tolerance, and bit for bit the same tile without the addend, then
+    the sum in float32 and the activation (ReLU exact; the sigmoid's scalar pass the same
+    formula either way)."""
+    desc, inputs = conv_case(args, act)
+    kdesc = cpu_conv.pointwise_as_1d(desc) or desc
+    plan = make(kdesc)
+    assert plan is not None, name
+    fused = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": name.endswith("scratch")},
+                           "blocked", dataclasses.replace(plan, addend=True))
+    assert fused.key.plan.label.endswith(" +r")
+    assert "ad[" in fused.source or "vload(ad" in fused.source
+    if name == "flat":
+        assert plan.flat
+    if name == "channels-row-scratch":
+        assert forward.row_scratch(planner.Layout.planned(kdesc, plan), plan)
+    r = np.random.default_rng(7).standard_normal(desc.output.sizes).astype(np.float32)
+    y = np.full(desc.output.sizes, np.nan, np.float32)
+    fused(list(inputs) + [r], y)
+    ref = activated(act, brute_force(desc, *inputs, *[None] * (3 - len(inputs))) + r)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+    bare_desc = dataclasses.replace(desc, fused_activation=None)
+    bare = cpu_conv.build(bare_desc, {"algorithm": "blocked", "parallel": False}, "blocked",
+                          plan)
+    z = np.empty_like(y)
+    bare(list(inputs), z)
+    then = dml.compile_operator(with_addend(desc).addition(), "cpu")(z, r)
+    np.testing.assert_array_equal(y, then)
+
+
+@pytest.mark.parametrize("algorithm", ["winograd", "direct", "gemm"])
+def test_kernels_without_an_addend_run_the_addition_after_them_in_place(algorithm):
+    """A kernel that takes no addend (Winograd, direct, GEMM): the bare kernel, then ADD1's
+    kernel over its output in place with the activation: bit for bit the two operators one
+    by one."""
+    desc, inputs = conv_case(SHAPES["no-padding-exact"] if algorithm == "winograd" else
+                             SHAPES["2d-tails"], RELU)
+    d = with_addend(desc)
+    op = dml.compile_operator(d, "cpu", algorithm=algorithm)
+    assert not op.kernel.fused and op.kernel.kernel.algorithm == algorithm
+    r = np.random.default_rng(3).standard_normal(desc.output.sizes).astype(np.float32)
+    got = op(*inputs, r)
+    conv = dml.compile_operator(dataclasses.replace(desc, fused_activation=None), "cpu",
+                                algorithm=algorithm)(*inputs)
+    np.testing.assert_array_equal(got, np.maximum(conv + r, 0))
+    np.testing.assert_allclose(got, dml.compile_operator(d, "numpy")(*inputs, r), rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_float16_rounds_the_convolution_before_the_sum():
+    """float16: the blocked kernel computes in float32, so adding the addend in its epilogue
+    would round the sum once where the two nodes round the convolution's result first: the
+    addition runs after it instead, and the result is the nodes' one by one, bit for bit."""
+    desc, inputs = _conv_case(*SHAPES["2d-tails"], dtype=np.float16)
+    d = with_addend(desc)
+    op = dml.compile_operator(d, "cpu", algorithm="blocked")
+    assert not op.kernel.fused
+    r = np.random.default_rng(3).standard_normal(desc.output.sizes).astype(np.float16)
+    conv = dml.compile_operator(desc, "cpu", algorithm="blocked")(*inputs)
+    expect = (conv.astype(np.float32) + r.astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(op(*inputs, r), expect)
+
+
+def test_the_default_choice_and_the_numpy_device():
+    """``compile_operator`` with no options: the static choice for the convolution alone,
+    given the addend where its kernel takes one; the "numpy" device: the nodes' vectorised
+    variants one by one; both the definition's values; strided addends read right."""
+    desc, inputs = conv_case(((1, 8, 9, 20), (16, 8, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),
+                             LEAKY)
+    d = with_addend(desc)
+    big = np.random.default_rng(4).standard_normal((1, 16, 9, 40)).astype(np.float32)
+    r = big[:, :, :, ::2]  # strided views (evenly: their flat views too): read through copies
+    inputs[2] = np.repeat(inputs[2], 2, axis=1)[:, ::2]
+    assert not inputs[2].flags.c_contiguous
+    ref = activated(LEAKY, brute_force(desc, *inputs) + r)
+    for device in ("cpu", "numpy"):
+        got = dml.compile_operator(d, device)(*inputs, r)
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    assert dml.compile_operator(d, "cpu").kernel.fused
+    # (the convolution alone reads such a bias too)
+    np.testing.assert_allclose(dml.compile_operator(desc, "cpu")(*inputs),
+                               activated(LEAKY, brute_force(desc, *inputs)), rtol=1e-4, atol=1e-4)
+
+
+def test_an_output_overlapping_the_addend_is_refused():
+    """The kernel writes each output tile before it reads the addend there: an ``out`` that
+    is the addend (or overlaps it) is refused before anything runs, on every device."""
+    desc, inputs = conv_case(((1, 4, 6, 10), (4, 4, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),
+                             None)
+    d = with_addend(desc)
+    r = np.random.default_rng(0).standard_normal(desc.output.sizes).astype(np.float32)
+    keep = r.copy()
+    for device in ("cpu", "numpy"):
+        op = dml.compile_operator(d, device)
+        with pytest.raises(dml.ValidationError, match="overlap"):
+            op(*inputs, r, out=r)
+        np.testing.assert_array_equal(r, keep)
+
+
+def test_the_addend_is_prefetched_as_each_tile_starts():
+    """A tile with the addend fetches the lines its pass will read as it starts (the first
+    and last element of each of its channels' runs, each line between); a channels tile in
+    passes over the input channels only in the last pass (the one that stores); none without
+    the addend."""
+    desc, _ = conv_case(((1, 16, 14, 14), (12, 16, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),
+                        None)
+    kdesc = cpu_conv.pointwise_as_1d(desc)
+    plan = planner.block_plan(kdesc, lanes=8, budget=12)
+    src = cpu_conv.build(desc, {"algorithm": "blocked"}, "blocked",
+                         dataclasses.replace(plan, addend=True)).source
+    span = plan.lanes * plan.vectors
+    assert f"prefetch(ad, (n * 12 + m0 + m) * 196 + yr0 + r * 0 + j + {span - 1})" in src
+    assert "prefetch(ad, (n * 12 + m0 + m) * 196 + yr0 + r * 0 + j + 0)" in src
+    assert "prefetch(ad" not in cpu_conv.build(desc, {"algorithm": "blocked"}, "blocked",
+                                               plan).source
+    wide, _ = conv_case(((1, 256, 7, 7), (32, 256, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1),
+                        None)
+    kd = cpu_conv.pointwise_as_1d(wide)
+    passes = dataclasses.replace(planner.channel_plan(kd, Host(8, 2)), cblock=64, addend=True)
+    src = cpu_conv.build(wide, {"algorithm": "blocked"}, "blocked", passes).source
+    assert "if c0 >= 192:\n" in src and src.count("prefetch(ad") == 2
