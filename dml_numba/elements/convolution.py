@@ -65,12 +65,16 @@ def bias_element(desc, channel: str = "m") -> str:
 
 
 def conv_epilogue(w: SourceWriter, desc, value: str, target: str, *, load=lambda e: e,
-                  bias: str | None = None, channel: str = "m") -> None:
-    """``target = act(value + bias[channel])``; ``v`` is its own variable, so the accumulator's
-    type stays narrow. ``bias`` overrides the default read of :func:`bias_element`."""
+                  bias: str | None = None, channel: str = "m", addend: str | None = None) -> None:
+    """``target = act(value + bias[channel] (+ addend))``; ``v`` is its own variable, so the
+    accumulator's type stays narrow. ``bias`` overrides the default read of
+    :func:`bias_element`; ``addend``: an element added after the bias, before the activation
+    (a residual connection's)."""
     if desc.bias_tensor is not None and bias is None:
         bias = load(bias_element(desc, channel))
     w(f"v = {value}" + (f" + {bias}" if desc.bias_tensor is not None else ""))
+    if addend is not None:
+        w(f"v = v + {addend}")
     if desc.fused_activation is not None:
         w(f"v = {desc.fused_activation.expression('v')}")
     w(f"{target} = v")

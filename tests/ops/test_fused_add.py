@@ -3,8 +3,9 @@ FORWARD tile that adds it in its epilogue (pixels tiles by rows, flattened, stag
 narrow last run; channels tiles whole, through a row scratch, in passes over the input
 channels) against the definition (brute force in float64, the addend, then the activation),
 and bit for bit against the same tile without the addend followed by the addition in float32;
-the kernels that take no addend (Winograd, direct, GEMM, float16) running ADD1 after them in
-place; the "numpy" device; an output overlapping the addend refused (validation: in
+Winograd's output transform (and its direct sum where its sums are not finite); the kernels
+that take no addend (direct, GEMM, float16) running ADD1 after them in place; the "numpy"
+device; an output overlapping the addend refused (validation: in
 tests/unit/test_validation_rules.py)."""
 import dataclasses
 
@@ -107,13 +108,11 @@ def test_every_forward_tile_adds_the_addend_before_its_activation(name, args, ma
     np.testing.assert_array_equal(y, then)
 
 
-@pytest.mark.parametrize("algorithm", ["winograd", "direct", "gemm"])
+@pytest.mark.parametrize("algorithm", ["direct", "gemm"])
 def test_kernels_without_an_addend_run_the_addition_after_them_in_place(algorithm):
-    """A kernel that takes no addend (Winograd, direct, GEMM): the bare kernel, then ADD1's
-    kernel over its output in place with the activation: bit for bit the two operators one
-    by one."""
-    desc, inputs = conv_case(SHAPES["no-padding-exact"] if algorithm == "winograd" else
-                             SHAPES["2d-tails"], RELU)
+    """A kernel that takes no addend (direct, GEMM): the bare kernel, then ADD1's kernel over
+    its output in place with the activation: bit for bit the two operators one by one."""
+    desc, inputs = conv_case(SHAPES["2d-tails"], RELU)
     d = with_addend(desc)
     op = dml.compile_operator(d, "cpu", algorithm=algorithm)
     assert not op.kernel.fused and op.kernel.kernel.algorithm == algorithm
@@ -124,6 +123,48 @@ def test_kernels_without_an_addend_run_the_addition_after_them_in_place(algorith
     np.testing.assert_array_equal(got, np.maximum(conv + r, 0))
     np.testing.assert_allclose(got, dml.compile_operator(d, "numpy")(*inputs, r), rtol=1e-4,
                                atol=1e-4)
+
+
+@pytest.mark.parametrize("act", [None, RELU, SIGMOID], ids=["none", "relu", "sigmoid"])
+def test_winograd_adds_the_addend_in_its_output_transform(act):
+    """Winograd's output transform adds the addend after the bias, before the activation (its
+    filter, input and product kernels are the plain ones'): bit for bit Winograd without the
+    activation, then the addition in float32 and the activation."""
+    desc, inputs = conv_case(SHAPES["no-padding-exact"], act)
+    op = dml.compile_operator(with_addend(desc), "cpu", algorithm="winograd")
+    assert op.kernel.fused and op.kernel.kernel.algorithm == "winograd"
+    assert "ad[yr + ox]" in op.kernel.source
+    r = np.random.default_rng(3).standard_normal(desc.output.sizes).astype(np.float32)
+    got = op(*inputs, r)
+    conv = dml.compile_operator(dataclasses.replace(desc, fused_activation=None), "cpu",
+                                algorithm="winograd")(*inputs)
+    np.testing.assert_array_equal(got, dml.compile_operator(with_addend(desc).addition(),
+                                                            "cpu")(conv, r))
+    np.testing.assert_allclose(got, activated(act, brute_force(desc, *inputs) + r), rtol=1e-4,
+                               atol=1e-4)
+
+
+@pytest.mark.parametrize("blocked", [True, False], ids=["blocked", "direct"])
+def test_winograd_s_direct_sum_takes_the_addend_too(blocked, monkeypatch):
+    """A call whose Winograd sums are not finite is the direct sum's (the blocked tile the
+    static choice takes, adding the addend itself; or, where there is none, the direct loop
+    nest then the addition in place): with the addend, the sum and the activation of the two
+    nodes one by one."""
+    from dml_numba.cpu.convolution import choice
+
+    if not blocked:
+        monkeypatch.setattr(choice, "choose", lambda desc, among=None: ("direct", None))
+    desc, inputs = conv_case(SHAPES["no-padding-exact"], RELU)
+    x = inputs[0].copy()
+    x[0, 1, 2, 3] = np.inf
+    inputs = [x] + list(inputs[1:])
+    op = dml.compile_operator(with_addend(desc), "cpu", algorithm="winograd")
+    r = np.random.default_rng(3).standard_normal(desc.output.sizes).astype(np.float32)
+    got = op(*inputs, r)
+    assert op.kernel.kernel._direct is not None
+    conv = dml.compile_operator(dataclasses.replace(desc, fused_activation=None), "cpu",
+                                algorithm="blocked" if blocked else "direct")(*inputs)
+    np.testing.assert_array_equal(got, np.maximum(conv + r, 0))
 
 
 def test_float16_rounds_the_convolution_before_the_sum():

@@ -60,13 +60,15 @@ AT = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8
 
 @dataclasses.dataclass(frozen=True)
 class WinogradPlan:
-    """The transforms' vector lanes (0: element by element), in the kernels' keys."""
+    """The transforms' vector lanes (0: element by element), in the kernels' keys;
+    ``addend``: the output transform adds an addend before the activation (its key alone)."""
 
     lanes: int
+    addend: bool = False
 
     @property
     def label(self) -> str:
-        return f"f4x3 L{self.lanes}"
+        return f"f4x3 L{self.lanes}" + (" +r" if self.addend else "")
 
 
 #: what a position's matrix is padded by in the flat arrays (floats), so that the 36 positions,
@@ -344,6 +346,7 @@ def emit_output(key) -> str:
     cout, oh, ow = d.output_tensor.sizes[1:]
     th, tw = tiles(d)
     bias = d.bias_tensor is not None
+    addend = key.plan.addend
 
     def body(w, lanes, consts):
         with w.block(f"for q in LOOP(nb * {cout}):"):
@@ -360,7 +363,8 @@ def emit_output(key) -> str:
             # direct sum's infinity into NaN; the caller computes the call by the direct sum
             with w.block("if not fine:"):
                 w("bad[0] = 1")
-        return "m, ps, n0, nb, ty0, rows, " + ("b, " if bias else "") + "y, bad"
+        return ("m, ps, n0, nb, ty0, rows, " + ("b, " if bias else "") +
+                ("ad, " if addend else "") + "y, bad")
 
     def body_rows(w, lanes, consts):
         with w.block("for tr in range(rows):"):
@@ -387,7 +391,8 @@ def emit_output(key) -> str:
                     with w.block(f"for ox in range({ow}):"):
                         w(f"sm = o[(ox % {M}) * {tw} + ox // {M}]")
                         w("fine = fine and abs(sm) < math.inf")
-                        conv_epilogue(w, d, "sm", "y[yr + ox]", bias="bm")
+                        conv_epilogue(w, d, "sm", "y[yr + ox]", bias="bm",
+                                      addend="ad[yr + ox]" if addend else None)
 
     return _module(key, body)
 
@@ -420,7 +425,7 @@ class WinogradKernel(ConvolutionKernel):
         self.band = th if self.chunk > 1 else max(1, min(th, CHUNK_BYTES // row_bytes))
         self._keys, self._sources = [], []
         f32, i64 = np.dtype(np.float32), np.dtype(np.int64)
-        bias_arg = [(f32, 1)] if desc.bias_tensor is not None else []
+        bias_arg = [(f32, 1)] * ((desc.bias_tensor is not None) + self.plan.addend)
         self.filter = self._helper("winograd-filter", [(f32, 4), (f32, 1)])
         self.input = self._helper("winograd-input", [(f32, 1)] + [(i64, 0)] * 4 + [(f32, 1),
                                                                                   (i64, 0)])
@@ -434,8 +439,10 @@ class WinogradKernel(ConvolutionKernel):
         self._transformed = Derived()  # the transformed filter of a frozen (a model's) filter
 
     def _helper(self, name, arg_types):
+        plan = self.plan if name == "winograd-output" else dataclasses.replace(self.plan,
+                                                                               addend=False)
         key = KernelKey("cpu", self.desc, name, self.parallel,
-                        plan=None if name == "winograd-product" else self.plan)
+                        plan=None if name == "winograd-product" else plan)
         source = self.emitters[name](key)
         self._keys.append(key)
         self._sources.append(source)
@@ -448,6 +455,11 @@ class WinogradKernel(ConvolutionKernel):
     def compiled_keys(self) -> tuple:
         return tuple(self._keys)
 
+    def with_addend(self, desc):
+        """The same kernels with the addend added in the output transform's epilogue (the
+        filter's, input's and products' kernels are this kernel's own)."""
+        return WinogradKernel(desc, self.options, dataclasses.replace(self.plan, addend=True))
+
     def transformed(self, wt) -> np.ndarray:
         """``u`` of the filter ``wt``: 36 matrices (K, C), :func:`stride` apart."""
         k, c = wt.shape[:2]
@@ -458,7 +470,10 @@ class WinogradKernel(ConvolutionKernel):
     def run(self, inputs, y):
         x = np.ascontiguousarray(inputs[0]).reshape(-1)
         u = self._transformed.get(inputs[1], self.transformed)
-        bias = (inputs[2].reshape(-1),) if len(inputs) > 2 else ()
+        bias = (np.ascontiguousarray(inputs[2]).reshape(-1),) if (
+            self.desc.bias_tensor is not None) else ()
+        if self.plan.addend:
+            bias += (np.ascontiguousarray(inputs[-1]).reshape(-1),)
         n_, cin = inputs[0].shape[:2]
         cout = y.shape[1]
         yf = y.reshape(-1)
@@ -477,19 +492,39 @@ class WinogradKernel(ConvolutionKernel):
                     self.product(u, v, vs, m, ms, cols, self._slabs(cout))
                     self.output(m, ms, n0, nb, ty0, rows, *bias, yf, bad)
         if bad[0]:  # infinities, NaN or overflow: the direct sum's result, as every kernel's
-            self.direct_sum().run(inputs, y)
+            self.direct_sum()(inputs, y)
 
     def direct_sum(self):
-        """The kernel of the direct sum for this descriptor (the blocked tile the static choice
-        would take, else the direct loop nest), for the calls whose sums are not all finite."""
+        """The call ``(inputs, y)`` of the direct sum for this descriptor (the blocked tile the
+        static choice would take, else the direct loop nest), for the calls whose sums are not
+        all finite; with the addend, that kernel's own (the blocked tiles'), else the kernel
+        without the activation, then the addition with it in place."""
         if self._direct is None:
+            from ...ops.element_wise import ElementWiseAdd1OperatorDesc
+            from ..element_wise import ElementWiseKernel
             from .choice import choose
             from .variants import build
 
-            algorithm, plan = choose(self.desc, among="blocked")
+            desc = dataclasses.replace(self.desc, fused_activation=None) if self.plan.addend \
+                else self.desc
+            algorithm, plan = choose(desc, among="blocked")
             if plan is None:
                 algorithm = "direct"
-            self._direct = build(self.desc, self.options, algorithm, plan)
+            kernel = build(desc, self.options, algorithm, plan)
+            if not self.plan.addend:
+                self._direct = kernel.run
+            elif (fused := kernel.with_addend(self.desc)) is not None:
+                self._direct = fused.run
+            else:
+                out = self.desc.output
+                t = type(out)(out.data_type, out.sizes)
+                add = ElementWiseKernel(ElementWiseAdd1OperatorDesc(
+                    t, t, t, self.desc.fused_activation), {"parallel": self.parallel})
+
+                def run(inputs, y, kernel=kernel, add=add):
+                    kernel.run(list(inputs[:-1]), y)
+                    add([y, inputs[-1]], y)
+                self._direct = run
         return self._direct
 
     def _slabs(self, rows: int) -> int:
