@@ -4,10 +4,10 @@ addition that alone reads its result, :class:`~dml_numba.ops.fused_add.FusedAddD
 The operator's kernel is chosen as for the operator alone (the tuner's choice or the static
 rule, with the options given); where that kernel takes the addend in its own epilogue (its
 ``with_addend``: the blocked FORWARD tiles in float32, which add it to each stored tile while
-it is in the first-level cache, then apply the activation), it is rebuilt so; else it runs
-without the activation and ADD1's kernel then adds the addend and applies the activation over
-its result in place (each element read before it is written): the two nodes one by one,
-without the intermediate buffer.
+it is in the first-level cache, then apply the activation; Winograd's output transform), it is
+rebuilt so; else it runs without the activation and ADD1's kernel then adds the addend and
+applies the activation over its result in place (each element read before it is written):
+the two nodes one by one, without the intermediate buffer.
 """
 from __future__ import annotations
 
