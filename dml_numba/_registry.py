@@ -92,10 +92,10 @@ def option_values(desc_type, device: str, name: str) -> tuple:
 
 def has_lowering(desc_type, device: str) -> bool:
     """Whether ``device`` has a lowering of ``desc_type`` (what a graph rule asks before it
-    makes a descriptor only some devices run)."""
+    makes a descriptor only some devices run); False where its backend cannot be imported."""
     try:
         lowering_for(desc_type, device)
-    except ValidationError:
+    except (ValidationError, ImportError):
         return False
     return True
 
