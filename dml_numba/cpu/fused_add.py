@@ -24,10 +24,20 @@ class FusedAddKernel:
 
     def __init__(self, desc, options):
         bare = desc.bare()
-        inner = lowering_for(type(bare), "cpu")(bare, options)
+        self._around(desc, lowering_for(type(bare), "cpu")(bare, options), options.get("parallel"))
+
+    @classmethod
+    def around(cls, desc, inner, parallel=None):
+        """The kernel of ``desc`` from ``inner``, a kernel of its bare operator (the
+        Winograd kernel's direct sum, chosen its own way); ``parallel``: the addition's."""
+        kernel = cls.__new__(cls)
+        kernel._around(desc, inner, parallel)
+        return kernel
+
+    def _around(self, desc, inner, parallel) -> None:
         fused = inner.with_addend(desc.operator) if hasattr(inner, "with_addend") else None
         self.kernel, self.add = (fused, None) if fused is not None else (
-            inner, ElementWiseKernel(desc.addition(), {"parallel": options.get("parallel")}))
+            inner, ElementWiseKernel(desc.addition(), {"parallel": parallel}))
         self.key = getattr(self.kernel, "key", None)
         self.source = "\n".join(s for s in (getattr(self.kernel, "source", None),
                                             getattr(self.add, "source", None)) if s)

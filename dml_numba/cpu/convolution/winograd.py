@@ -495,13 +495,15 @@ class WinogradKernel(ConvolutionKernel):
             self.direct_sum()(inputs, y)
 
     def direct_sum(self):
-        """The call ``(inputs, y)`` of the direct sum for this descriptor (the blocked tile the
-        static choice would take, else the direct loop nest), for the calls whose sums are not
-        all finite; with the addend, that kernel's own (the blocked tiles'), else the kernel
-        without the activation, then the addition with it in place."""
+        """The kernel of the direct sum for this descriptor (the blocked tile the static choice
+        would take, else the direct loop nest), for the calls whose sums are not all finite;
+        with the addend, that kernel taking it (:meth:`FusedAddKernel.around
+        <dml_numba.cpu.fused_add.FusedAddKernel.around>`: the tile's own epilogue, else the
+        addition in place after it)."""
         if self._direct is None:
-            from ...ops.element_wise import ElementWiseAdd1OperatorDesc
-            from ..element_wise import ElementWiseKernel
+            from ...ops.fused_add import FusedAddDesc
+            from ...tensor import TensorDesc
+            from ..fused_add import FusedAddKernel
             from .choice import choose
             from .variants import build
 
@@ -510,21 +512,11 @@ class WinogradKernel(ConvolutionKernel):
             algorithm, plan = choose(desc, among="blocked")
             if plan is None:
                 algorithm = "direct"
-            kernel = build(desc, self.options, algorithm, plan)
-            if not self.plan.addend:
-                self._direct = kernel.run
-            elif (fused := kernel.with_addend(self.desc)) is not None:
-                self._direct = fused.run
-            else:
+            self._direct = build(desc, self.options, algorithm, plan)
+            if self.plan.addend:
                 out = self.desc.output
-                t = type(out)(out.data_type, out.sizes)
-                add = ElementWiseKernel(ElementWiseAdd1OperatorDesc(
-                    t, t, t, self.desc.fused_activation), {"parallel": self.parallel})
-
-                def run(inputs, y, kernel=kernel, add=add):
-                    kernel.run(list(inputs[:-1]), y)
-                    add([y, inputs[-1]], y)
-                self._direct = run
+                self._direct = FusedAddKernel.around(FusedAddDesc(
+                    self.desc, TensorDesc(out.data_type, out.sizes)), self._direct, self.parallel)
         return self._direct
 
     def _slabs(self, rows: int) -> int:
