@@ -703,6 +703,9 @@ def test_a_residual_is_one_step_bit_for_bit_the_two_nodes_on_cpu(first):
     assert isinstance(step.op, FusedAddDesc) and step.nodes == (0, 1)
     assert step.op.operator.fused_activation == dml.ActivationReluOperatorDesc()
     assert step.inputs == (("input", 0), ("input", 1), ("input", 2))
+    assert dml.compile_graph(g, "cpu").plan == (
+        "step 0: FusedAddDesc of convolution + addend -> ActivationReluOperatorDesc "
+        "[nodes[0] ('n0'), nodes[1] ('n1')]: input 0, input 1, input 2 -> output 0")
     rng = np.random.default_rng(0)
     x, r = rng.standard_normal(X).astype(np.float32), rng.standard_normal(X).astype(np.float32)
     got = dml.compile_graph(g, "cpu")(x, W, r)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ops.fused_add import FusedAddDesc
 from ..ops.gather_chain import GatherChainDesc
 from .desc import GraphDesc
 from .rules import PHASES, Work, apply_rules
@@ -86,6 +87,10 @@ def describe(steps, graph: GraphDesc) -> str:
         what = type(s.op).__name__
         if isinstance(s.op, GatherChainDesc):
             what += " of " + " -> ".join(type(o).op_name() for o in s.op.operators)
+        elif isinstance(s.op, FusedAddDesc):  # the operator, then the sum (its activation)
+            act = s.op.operator.fused_activation
+            what += f" of {type(s.op.operator).op_name()} + addend" + (
+                f" -> {type(act).__name__}" if act is not None else "")
         names = ", ".join(graph.node_label(k) for k in s.nodes)
         ins = ", ".join(f"{r[0]} {r[1]}" for r in s.inputs)
         refs = [s.output, *s.also]
