@@ -56,13 +56,18 @@ class FusedAddDesc(OperatorDesc):
     def input_fields(self) -> tuple:
         return tuple(self.operator.input_fields) + ("addend_tensor",)
 
+    def __getattr__(self, name):
+        """The operator's input tensors by their own fields' names (``input_tensor``,
+        ``filter_tensor``, ...: what :attr:`input_fields` names, as graphs read a node's
+        inputs)."""
+        op = self.__dict__.get("operator")
+        if op is not None and name in op.input_fields:
+            return getattr(op, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     @property
     def output_tensor(self) -> TensorDesc:
         return self.operator.output
-
-    @property
-    def input_tensor(self) -> TensorDesc:
-        return self.operator.input_tensor
 
     def bound_inputs(self) -> tuple:
         return self.operator.bound_inputs() + (("addend_tensor", self.addend_tensor),)

@@ -202,6 +202,24 @@ def test_the_default_choice_and_the_numpy_device():
                                activated(LEAKY, brute_force(desc, *inputs)), rtol=1e-4, atol=1e-4)
 
 
+def test_a_graph_node_of_its_own():
+    """A FusedAddDesc as a node of a user's graph: its inputs the convolution's slots (the
+    absent bias's included), then the addend; the same values on "numpy" and "cpu"."""
+    desc, inputs = conv_case(((1, 4, 6, 10), (4, 4, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1,
+                              0, dml.ConvolutionMode.CROSS_CORRELATION, False), RELU)
+    d = with_addend(desc)
+    assert d.input_fields == ("input_tensor", "filter_tensor", "bias_tensor", "addend_tensor")
+    assert d.filter_tensor == desc.filter_tensor and d.bias_tensor is None
+    N, IN, OUT = dml.OperatorGraphNodeDesc, dml.InputGraphEdgeDesc, dml.OutputGraphEdgeDesc
+    g = dml.GraphDesc(3, 1, (N(d, "conv+r"),), (IN(0, 0, 0), IN(1, 0, 1), IN(2, 0, 3)),
+                      (OUT(0, 0, 0),), ())
+    r = np.random.default_rng(2).standard_normal(desc.output.sizes).astype(np.float32)
+    ref = activated(RELU, brute_force(desc, *inputs, None) + r)
+    for device in ("numpy", "cpu"):
+        np.testing.assert_allclose(dml.compile_graph(g, device)(*inputs, r), ref, rtol=1e-4,
+                                   atol=1e-4)
+
+
 def test_an_output_overlapping_the_addend_is_refused():
     """The kernel writes each output tile before it reads the addend there: an ``out`` that
     is the addend (or overlaps it) is refused before anything runs, on every device."""
