@@ -69,9 +69,6 @@ class FusedAddDesc(OperatorDesc):
     def output_tensor(self) -> TensorDesc:
         return self.operator.output
 
-    def bound_inputs(self) -> tuple:
-        return self.operator.bound_inputs() + (("addend_tensor", self.addend_tensor),)
-
     def bare(self) -> OperatorDesc:
         """The operator without its activation: what it computes before the addend."""
         return replace(self.operator, fused_activation=None)
@@ -102,10 +99,6 @@ class FusedAddDesc(OperatorDesc):
     def canonical(self):
         op = self.operator.canonical()
         return self if op == self.operator else FusedAddDesc(op, self.addend_tensor)
-
-    def packed(self):
-        return FusedAddDesc(self.operator.packed(),
-                            TensorDesc(self.addend_tensor.data_type, self.addend_tensor.sizes))
 
     def replace_tensors(self, **tensors):
         addend = tensors.pop("addend_tensor", self.addend_tensor)
