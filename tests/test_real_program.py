@@ -641,3 +641,178 @@ def test_the_load_watch_can_be_turned_off(monkeypatch):
     env["DML_NUMBA_LOAD_WATCH"] = "0"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+# -- a run of kernels decided as one (a compiled graph's steps) --------------------------------
+
+class CountingClock(Clock):
+    """The fake clock, counting its reads: a kernel deciding for itself reads it twice a call,
+    a batch run directly twice a run."""
+
+    reads = 0
+
+    def __call__(self):
+        self.reads += 1
+        return self.t
+
+
+def _batch_of(clock, *costs, serial_cost=0.0005, load=None):
+    """An AdaptiveBatch on ``clock`` and one automatic kernel per list of parallel costs (serial
+    variants built on the spot), each kernel's calls in ``calls``: a run calls each once."""
+    calls = []
+    kernels = []
+    for k, cost in enumerate(costs):
+        _, parallel, serial = _kernels(clock, cost, serial_cost=serial_cost)
+
+        def p(parallel=parallel, k=k):
+            calls.append(f"p{k}")
+            parallel()
+
+        def s(serial=serial, k=k):
+            calls.append(f"s{k}")
+            serial()
+
+        kernels.append(AdaptiveKernel(p, lambda s=s: s, clock=clock,
+                                      start_build=lambda run: run(), load=load or _watch()))
+    batch = _adaptive.AdaptiveBatch(clock=clock, load=load or _watch())
+
+    def run():
+        return batch(lambda *ks: [kk() for kk in ks], *kernels)
+    return batch, kernels, calls, run
+
+
+def test_a_batch_on_a_quiet_machine_runs_its_kernels_directly_after_its_first_runs():
+    """Quiet: the first BATCH_WARM runs leave each kernel its own choice (two clock reads a
+    call: each learns its best time); then the batch runs the parallel variants directly,
+    two clock reads a run whatever the kernels (their own bookkeeping skipped)."""
+    clock = CountingClock()
+    batch, kernels, calls, run = _batch_of(clock, [0.0002], [0.0003], [0.0001])
+    clock.reads = 0  # the kernels' own start
+    assert not batch.direct
+    for _ in range(_adaptive.BATCH_WARM):
+        run()
+    assert clock.reads == _adaptive.BATCH_WARM * (1 + 2 * 3)
+    clock.reads = 0
+    calls.clear()
+    for _ in range(10):
+        run()
+    assert batch.direct and clock.reads == 10 * 2 and calls == ["p0", "p1", "p2"] * 10
+
+
+@pytest.mark.parametrize("why", ["busy", "another thread in a kernel", "recent overlap",
+                                 "forked", "nested"])
+def test_a_batch_leaves_the_choice_to_its_kernels_where_one_kernel_would(monkeypatch, why):
+    """Where a kernel alone would leave its common path (the machine busy, another thread in
+    one of our kernels or lately, a child forked after OpenMP started), or inside a batch
+    already running directly, the batch does not run directly: each kernel decides (and
+    times) itself."""
+    clock = CountingClock()
+    load = _watch(then=1.0 if why == "busy" else 0.0)
+    batch, kernels, calls, run = _batch_of(clock, [0.0002], [0.0002], load=load)
+    for _ in range(_adaptive.BATCH_WARM):
+        run()
+    clock.t += _adaptive.LOAD_S  # the watch's first interval over
+    if why == "another thread in a kernel":
+        monkeypatch.setattr(_adaptive, "_running", 1)
+    if why == "recent overlap":
+        monkeypatch.setattr(_adaptive, "_overlap_at", clock.t)
+    if why == "forked":
+        monkeypatch.setattr(_adaptive._threads, "FORKED_AFTER_GOMP", True)
+    if why == "nested":
+        monkeypatch.setattr(_adaptive, "_direct", _adaptive._ident() + 1)
+    clock.reads = 0
+    run()
+    assert clock.reads >= 1 + 2  # the batch's clock read, and each kernel's own (direct: 2)
+    if why == "forked":
+        assert calls[-2:] == ["s0", "s1"]
+
+
+def test_a_kernel_called_by_another_thread_during_a_direct_batch_decides_for_itself():
+    """A batch runs directly for its own thread only: another thread's call meanwhile sees one
+    of our kernels running and runs its serial variant, as it would beside any kernel."""
+    import threading
+
+    clock = Clock()
+    batch, kernels, calls, run = _batch_of(clock, [0.0002], [0.0002])
+    _, (other,), other_calls, _ = _batch_of(clock, [0.0002])
+
+    def body(*ks):
+        for kk in ks:
+            kk()
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    for _ in range(_adaptive.BATCH_WARM):
+        run()
+    batch(body, *kernels)
+    assert batch.direct and calls[-2:] == ["p0", "p1"] and other_calls == ["s0"]
+
+
+def test_a_slow_streak_hands_the_choice_to_the_kernels_and_backs_off_while_still_slow():
+    """Fast runs, then every parallel call slow (12 ms; serial 0.5 ms) on a machine whose load
+    the watch does not see (a spinning thread of this process): STREAK slow runs in a row
+    hand the choice back to the kernels, which judge their calls against the best they
+    learned in the batch's first runs and switch to their serial variants; the batch runs
+    directly again once BATCH_S later, slow, and waits twice as long before the next."""
+    clock = CountingClock()
+    fast = [0.0002] * (_adaptive.BATCH_WARM + 5)
+    batch, kernels, calls, run = _batch_of(clock, fast + [0.012] * 10_000,
+                                           fast + [0.012] * 10_000)
+    for _ in range(_adaptive.BATCH_WARM + 5):
+        run()
+    assert batch.direct
+    for _ in range(_adaptive.STREAK):
+        run()
+    assert not batch.direct
+    start = clock.t
+    direct_at = []  # a direct run reads the clock twice, the kernels deciding more often
+    while clock.t < start + _adaptive.BATCH_S + 2 * _adaptive.BATCH_S + 0.5:
+        clock.reads, at = 0, clock.t
+        run()
+        if clock.reads == 2:
+            direct_at.append(at - start)
+    assert "s0" in calls and "s1" in calls  # the kernels chose their serial variants
+    assert len(direct_at) == 2, direct_at  # after BATCH_S, then after twice that
+    # (BATCH_S from the start of the streak's last run, 24 ms before ``start``)
+    assert abs(direct_at[0] - _adaptive.BATCH_S) < 0.05, direct_at
+    assert abs(direct_at[1] - direct_at[0] - 2 * _adaptive.BATCH_S) < 0.05, direct_at
+
+
+def test_a_batch_returns_to_direct_runs_once_the_machine_is_quiet_again():
+    """A burst of slow runs hands the choice back; the first direct run BATCH_S later is fast
+    again: the batch stays direct from then on."""
+    clock = Clock()
+    warm = [0.0002] * (_adaptive.BATCH_WARM + 5)
+    burst = [0.012] * _adaptive.STREAK
+    batch, kernels, calls, run = _batch_of(clock, warm + burst + [0.0002] * 100_000)
+    for _ in range(_adaptive.BATCH_WARM + 5 + _adaptive.STREAK):
+        run()
+    assert not batch.direct
+    while clock.t < _adaptive.BATCH_S + 1.0:
+        run()
+    assert batch.direct
+
+
+def test_a_compiled_graphs_steps_run_as_one_batch(monkeypatch):
+    """A CPU graph's steps are one batch: after its first runs each step's automatic kernel is
+    called directly (its own count of calls stops), and the answers stay those of the numpy
+    device; where the batch cannot run directly (here: inside another batch), each step
+    decides for itself again."""
+    from tests.test_graph import chain_graph, pool, rand, tile
+
+    g = chain_graph(tile((1, 4, 150, 150), (1, 1, 2, 2)), pool((1, 4, 300, 300), (3, 3), (1, 1)))
+    cg = dml.compile_graph(g, "cpu")
+    kernels = [op.kernel.fn for op in cg.ops]
+    assert len(kernels) == 2 and all(isinstance(k, AdaptiveKernel) for k in kernels)
+    x = rand((1, 4, 150, 150))
+    want = dml.compile_graph(g, "numpy")(x)
+    for _ in range(_adaptive.BATCH_WARM):
+        cg(x)
+    counts = [k._since for k in kernels]
+    assert all(c >= _adaptive.BATCH_WARM for c in counts)
+    for _ in range(3):
+        np.testing.assert_allclose(cg(x), want, rtol=1e-5)
+    assert [k._since for k in kernels] == counts  # called directly
+    monkeypatch.setattr(_adaptive, "_direct", _adaptive._ident() + 1)
+    cg(x)
+    assert all(k._since == c + 1 for k, c in zip(kernels, counts))

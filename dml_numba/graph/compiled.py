@@ -12,6 +12,7 @@ from .._cache import cache, graph_key
 from .._errors import ValidationError
 from .._frozen import Derived, is_frozen
 from .._registry import check_device_name, get_device, split_device
+from ..cpu._adaptive import AdaptiveBatch
 from . import memory
 from .desc import GraphDesc
 from .plan import describe, plan
@@ -33,6 +34,8 @@ class CompiledGraph:
         self._out = [graph.output_tensor(k) for k in range(graph.output_count)]
         self._local = threading.local()
         self._cuda = split_device(device)[0] == "cuda"
+        # the CPU steps' automatic kernels decided as one run while the machine is quiet
+        self._batch = None if self._cuda else AdaptiveBatch()
         self._views = [_views(graph, step) for step in steps]
         self._touches = [_touches(step) for step in steps]
         self._uploads = Derived()  # the device copies of frozen host inputs (CUDA)
@@ -96,7 +99,7 @@ class CompiledGraph:
             results[k] = _interop.to_host(o) if o is not None else np.empty(self._out[k].sizes,
                                                                              self._out[k].dtype)
             self._check(results[k], self._out[k], f"out[{k}]")
-        self._run(host, results, np.empty, store)
+        self._batch(self._run, host, results, np.empty, store)
         return self._finish(results, out, kind)
 
     def _host(self, inputs):
