@@ -120,6 +120,20 @@ def test_info_names_a_forked_process():
     assert "forked after GNU OpenMP started: kernels run serially" in out.stdout, out
 
 
+# -- import ------------------------------------------------------------------------------------
+
+def test_importing_the_package_loads_no_backend():
+    """``import dml_numba`` (and its ONNX loader, graphs and functional layer) loads neither
+    backend nor SciPy's BLAS: the CPU backend comes with the first CPU kernel, CUDA with the
+    first CUDA one (a graph importing the CPU backend at import put ~90 ms on every start)."""
+    out = _python("""
+        import sys, dml_numba, dml_numba.onnx, dml_numba.graph, dml_numba.functional
+        print(sorted(m for m in ("dml_numba.cpu", "dml_numba.cuda", "scipy.linalg",
+                                 "numba.cuda") if m in sys.modules))
+    """)
+    assert out.stdout.strip() == "[]", out
+
+
 # -- the automatic variant: measured, never stalling ------------------------------------------
 
 @pytest.fixture(autouse=True)
