@@ -180,13 +180,25 @@ def check_outputs_apart(target, earlier, owner: str, k: int) -> None:
                                   "others")
 
 
+def _unbatched(body, *args):
+    return body(*args)
+
+
 class HostDevice:
     """Binding for devices that run on NumPy arrays in host memory ("numpy", "cpu").
-    ``options``: name -> allowed values of the options every lowering of the device takes."""
+    ``options``: name -> allowed values of the options every lowering of the device takes;
+    ``batch``: what :meth:`new_batch` makes (None: runs called as they are)."""
 
-    def __init__(self, name: str, options: dict | None = None):
+    def __init__(self, name: str, options: dict | None = None, batch=None):
         self.name = name
         self.options = dict(options or {})
+        self._batch = batch
+
+    def new_batch(self):
+        """``batch(body, *args)`` calling ``body(*args)``, for a run of this device's kernels
+        decided as one (a compiled graph's steps: the CPU's
+        :class:`~dml_numba.cpu._adaptive.AdaptiveBatch`); one per graph."""
+        return self._batch() if self._batch is not None else _unbatched
 
     def call_plain(self, kernel, owner, plain, made, inputs, out, in_place=False):
         """:meth:`call` where it is plain, decided without its per-argument checks: NumPy

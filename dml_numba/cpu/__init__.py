@@ -2,6 +2,9 @@
 this package registers its operator's lowering; none is listed here."""
 from .._binding import HostDevice
 from .._registry import import_lowerings, register_device
+from ._adaptive import AdaptiveBatch
 
 import_lowerings(__name__, __path__)
-register_device(HostDevice("cpu", options={"parallel": (None, True, False)}))
+# a compiled graph's steps decided as one run (serial or parallel kernels, by measurement)
+register_device(HostDevice("cpu", options={"parallel": (None, True, False)},
+                           batch=AdaptiveBatch))

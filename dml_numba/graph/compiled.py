@@ -33,9 +33,9 @@ class CompiledGraph:
         self._out = [graph.output_tensor(k) for k in range(graph.output_count)]
         self._local = threading.local()
         self._cuda = split_device(device)[0] == "cuda"
-        # the CPU steps' automatic kernels decided as one run while the machine is quiet (the
-        # CPU backend imported here, not with the module: the other devices skip it)
-        self._batch = _adaptive_batch() if split_device(device)[0] == "cpu" else _unbatched
+        # the steps run as one batch of the device's (the CPU's: its automatic kernels decided
+        # as one run while the machine is quiet); CUDA's launch as they are
+        self._batch = None if self._cuda else get_device(device).new_batch()
         self._views = [_views(graph, step) for step in steps]
         self._touches = [_touches(step) for step in steps]
         self._uploads = Derived()  # the device copies of frozen host inputs (CUDA)
@@ -349,16 +349,6 @@ def _build(graph, device, fuse, options):
     ops = [compile_operator(s.op, device, **o, **dict(s.options))
            for s, o in zip(steps, per_step)]
     return CompiledGraph(graph, device, steps, ops)
-
-
-def _unbatched(body, *args):
-    return body(*args)
-
-
-def _adaptive_batch():
-    from ..cpu._adaptive import AdaptiveBatch
-
-    return AdaptiveBatch()
 
 
 def _options_for(op, device, options) -> dict:
