@@ -762,6 +762,38 @@ def test_a_kernel_called_by_another_thread_during_a_direct_batch_decides_for_its
     assert batch.direct and calls[-2:] == ["p0", "p1"] and other_calls == ["s0"]
 
 
+def test_two_threads_batches_at_once_one_runs_directly():
+    """Two threads' batches (a graph called from two threads) overlapping: the first runs its
+    kernels directly; the second, starting while it runs, leaves the choice to its kernels,
+    which see one of our kernels running and run serially; after both, the next runs directly
+    again."""
+    import threading
+
+    clock = Clock()
+    batch_a, kernels_a, calls_a, run_a = _batch_of(clock, [0.0002])
+    batch_b, kernels_b, calls_b, run_b = _batch_of(clock, [0.0002])
+    for _ in range(_adaptive.BATCH_WARM):
+        run_a()
+        run_b()
+    inside, done = threading.Event(), threading.Event()
+
+    def body_a(k):
+        k()
+        inside.set()
+        assert done.wait(10)
+
+    t = threading.Thread(target=batch_a, args=(body_a, kernels_a[0]))
+    t.start()
+    assert inside.wait(10)
+    run_b()
+    done.set()
+    t.join()
+    assert calls_a[-1] == "p0" and calls_b[-1] == "s0"
+    clock.t += _adaptive.OVERLAP_S  # the overlap's serial interval over
+    run_b()
+    assert calls_b[-1] == "p0" and _adaptive._direct is None and _adaptive._running == 0
+
+
 def test_a_slow_streak_hands_the_choice_to_the_kernels_and_backs_off_while_still_slow():
     """Fast runs, then every parallel call slow (12 ms; serial 0.5 ms) on a machine whose load
     the watch does not see (a spinning thread of this process): STREAK slow runs in a row

@@ -69,6 +69,7 @@ OVERLAP_S = 0.05
 #: bookkeeping of their own), or None
 _direct = None
 _ident = threading.get_ident
+_batch_lock = threading.Lock()
 #: a batch's first BATCH_WARM runs leave the choice to its kernels (each learns its best time,
 #: against which it judges its calls once the batch hands the choice back to it); after a
 #: streak of slow runs its kernels decide one by one for BATCH_S seconds, and a batch still
@@ -335,19 +336,24 @@ class AdaptiveBatch:
         global _direct, _running
         clock = self._clock
         now = clock()
-        if (self._warm or _direct is not None or _running or now - _overlap_at < OVERLAP_S
-                or self._until is not None and now < self._until
-                or self._load.busy(now) or _threads.FORKED_AFTER_GOMP):
-            if self._warm:
+        with _batch_lock:  # two threads' batches: one runs directly, the other's kernels see it
+            direct = not (self._warm or _direct is not None or _running
+                          or now - _overlap_at < OVERLAP_S
+                          or self._until is not None and now < self._until
+                          or self._load.busy(now) or _threads.FORKED_AFTER_GOMP)
+            if direct:
+                _direct = _ident()
+                _running += 1
+            elif self._warm:
                 self._warm -= 1
+        if not direct:
             return body(*args)
-        _direct = _ident()
-        _running += 1
         try:
             result = body(*args)
         finally:
-            _direct = None
-            _running -= 1
+            with _batch_lock:
+                _direct = None
+                _running -= 1
         self._timed(now, clock() - now)
         return result
 

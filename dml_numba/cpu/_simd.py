@@ -250,7 +250,7 @@ def sum_wide(typingctx, arr, index, count):
     by one in order. A plane's mean over a 7 x 7 plane: a third of the scalar sum's time."""
     _check_array(arr)
     n = _lanes(count)
-    runs, rest = divmod(n, WIDE_LANES)
+    runs = n // WIDE_LANES
 
     def codegen(context, builder, sig, args):
         ary = context.make_array(sig.args[0])(context, builder, args[0])
