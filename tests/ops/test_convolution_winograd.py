@@ -39,7 +39,9 @@ def brute_force(desc, x, w, b, *, activated=True):
 
 #: name -> (x shape, filter shape, start pads, end pads, mode, bias, activation, lanes, chunks
 #: (None: the module's; ("images", n): n images a chunk; ("rows", n): an image in bands of n
-#: rows of tiles)); outputs whose sizes are not multiples of 4 (tiles cropped)
+#: rows of tiles; ("filter", n): a bound of n images, under the transformed filter's bytes,
+#: so that the filter's share sets the chunk: every image in one)); outputs whose sizes are not
+#: multiples of 4 (tiles cropped)
 CASES = {
     "7x9-pad1-relu-L8": ((1, 3, 7, 9), (5, 3, 3, 3), (1, 1), (1, 1), CC, True,
                          dml.ActivationReluOperatorDesc(), 8, None),
@@ -51,6 +53,8 @@ CASES = {
     "3x3-unpadded-one-output-scalar": ((1, 4, 3, 3), (8, 4, 3, 3), (0, 0), (0, 0), CC, True,
                                        None, 0, None),
     "12x12-64ch-L8": ((1, 64, 12, 12), (64, 64, 3, 3), (1, 1), (1, 1), CC, True, None, 8, None),
+    "6x6-24ch-batch3-filter-bound-L8": ((3, 24, 6, 6), (24, 24, 3, 3), (1, 1), (1, 1), CC,
+                                        True, None, 8, ("filter", 1)),
 }
 
 
@@ -82,7 +86,7 @@ def test_winograd_agrees_with_brute_force(name, monkeypatch):
         # n rows of tiles (the last chunk shorter either way)
         row = winograd.P * (desc.input_tensor.sizes[1] + desc.output_tensor.sizes[1]) * tw * 4
         monkeypatch.setattr(winograd, "CHUNK_BYTES", chunk[1] * row * (
-            th if chunk[0] == "images" else 1))
+            1 if chunk[0] == "rows" else th))
     # the parallel kernels where the batch is cut into images (their compile is the slow one)
     kernel = winograd.WinogradKernel(desc, {"parallel": chunk is not None and
                                             chunk[0] == "images"},
@@ -91,6 +95,11 @@ def test_winograd_agrees_with_brute_force(name, monkeypatch):
         assert (kernel.chunk, kernel.band, desc.input_tensor.sizes[0]) == (2, th, 3)
     elif chunk == ("rows", 2):
         assert (kernel.chunk, kernel.band, th) == (1, 2, 5)
+    elif chunk == ("filter", 1):  # 83 KB of transformed filter over 28 KB an image: the
+        # filter read once for the three images, not once an image
+        cin, cout = desc.input_tensor.sizes[1], desc.output_tensor.sizes[1]
+        assert winograd.P * cin * cout * 4 > winograd.CHUNK_BYTES
+        assert (kernel.chunk, kernel.band) == (3, th)
     y = np.full(desc.output_tensor.sizes, np.nan, np.float32)  # every element written
     kernel(inputs, y)
     _check(desc, y, inputs)
