@@ -77,6 +77,12 @@ _batch_lock = threading.Lock()
 BATCH_WARM, BATCH_S, BATCH_S_MAX = 3, 1.0, 60.0
 
 
+def _slow(dt: float, best: float) -> bool:
+    """Whether a call of ``dt`` seconds is slow against the ``best`` seen: SLOWER times it and
+    SLOW_S more (a kernel's call, or a batch's run)."""
+    return dt > SLOWER * best and dt - best > SLOW_S
+
+
 class LoadWatch:
     """Whether other programs keep at least BUSY_CORES of the cores busy: their share of the
     machine's CPU time over the last completed interval of at least LOAD_S seconds
@@ -226,7 +232,7 @@ class AdaptiveKernel:
     def _timed_parallel(self, dt: float) -> None:
         """A parallel call's time: the best, and the streak of calls slower than it."""
         self._best = dt if self._best is None else min(self._best, dt)
-        slow = dt > SLOWER * self._best and dt - self._best > SLOW_S
+        slow = _slow(dt, self._best)
         self._slow = self._slow + 1 if slow else 0
         self._contended = self._slow >= STREAK
         if self._contended:
@@ -359,7 +365,7 @@ class AdaptiveBatch:
 
     def _timed(self, now: float, dt: float) -> None:
         best = self._best
-        slow = best is not None and dt > SLOWER * best and dt - best > SLOW_S
+        slow = best is not None and _slow(dt, best)
         if best is None or dt < best:
             self._best = dt
         if self._until is not None:  # the first direct run after an interval one by one
