@@ -223,17 +223,22 @@ def vsum(typingctx, a):
         raise TypeError("vsum takes a FloatVector of a power-of-two lane count")
 
     def codegen(context, builder, sig, args):
-        v, n = args[0], a.lanes
-        i32 = ir.IntType(32)
-        while n > 1:
-            n //= 2
-            lo = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, n), list(range(n))))
-            hi = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, n),
-                                                          list(range(n, 2 * n))))
-            v = builder.fadd(lo, hi)
-        return builder.extract_element(v, ir.Constant(i32, 0))
+        return _halved_sum(builder, args[0], a.lanes)
 
     return types.float32(a), codegen
+
+
+def _halved_sum(builder, v, n: int):
+    """The sum of the ``n`` lanes of ``v`` (a power of two): the upper half added to the
+    lower until one lane is left."""
+    i32 = ir.IntType(32)
+    while n > 1:
+        n //= 2
+        lo = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, n), list(range(n))))
+        hi = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, n),
+                                                      list(range(n, 2 * n))))
+        v = builder.fadd(lo, hi)
+    return builder.extract_element(v, ir.Constant(i32, 0))
 
 
 #: the lanes of :func:`sum_wide`'s float64 sums, whatever the host's vectors (its order of
@@ -255,7 +260,7 @@ def sum_wide(typingctx, arr, index, count):
     def codegen(context, builder, sig, args):
         ary = context.make_array(sig.args[0])(context, builder, args[0])
         base = builder.gep(ary.data, [args[1]])
-        f64, i32 = ir.DoubleType(), ir.IntType(32)
+        f64 = ir.DoubleType()
         wide = ir.VectorType(f64, WIDE_LANES)
         total = ir.Constant(f64, 0.0)
         if runs:
@@ -265,15 +270,7 @@ def sum_wide(typingctx, arr, index, count):
                                                                     r * WIDE_LANES)]),
                                       _floats(WIDE_LANES).as_pointer())
                 acc = builder.fadd(acc, builder.fpext(builder.load(ptr, align=4), wide))
-            k = WIDE_LANES
-            while k > 1:
-                k //= 2
-                lo = builder.shuffle_vector(acc, acc, ir.Constant(ir.VectorType(i32, k),
-                                                                  list(range(k))))
-                hi = builder.shuffle_vector(acc, acc, ir.Constant(ir.VectorType(i32, k),
-                                                                  list(range(k, 2 * k))))
-                acc = builder.fadd(lo, hi)
-            total = builder.extract_element(acc, ir.Constant(i32, 0))
+            total = _halved_sum(builder, acc, WIDE_LANES)
         for i in range(runs * WIDE_LANES, n):
             value = builder.load(builder.gep(base, [ir.Constant(ir.IntType(64), i)]), align=4)
             total = builder.fadd(total, builder.fpext(value, f64))
