@@ -52,6 +52,11 @@ def header(w: SourceWriter, key: KernelKey, imports=()) -> str:
     # __dml_disk_cache__ is set by the loader: True only for a module in the verified folder
     w(f"@numba.njit(parallel={key.parallel}, cache=__dml_disk_cache__, nogil=True, "
       "boundscheck=False, error_model='numpy')")
+    return outer_loop(key)
+
+
+def outer_loop(key: KernelKey) -> str:
+    """The constructor of the kernel's outer loop: ``numba.prange`` in the parallel variant."""
     return "numba.prange" if key.parallel else "range"
 
 

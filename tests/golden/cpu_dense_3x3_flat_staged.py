@@ -19,6 +19,7 @@ from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
 from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, prefetch, vstore_rows
+from dml_numba.cpu._share import claim, threads
 
 
 @numba.njit(inline='always')
@@ -29,17 +30,29 @@ def where(c, a, b):  # the activations' select, for scalars
 @numba.njit(parallel=True, cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
 def kernel(x, wp, b, y, xp, slots):
     # each slot takes a share of the 8 (image, group) pairs, pads the group's 64 input planes into xp[slot * 215296:] and runs every tile of the group
+    claims_ = np.empty(slots * 8, np.int64)  # each share's next run of items
+    for v_ in range(slots):
+        claims_[v_ * 8] = 0
+    run_ = max(1, -(-(8 // slots) // 16))  # items a claim
     for s in numba.prange(slots):
-        for f in range(s * 8 // slots, (s + 1) * 8 // slots):
-            g = 0
-            n = f
-            xs = s * 215296
-            pad(x, xp, n, g, xs)
-            for t in range(816):
-                rt = t % 51
-                t0 = t // 51
-                mbi = t0
-                tile4(xp, wp, b, y, n, g, mbi, rt, xs)
+        for v_ in range(slots):
+            own_ = (s + v_) % slots  # its own share first, then what the others left
+            lo_ = own_ * 8 // slots
+            hi_ = (own_ + 1) * 8 // slots
+            while True:
+                c_ = lo_ + claim(claims_, own_ * 8) * run_
+                if c_ >= hi_:
+                    break
+                for f in range(c_, min(c_ + run_, hi_)):
+                    g = 0
+                    n = f
+                    xs = s * 215296
+                    pad(x, xp, n, g, xs)
+                    for t in range(816):
+                        rt = t % 51
+                        t0 = t // 51
+                        mbi = t0
+                        tile4(xp, wp, b, y, n, g, mbi, rt, xs)
 
 
 @numba.njit(cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')

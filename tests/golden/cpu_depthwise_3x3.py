@@ -19,6 +19,7 @@ from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
 from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, prefetch
+from dml_numba.cpu._share import claim, threads
 
 
 @numba.njit(inline='always')
@@ -29,26 +30,38 @@ def where(c, a, b):  # the activations' select, for scalars
 @numba.njit(parallel=True, cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
 def kernel(x, wp, b, y, xp, slots):
     # each slot takes a share of the 512 planes (n, g) and pads them in xp[slot * 3376:]
+    claims_ = np.empty(slots * 8, np.int64)  # each share's next run of items
+    for v_ in range(slots):
+        claims_[v_ * 8] = 0
+    run_ = max(1, -(-(512 // slots) // 16))  # items a claim
     for s in numba.prange(slots):
-        for f in range(s * 512 // slots, (s + 1) * 512 // slots):
-            xo = s * 3376
-            # phase 1: the input plane with its zero padding, one padded row per iteration
-            nc = f
-            for r in range(58):
-                p0 = r
-                dst = xo + r * 58
-                if p0 >= 1 and p0 < 57:
-                    src = ((nc) * 56 + p0 - 1) * 56
-                    xp[dst] = 0
-                    for t in range(3):
-                        vstore(xp, dst + 1 + t * 16, vload(x, src + t * 16, 16))
-                    vstore(xp, dst + 1 + 40, vload(x, src + 40, 16))
-                    xp[dst + 57] = 0
-                else:
-                    for t in range(3):
-                        vstore(xp, dst + t * 16, vzero(16))
-                    vstore(xp, dst + 42, vzero(16))
-            plane(xp, wp, b, y, f, xo)
+        for v_ in range(slots):
+            own_ = (s + v_) % slots  # its own share first, then what the others left
+            lo_ = own_ * 512 // slots
+            hi_ = (own_ + 1) * 512 // slots
+            while True:
+                c_ = lo_ + claim(claims_, own_ * 8) * run_
+                if c_ >= hi_:
+                    break
+                for f in range(c_, min(c_ + run_, hi_)):
+                    xo = s * 3376
+                    # phase 1: the input plane with its zero padding, one padded row per iteration
+                    nc = f
+                    for r in range(58):
+                        p0 = r
+                        dst = xo + r * 58
+                        if p0 >= 1 and p0 < 57:
+                            src = ((nc) * 56 + p0 - 1) * 56
+                            xp[dst] = 0
+                            for t in range(3):
+                                vstore(xp, dst + 1 + t * 16, vload(x, src + t * 16, 16))
+                            vstore(xp, dst + 1 + 40, vload(x, src + 40, 16))
+                            xp[dst + 57] = 0
+                        else:
+                            for t in range(3):
+                                vstore(xp, dst + t * 16, vzero(16))
+                            vstore(xp, dst + 42, vzero(16))
+                    plane(xp, wp, b, y, f, xo)
 
 
 @numba.njit(cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')

@@ -19,6 +19,7 @@ from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
 from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, prefetch, vstore_transposed
+from dml_numba.cpu._share import claim, threads
 
 
 @numba.njit(inline='always')
@@ -46,12 +47,26 @@ def kernel(x, wp, b, y, xp):
                 vstore(xp, dst + t * 16, vzero(16))
             vstore(xp, dst + 6, vzero(16))
     # phase 2: register-blocked tiles
-    for f in numba.prange(20):
-        n = 0
-        g = 0
-        mbi = 0
-        rt = f
-        tile16(xp, wp, b, y, n, g, mbi, rt)
+    slots_ = max(1, min(threads(), 20))
+    claims_ = np.empty(slots_ * 8, np.int64)  # each share's next run of items
+    for v_ in range(slots_):
+        claims_[v_ * 8] = 0
+    run_ = max(1, -(-(20 // slots_) // 16))  # items a claim
+    for s_ in numba.prange(slots_):
+        for v_ in range(slots_):
+            own_ = (s_ + v_) % slots_  # its own share first, then what the others left
+            lo_ = own_ * 20 // slots_
+            hi_ = (own_ + 1) * 20 // slots_
+            while True:
+                c_ = lo_ + claim(claims_, own_ * 8) * run_
+                if c_ >= hi_:
+                    break
+                for f in range(c_, min(c_ + run_, hi_)):
+                    n = 0
+                    g = 0
+                    mbi = 0
+                    rt = f
+                    tile16(xp, wp, b, y, n, g, mbi, rt)
 
 
 @numba.njit(cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')

@@ -19,6 +19,7 @@ from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
 from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, vstore, vzero
+from dml_numba.cpu._share import claim, threads
 
 
 @numba.njit(inline='always')
@@ -140,6 +141,7 @@ from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
 from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, vstore, vzero
+from dml_numba.cpu._share import claim, threads
 
 
 @numba.njit(inline='always')
@@ -169,126 +171,140 @@ def kernel(x, n0, nb, ty0, rows, v, ps):
     q5 = numba.float32(2.0)
     V8q5 = vsplat(q5, 8)
     V16q5 = vsplat(q5, 16)
-    for q in numba.prange(nb * 64):
-        nn = q // 64
-        c = q - nn * 64
-        xb = ((n0 + nn) * 64 + c) * 3136
-        ds = np.empty(360, np.float32)
-        e = np.empty(360, np.float32)
-        for tr in range(rows):
-            ty = ty0 + tr
-            ds[:] = 0.0
-            for rr in range(6):
-                iy = ty * 4 - 1 + rr
-                if iy >= 0 and iy < 56:
-                    xr = xb + iy * 56 - 1
-                    for t in range(1, 15):
-                        ds[rr * 60 + 0 + t] = x[xr + t * 4 + 0]
-                    for t in range(0, 14):
-                        ds[rr * 60 + 15 + t] = x[xr + t * 4 + 1]
-                    for t in range(0, 14):
-                        ds[rr * 60 + 30 + t] = x[xr + t * 4 + 2]
-                    for t in range(0, 14):
-                        ds[rr * 60 + 45 + t] = x[xr + t * 4 + 3]
-            for s0 in range(0, 60, 16):
-                s = min(s0, 44)
-                d0 = vload(ds, 0 + s, 16)
-                d1 = vload(ds, 60 + s, 16)
-                d2 = vload(ds, 120 + s, 16)
-                d3 = vload(ds, 180 + s, 16)
-                d4 = vload(ds, 240 + s, 16)
-                d5 = vload(ds, 300 + s, 16)
-                vstore(e, 0 + s, vadd(vfma(d2, V16q1, vfma(d0, V16q0, vz16)), d4))
-                vstore(e, 60 + s, vadd(vadd(vfma(d2, V16q2, vfma(d1, V16q2, vz16)), d3), d4))
-                vstore(e, 120 + s, vadd(vfma(d3, V16q3, vfma(d2, V16q2, vfma(d1, V16q0, vz16))), d4))
-                vstore(e, 180 + s, vadd(vfma(d3, V16q5, vfma(d2, V16q3, vfma(d1, V16q4, vz16))), d4))
-                vstore(e, 240 + s, vadd(vfma(d3, V16q4, vfma(d2, V16q3, vfma(d1, V16q5, vz16))), d4))
-                vstore(e, 300 + s, vadd(vfma(d3, V16q1, vfma(d1, V16q0, vz16)), d5))
-            vb = ((c * nb + nn) * rows + tr) * 14
-            for t0 in range(0, 14, 8):
-                t = min(t0, 6)
-                h0 = vload(e, 0 + t, 8)
-                h1 = vload(e, 15 + t, 8)
-                h2 = vload(e, 30 + t, 8)
-                h3 = vload(e, 45 + t, 8)
-                h4 = vload(e, 1 + t, 8)
-                h5 = vload(e, 16 + t, 8)
-                vstore(v, 0 * ps + vb + t, vadd(vfma(h2, V8q1, vfma(h0, V8q0, vz8)), h4))
-                vstore(v, 1 * ps + vb + t, vadd(vadd(vfma(h2, V8q2, vfma(h1, V8q2, vz8)), h3), h4))
-                vstore(v, 2 * ps + vb + t, vadd(vfma(h3, V8q3, vfma(h2, V8q2, vfma(h1, V8q0, vz8))), h4))
-                vstore(v, 3 * ps + vb + t, vadd(vfma(h3, V8q5, vfma(h2, V8q3, vfma(h1, V8q4, vz8))), h4))
-                vstore(v, 4 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
-                vstore(v, 5 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
-            for t0 in range(0, 14, 8):
-                t = min(t0, 6)
-                h0 = vload(e, 60 + t, 8)
-                h1 = vload(e, 75 + t, 8)
-                h2 = vload(e, 90 + t, 8)
-                h3 = vload(e, 105 + t, 8)
-                h4 = vload(e, 61 + t, 8)
-                h5 = vload(e, 76 + t, 8)
-                vstore(v, 6 * ps + vb + t, vadd(vfma(h2, V8q1, vfma(h0, V8q0, vz8)), h4))
-                vstore(v, 7 * ps + vb + t, vadd(vadd(vfma(h2, V8q2, vfma(h1, V8q2, vz8)), h3), h4))
-                vstore(v, 8 * ps + vb + t, vadd(vfma(h3, V8q3, vfma(h2, V8q2, vfma(h1, V8q0, vz8))), h4))
-                vstore(v, 9 * ps + vb + t, vadd(vfma(h3, V8q5, vfma(h2, V8q3, vfma(h1, V8q4, vz8))), h4))
-                vstore(v, 10 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
-                vstore(v, 11 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
-            for t0 in range(0, 14, 8):
-                t = min(t0, 6)
-                h0 = vload(e, 120 + t, 8)
-                h1 = vload(e, 135 + t, 8)
-                h2 = vload(e, 150 + t, 8)
-                h3 = vload(e, 165 + t, 8)
-                h4 = vload(e, 121 + t, 8)
-                h5 = vload(e, 136 + t, 8)
-                vstore(v, 12 * ps + vb + t, vadd(vfma(h2, V8q1, vfma(h0, V8q0, vz8)), h4))
-                vstore(v, 13 * ps + vb + t, vadd(vadd(vfma(h2, V8q2, vfma(h1, V8q2, vz8)), h3), h4))
-                vstore(v, 14 * ps + vb + t, vadd(vfma(h3, V8q3, vfma(h2, V8q2, vfma(h1, V8q0, vz8))), h4))
-                vstore(v, 15 * ps + vb + t, vadd(vfma(h3, V8q5, vfma(h2, V8q3, vfma(h1, V8q4, vz8))), h4))
-                vstore(v, 16 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
-                vstore(v, 17 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
-            for t0 in range(0, 14, 8):
-                t = min(t0, 6)
-                h0 = vload(e, 180 + t, 8)
-                h1 = vload(e, 195 + t, 8)
-                h2 = vload(e, 210 + t, 8)
-                h3 = vload(e, 225 + t, 8)
-                h4 = vload(e, 181 + t, 8)
-                h5 = vload(e, 196 + t, 8)
-                vstore(v, 18 * ps + vb + t, vadd(vfma(h2, V8q1, vfma(h0, V8q0, vz8)), h4))
-                vstore(v, 19 * ps + vb + t, vadd(vadd(vfma(h2, V8q2, vfma(h1, V8q2, vz8)), h3), h4))
-                vstore(v, 20 * ps + vb + t, vadd(vfma(h3, V8q3, vfma(h2, V8q2, vfma(h1, V8q0, vz8))), h4))
-                vstore(v, 21 * ps + vb + t, vadd(vfma(h3, V8q5, vfma(h2, V8q3, vfma(h1, V8q4, vz8))), h4))
-                vstore(v, 22 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
-                vstore(v, 23 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
-            for t0 in range(0, 14, 8):
-                t = min(t0, 6)
-                h0 = vload(e, 240 + t, 8)
-                h1 = vload(e, 255 + t, 8)
-                h2 = vload(e, 270 + t, 8)
-                h3 = vload(e, 285 + t, 8)
-                h4 = vload(e, 241 + t, 8)
-                h5 = vload(e, 256 + t, 8)
-                vstore(v, 24 * ps + vb + t, vadd(vfma(h2, V8q1, vfma(h0, V8q0, vz8)), h4))
-                vstore(v, 25 * ps + vb + t, vadd(vadd(vfma(h2, V8q2, vfma(h1, V8q2, vz8)), h3), h4))
-                vstore(v, 26 * ps + vb + t, vadd(vfma(h3, V8q3, vfma(h2, V8q2, vfma(h1, V8q0, vz8))), h4))
-                vstore(v, 27 * ps + vb + t, vadd(vfma(h3, V8q5, vfma(h2, V8q3, vfma(h1, V8q4, vz8))), h4))
-                vstore(v, 28 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
-                vstore(v, 29 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
-            for t0 in range(0, 14, 8):
-                t = min(t0, 6)
-                h0 = vload(e, 300 + t, 8)
-                h1 = vload(e, 315 + t, 8)
-                h2 = vload(e, 330 + t, 8)
-                h3 = vload(e, 345 + t, 8)
-                h4 = vload(e, 301 + t, 8)
-                h5 = vload(e, 316 + t, 8)
-                vstore(v, 30 * ps + vb + t, vadd(vfma(h2, V8q1, vfma(h0, V8q0, vz8)), h4))
-                vstore(v, 31 * ps + vb + t, vadd(vadd(vfma(h2, V8q2, vfma(h1, V8q2, vz8)), h3), h4))
-                vstore(v, 32 * ps + vb + t, vadd(vfma(h3, V8q3, vfma(h2, V8q2, vfma(h1, V8q0, vz8))), h4))
-                vstore(v, 33 * ps + vb + t, vadd(vfma(h3, V8q5, vfma(h2, V8q3, vfma(h1, V8q4, vz8))), h4))
-                vstore(v, 34 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
-                vstore(v, 35 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
+    slots_ = max(1, min(threads(), nb * 64))
+    claims_ = np.empty(slots_ * 8, np.int64)  # each share's next run of items
+    for v_ in range(slots_):
+        claims_[v_ * 8] = 0
+    run_ = max(1, -(-((nb * 64) // slots_) // 16))  # items a claim
+    for s_ in numba.prange(slots_):
+        for v_ in range(slots_):
+            own_ = (s_ + v_) % slots_  # its own share first, then what the others left
+            lo_ = own_ * (nb * 64) // slots_
+            hi_ = (own_ + 1) * (nb * 64) // slots_
+            while True:
+                c_ = lo_ + claim(claims_, own_ * 8) * run_
+                if c_ >= hi_:
+                    break
+                for q in range(c_, min(c_ + run_, hi_)):
+                    nn = q // 64
+                    c = q - nn * 64
+                    xb = ((n0 + nn) * 64 + c) * 3136
+                    ds = np.empty(360, np.float32)
+                    e = np.empty(360, np.float32)
+                    for tr in range(rows):
+                        ty = ty0 + tr
+                        ds[:] = 0.0
+                        for rr in range(6):
+                            iy = ty * 4 - 1 + rr
+                            if iy >= 0 and iy < 56:
+                                xr = xb + iy * 56 - 1
+                                for t in range(1, 15):
+                                    ds[rr * 60 + 0 + t] = x[xr + t * 4 + 0]
+                                for t in range(0, 14):
+                                    ds[rr * 60 + 15 + t] = x[xr + t * 4 + 1]
+                                for t in range(0, 14):
+                                    ds[rr * 60 + 30 + t] = x[xr + t * 4 + 2]
+                                for t in range(0, 14):
+                                    ds[rr * 60 + 45 + t] = x[xr + t * 4 + 3]
+                        for s0 in range(0, 60, 16):
+                            s = min(s0, 44)
+                            d0 = vload(ds, 0 + s, 16)
+                            d1 = vload(ds, 60 + s, 16)
+                            d2 = vload(ds, 120 + s, 16)
+                            d3 = vload(ds, 180 + s, 16)
+                            d4 = vload(ds, 240 + s, 16)
+                            d5 = vload(ds, 300 + s, 16)
+                            vstore(e, 0 + s, vadd(vfma(d2, V16q1, vfma(d0, V16q0, vz16)), d4))
+                            vstore(e, 60 + s, vadd(vadd(vfma(d2, V16q2, vfma(d1, V16q2, vz16)), d3), d4))
+                            vstore(e, 120 + s, vadd(vfma(d3, V16q3, vfma(d2, V16q2, vfma(d1, V16q0, vz16))), d4))
+                            vstore(e, 180 + s, vadd(vfma(d3, V16q5, vfma(d2, V16q3, vfma(d1, V16q4, vz16))), d4))
+                            vstore(e, 240 + s, vadd(vfma(d3, V16q4, vfma(d2, V16q3, vfma(d1, V16q5, vz16))), d4))
+                            vstore(e, 300 + s, vadd(vfma(d3, V16q1, vfma(d1, V16q0, vz16)), d5))
+                        vb = ((c * nb + nn) * rows + tr) * 14
+                        for t0 in range(0, 14, 8):
+                            t = min(t0, 6)
+                            h0 = vload(e, 0 + t, 8)
+                            h1 = vload(e, 15 + t, 8)
+                            h2 = vload(e, 30 + t, 8)
+                            h3 = vload(e, 45 + t, 8)
+                            h4 = vload(e, 1 + t, 8)
+                            h5 = vload(e, 16 + t, 8)
+                            vstore(v, 0 * ps + vb + t, vadd(vfma(h2, V8q1, vfma(h0, V8q0, vz8)), h4))
+                            vstore(v, 1 * ps + vb + t, vadd(vadd(vfma(h2, V8q2, vfma(h1, V8q2, vz8)), h3), h4))
+                            vstore(v, 2 * ps + vb + t, vadd(vfma(h3, V8q3, vfma(h2, V8q2, vfma(h1, V8q0, vz8))), h4))
+                            vstore(v, 3 * ps + vb + t, vadd(vfma(h3, V8q5, vfma(h2, V8q3, vfma(h1, V8q4, vz8))), h4))
+                            vstore(v, 4 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
+                            vstore(v, 5 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
+                        for t0 in range(0, 14, 8):
+                            t = min(t0, 6)
+                            h0 = vload(e, 60 + t, 8)
+                            h1 = vload(e, 75 + t, 8)
+                            h2 = vload(e, 90 + t, 8)
+                            h3 = vload(e, 105 + t, 8)
+                            h4 = vload(e, 61 + t, 8)
+                            h5 = vload(e, 76 + t, 8)
+                            vstore(v, 6 * ps + vb + t, vadd(vfma(h2, V8q1, vfma(h0, V8q0, vz8)), h4))
+                            vstore(v, 7 * ps + vb + t, vadd(vadd(vfma(h2, V8q2, vfma(h1, V8q2, vz8)), h3), h4))
+                            vstore(v, 8 * ps + vb + t, vadd(vfma(h3, V8q3, vfma(h2, V8q2, vfma(h1, V8q0, vz8))), h4))
+                            vstore(v, 9 * ps + vb + t, vadd(vfma(h3, V8q5, vfma(h2, V8q3, vfma(h1, V8q4, vz8))), h4))
+                            vstore(v, 10 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
+                            vstore(v, 11 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
+                        for t0 in range(0, 14, 8):
+                            t = min(t0, 6)
+                            h0 = vload(e, 120 + t, 8)
+                            h1 = vload(e, 135 + t, 8)
+                            h2 = vload(e, 150 + t, 8)
+                            h3 = vload(e, 165 + t, 8)
+                            h4 = vload(e, 121 + t, 8)
+                            h5 = vload(e, 136 + t, 8)
+                            vstore(v, 12 * ps + vb + t, vadd(vfma(h2, V8q1, vfma(h0, V8q0, vz8)), h4))
+                            vstore(v, 13 * ps + vb + t, vadd(vadd(vfma(h2, V8q2, vfma(h1, V8q2, vz8)), h3), h4))
+                            vstore(v, 14 * ps + vb + t, vadd(vfma(h3, V8q3, vfma(h2, V8q2, vfma(h1, V8q0, vz8))), h4))
+                            vstore(v, 15 * ps + vb + t, vadd(vfma(h3, V8q5, vfma(h2, V8q3, vfma(h1, V8q4, vz8))), h4))
+                            vstore(v, 16 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
+                            vstore(v, 17 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
+                        for t0 in range(0, 14, 8):
+                            t = min(t0, 6)
+                            h0 = vload(e, 180 + t, 8)
+                            h1 = vload(e, 195 + t, 8)
+                            h2 = vload(e, 210 + t, 8)
+                            h3 = vload(e, 225 + t, 8)
+                            h4 = vload(e, 181 + t, 8)
+                            h5 = vload(e, 196 + t, 8)
+                            vstore(v, 18 * ps + vb + t, vadd(vfma(h2, V8q1, vfma(h0, V8q0, vz8)), h4))
+                            vstore(v, 19 * ps + vb + t, vadd(vadd(vfma(h2, V8q2, vfma(h1, V8q2, vz8)), h3), h4))
+                            vstore(v, 20 * ps + vb + t, vadd(vfma(h3, V8q3, vfma(h2, V8q2, vfma(h1, V8q0, vz8))), h4))
+                            vstore(v, 21 * ps + vb + t, vadd(vfma(h3, V8q5, vfma(h2, V8q3, vfma(h1, V8q4, vz8))), h4))
+                            vstore(v, 22 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
+                            vstore(v, 23 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
+                        for t0 in range(0, 14, 8):
+                            t = min(t0, 6)
+                            h0 = vload(e, 240 + t, 8)
+                            h1 = vload(e, 255 + t, 8)
+                            h2 = vload(e, 270 + t, 8)
+                            h3 = vload(e, 285 + t, 8)
+                            h4 = vload(e, 241 + t, 8)
+                            h5 = vload(e, 256 + t, 8)
+                            vstore(v, 24 * ps + vb + t, vadd(vfma(h2, V8q1, vfma(h0, V8q0, vz8)), h4))
+                            vstore(v, 25 * ps + vb + t, vadd(vadd(vfma(h2, V8q2, vfma(h1, V8q2, vz8)), h3), h4))
+                            vstore(v, 26 * ps + vb + t, vadd(vfma(h3, V8q3, vfma(h2, V8q2, vfma(h1, V8q0, vz8))), h4))
+                            vstore(v, 27 * ps + vb + t, vadd(vfma(h3, V8q5, vfma(h2, V8q3, vfma(h1, V8q4, vz8))), h4))
+                            vstore(v, 28 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
+                            vstore(v, 29 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
+                        for t0 in range(0, 14, 8):
+                            t = min(t0, 6)
+                            h0 = vload(e, 300 + t, 8)
+                            h1 = vload(e, 315 + t, 8)
+                            h2 = vload(e, 330 + t, 8)
+                            h3 = vload(e, 345 + t, 8)
+                            h4 = vload(e, 301 + t, 8)
+                            h5 = vload(e, 316 + t, 8)
+                            vstore(v, 30 * ps + vb + t, vadd(vfma(h2, V8q1, vfma(h0, V8q0, vz8)), h4))
+                            vstore(v, 31 * ps + vb + t, vadd(vadd(vfma(h2, V8q2, vfma(h1, V8q2, vz8)), h3), h4))
+                            vstore(v, 32 * ps + vb + t, vadd(vfma(h3, V8q3, vfma(h2, V8q2, vfma(h1, V8q0, vz8))), h4))
+                            vstore(v, 33 * ps + vb + t, vadd(vfma(h3, V8q5, vfma(h2, V8q3, vfma(h1, V8q4, vz8))), h4))
+                            vstore(v, 34 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
+                            vstore(v, 35 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
 
 # Generated by dml_numba 0.1.0 for convolution_winograd-product; do not edit.
 # key: parallel=True
@@ -310,6 +326,7 @@ import math
 from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
+from dml_numba.cpu._share import claim, threads
 
 
 @numba.njit(inline='always')
@@ -320,15 +337,29 @@ def where(c, a, b):  # the activations' select, for scalars
 @numba.njit(parallel=True, cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
 def kernel(u, v, vs, m, ms, cols, slabs):
     step = (64 + slabs - 1) // slabs
-    for q in numba.prange(36 * slabs):
-        p = q // slabs
-        m0 = (q - p * slabs) * step
-        m1 = min(64, m0 + step)
-        if m0 < m1:
-            up = u[p * 4112 + m0 * 64:p * 4112 + m1 * 64].reshape((m1 - m0, 64))
-            vp = v[p * vs:p * vs + 64 * cols].reshape((64, cols))
-            mp = m[p * ms + m0 * cols:p * ms + m1 * cols].reshape((m1 - m0, cols))
-            np.dot(up, vp, mp)
+    slots_ = max(1, min(threads(), 36 * slabs))
+    claims_ = np.empty(slots_ * 8, np.int64)  # each share's next run of items
+    for v_ in range(slots_):
+        claims_[v_ * 8] = 0
+    run_ = max(1, -(-((36 * slabs) // slots_) // 16))  # items a claim
+    for s_ in numba.prange(slots_):
+        for v_ in range(slots_):
+            own_ = (s_ + v_) % slots_  # its own share first, then what the others left
+            lo_ = own_ * (36 * slabs) // slots_
+            hi_ = (own_ + 1) * (36 * slabs) // slots_
+            while True:
+                c_ = lo_ + claim(claims_, own_ * 8) * run_
+                if c_ >= hi_:
+                    break
+                for q in range(c_, min(c_ + run_, hi_)):
+                    p = q // slabs
+                    m0 = (q - p * slabs) * step
+                    m1 = min(64, m0 + step)
+                    if m0 < m1:
+                        up = u[p * 4112 + m0 * 64:p * 4112 + m1 * 64].reshape((m1 - m0, 64))
+                        vp = v[p * vs:p * vs + 64 * cols].reshape((64, cols))
+                        mp = m[p * ms + m0 * cols:p * ms + m1 * cols].reshape((m1 - m0, cols))
+                        np.dot(up, vp, mp)
 
 # Generated by dml_numba 0.1.0 for convolution_winograd-output f4x3 L16; do not edit.
 # key: parallel=True
@@ -351,6 +382,7 @@ from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
 import numba
 import numpy as np
 from dml_numba.cpu._simd import vadd, vfma, vload, vsplat, vstore, vzero
+from dml_numba.cpu._share import claim, threads
 
 
 @numba.njit(inline='always')
@@ -373,110 +405,124 @@ def kernel(m, ps, n0, nb, ty0, rows, b, y, bad):
     V8q4 = vsplat(q4, 8)
     q5 = numba.float32(-8.0)
     V8q5 = vsplat(q5, 8)
-    for q in numba.prange(nb * 64):
-        nn = q // 64
-        k = q - nn * 64
-        yb = ((n0 + nn) * 64 + k) * 3136
-        bm = b[k]
-        z = np.empty(336, np.float32)
-        o = np.empty(56, np.float32)
-        fine = True
-        for tr in range(rows):
-            ty = ty0 + tr
-            mb = ((k * nb + nn) * rows + tr) * 14
-            for t0 in range(0, 14, 8):
-                t = min(t0, 6)
-                m0 = vload(m, 0 * ps + mb + t, 8)
-                m1 = vload(m, 6 * ps + mb + t, 8)
-                m2 = vload(m, 12 * ps + mb + t, 8)
-                m3 = vload(m, 18 * ps + mb + t, 8)
-                m4 = vload(m, 24 * ps + mb + t, 8)
-                m5 = vload(m, 30 * ps + mb + t, 8)
-                vstore(z, 0 + t, vadd(vadd(vadd(vadd(m0, m1), m2), m3), m4))
-                vstore(z, 84 + t, vfma(m4, V8q2, vfma(m3, V8q1, vfma(m2, V8q0, m1))))
-                vstore(z, 168 + t, vfma(m4, V8q3, vfma(m3, V8q3, vadd(m1, m2))))
-                vstore(z, 252 + t, vadd(vfma(m4, V8q5, vfma(m3, V8q4, vfma(m2, V8q0, m1))), m5))
-            for t0 in range(0, 14, 8):
-                t = min(t0, 6)
-                m0 = vload(m, 1 * ps + mb + t, 8)
-                m1 = vload(m, 7 * ps + mb + t, 8)
-                m2 = vload(m, 13 * ps + mb + t, 8)
-                m3 = vload(m, 19 * ps + mb + t, 8)
-                m4 = vload(m, 25 * ps + mb + t, 8)
-                m5 = vload(m, 31 * ps + mb + t, 8)
-                vstore(z, 14 + t, vadd(vadd(vadd(vadd(m0, m1), m2), m3), m4))
-                vstore(z, 98 + t, vfma(m4, V8q2, vfma(m3, V8q1, vfma(m2, V8q0, m1))))
-                vstore(z, 182 + t, vfma(m4, V8q3, vfma(m3, V8q3, vadd(m1, m2))))
-                vstore(z, 266 + t, vadd(vfma(m4, V8q5, vfma(m3, V8q4, vfma(m2, V8q0, m1))), m5))
-            for t0 in range(0, 14, 8):
-                t = min(t0, 6)
-                m0 = vload(m, 2 * ps + mb + t, 8)
-                m1 = vload(m, 8 * ps + mb + t, 8)
-                m2 = vload(m, 14 * ps + mb + t, 8)
-                m3 = vload(m, 20 * ps + mb + t, 8)
-                m4 = vload(m, 26 * ps + mb + t, 8)
-                m5 = vload(m, 32 * ps + mb + t, 8)
-                vstore(z, 28 + t, vadd(vadd(vadd(vadd(m0, m1), m2), m3), m4))
-                vstore(z, 112 + t, vfma(m4, V8q2, vfma(m3, V8q1, vfma(m2, V8q0, m1))))
-                vstore(z, 196 + t, vfma(m4, V8q3, vfma(m3, V8q3, vadd(m1, m2))))
-                vstore(z, 280 + t, vadd(vfma(m4, V8q5, vfma(m3, V8q4, vfma(m2, V8q0, m1))), m5))
-            for t0 in range(0, 14, 8):
-                t = min(t0, 6)
-                m0 = vload(m, 3 * ps + mb + t, 8)
-                m1 = vload(m, 9 * ps + mb + t, 8)
-                m2 = vload(m, 15 * ps + mb + t, 8)
-                m3 = vload(m, 21 * ps + mb + t, 8)
-                m4 = vload(m, 27 * ps + mb + t, 8)
-                m5 = vload(m, 33 * ps + mb + t, 8)
-                vstore(z, 42 + t, vadd(vadd(vadd(vadd(m0, m1), m2), m3), m4))
-                vstore(z, 126 + t, vfma(m4, V8q2, vfma(m3, V8q1, vfma(m2, V8q0, m1))))
-                vstore(z, 210 + t, vfma(m4, V8q3, vfma(m3, V8q3, vadd(m1, m2))))
-                vstore(z, 294 + t, vadd(vfma(m4, V8q5, vfma(m3, V8q4, vfma(m2, V8q0, m1))), m5))
-            for t0 in range(0, 14, 8):
-                t = min(t0, 6)
-                m0 = vload(m, 4 * ps + mb + t, 8)
-                m1 = vload(m, 10 * ps + mb + t, 8)
-                m2 = vload(m, 16 * ps + mb + t, 8)
-                m3 = vload(m, 22 * ps + mb + t, 8)
-                m4 = vload(m, 28 * ps + mb + t, 8)
-                m5 = vload(m, 34 * ps + mb + t, 8)
-                vstore(z, 56 + t, vadd(vadd(vadd(vadd(m0, m1), m2), m3), m4))
-                vstore(z, 140 + t, vfma(m4, V8q2, vfma(m3, V8q1, vfma(m2, V8q0, m1))))
-                vstore(z, 224 + t, vfma(m4, V8q3, vfma(m3, V8q3, vadd(m1, m2))))
-                vstore(z, 308 + t, vadd(vfma(m4, V8q5, vfma(m3, V8q4, vfma(m2, V8q0, m1))), m5))
-            for t0 in range(0, 14, 8):
-                t = min(t0, 6)
-                m0 = vload(m, 5 * ps + mb + t, 8)
-                m1 = vload(m, 11 * ps + mb + t, 8)
-                m2 = vload(m, 17 * ps + mb + t, 8)
-                m3 = vload(m, 23 * ps + mb + t, 8)
-                m4 = vload(m, 29 * ps + mb + t, 8)
-                m5 = vload(m, 35 * ps + mb + t, 8)
-                vstore(z, 70 + t, vadd(vadd(vadd(vadd(m0, m1), m2), m3), m4))
-                vstore(z, 154 + t, vfma(m4, V8q2, vfma(m3, V8q1, vfma(m2, V8q0, m1))))
-                vstore(z, 238 + t, vfma(m4, V8q3, vfma(m3, V8q3, vadd(m1, m2))))
-                vstore(z, 322 + t, vadd(vfma(m4, V8q5, vfma(m3, V8q4, vfma(m2, V8q0, m1))), m5))
-            for a in range(4):
-                oy = ty * 4 + a
-                if oy < 56:
-                    for t0 in range(0, 14, 8):
-                        t = min(t0, 6)
-                        s0 = vload(z, (a * 6 + 0) * 14 + t, 8)
-                        s1 = vload(z, (a * 6 + 1) * 14 + t, 8)
-                        s2 = vload(z, (a * 6 + 2) * 14 + t, 8)
-                        s3 = vload(z, (a * 6 + 3) * 14 + t, 8)
-                        s4 = vload(z, (a * 6 + 4) * 14 + t, 8)
-                        s5 = vload(z, (a * 6 + 5) * 14 + t, 8)
-                        vstore(o, 0 + t, vadd(vadd(vadd(vadd(s0, s1), s2), s3), s4))
-                        vstore(o, 14 + t, vfma(s4, V8q2, vfma(s3, V8q1, vfma(s2, V8q0, s1))))
-                        vstore(o, 28 + t, vfma(s4, V8q3, vfma(s3, V8q3, vadd(s1, s2))))
-                        vstore(o, 42 + t, vadd(vfma(s4, V8q5, vfma(s3, V8q4, vfma(s2, V8q0, s1))), s5))
-                    yr = yb + oy * 56
-                    for ox in range(56):
-                        sm = o[(ox % 4) * 14 + ox // 4]
-                        fine = fine and abs(sm) < math.inf
-                        v = sm + bm
-                        v = where(v > 0.0, v, 0.0)
-                        y[yr + ox] = v
-        if not fine:
-            bad[0] = 1
+    slots_ = max(1, min(threads(), nb * 64))
+    claims_ = np.empty(slots_ * 8, np.int64)  # each share's next run of items
+    for v_ in range(slots_):
+        claims_[v_ * 8] = 0
+    run_ = max(1, -(-((nb * 64) // slots_) // 16))  # items a claim
+    for s_ in numba.prange(slots_):
+        for v_ in range(slots_):
+            own_ = (s_ + v_) % slots_  # its own share first, then what the others left
+            lo_ = own_ * (nb * 64) // slots_
+            hi_ = (own_ + 1) * (nb * 64) // slots_
+            while True:
+                c_ = lo_ + claim(claims_, own_ * 8) * run_
+                if c_ >= hi_:
+                    break
+                for q in range(c_, min(c_ + run_, hi_)):
+                    nn = q // 64
+                    k = q - nn * 64
+                    yb = ((n0 + nn) * 64 + k) * 3136
+                    bm = b[k]
+                    z = np.empty(336, np.float32)
+                    o = np.empty(56, np.float32)
+                    fine = True
+                    for tr in range(rows):
+                        ty = ty0 + tr
+                        mb = ((k * nb + nn) * rows + tr) * 14
+                        for t0 in range(0, 14, 8):
+                            t = min(t0, 6)
+                            m0 = vload(m, 0 * ps + mb + t, 8)
+                            m1 = vload(m, 6 * ps + mb + t, 8)
+                            m2 = vload(m, 12 * ps + mb + t, 8)
+                            m3 = vload(m, 18 * ps + mb + t, 8)
+                            m4 = vload(m, 24 * ps + mb + t, 8)
+                            m5 = vload(m, 30 * ps + mb + t, 8)
+                            vstore(z, 0 + t, vadd(vadd(vadd(vadd(m0, m1), m2), m3), m4))
+                            vstore(z, 84 + t, vfma(m4, V8q2, vfma(m3, V8q1, vfma(m2, V8q0, m1))))
+                            vstore(z, 168 + t, vfma(m4, V8q3, vfma(m3, V8q3, vadd(m1, m2))))
+                            vstore(z, 252 + t, vadd(vfma(m4, V8q5, vfma(m3, V8q4, vfma(m2, V8q0, m1))), m5))
+                        for t0 in range(0, 14, 8):
+                            t = min(t0, 6)
+                            m0 = vload(m, 1 * ps + mb + t, 8)
+                            m1 = vload(m, 7 * ps + mb + t, 8)
+                            m2 = vload(m, 13 * ps + mb + t, 8)
+                            m3 = vload(m, 19 * ps + mb + t, 8)
+                            m4 = vload(m, 25 * ps + mb + t, 8)
+                            m5 = vload(m, 31 * ps + mb + t, 8)
+                            vstore(z, 14 + t, vadd(vadd(vadd(vadd(m0, m1), m2), m3), m4))
+                            vstore(z, 98 + t, vfma(m4, V8q2, vfma(m3, V8q1, vfma(m2, V8q0, m1))))
+                            vstore(z, 182 + t, vfma(m4, V8q3, vfma(m3, V8q3, vadd(m1, m2))))
+                            vstore(z, 266 + t, vadd(vfma(m4, V8q5, vfma(m3, V8q4, vfma(m2, V8q0, m1))), m5))
+                        for t0 in range(0, 14, 8):
+                            t = min(t0, 6)
+                            m0 = vload(m, 2 * ps + mb + t, 8)
+                            m1 = vload(m, 8 * ps + mb + t, 8)
+                            m2 = vload(m, 14 * ps + mb + t, 8)
+                            m3 = vload(m, 20 * ps + mb + t, 8)
+                            m4 = vload(m, 26 * ps + mb + t, 8)
+                            m5 = vload(m, 32 * ps + mb + t, 8)
+                            vstore(z, 28 + t, vadd(vadd(vadd(vadd(m0, m1), m2), m3), m4))
+                            vstore(z, 112 + t, vfma(m4, V8q2, vfma(m3, V8q1, vfma(m2, V8q0, m1))))
+                            vstore(z, 196 + t, vfma(m4, V8q3, vfma(m3, V8q3, vadd(m1, m2))))
+                            vstore(z, 280 + t, vadd(vfma(m4, V8q5, vfma(m3, V8q4, vfma(m2, V8q0, m1))), m5))
+                        for t0 in range(0, 14, 8):
+                            t = min(t0, 6)
+                            m0 = vload(m, 3 * ps + mb + t, 8)
+                            m1 = vload(m, 9 * ps + mb + t, 8)
+                            m2 = vload(m, 15 * ps + mb + t, 8)
+                            m3 = vload(m, 21 * ps + mb + t, 8)
+                            m4 = vload(m, 27 * ps + mb + t, 8)
+                            m5 = vload(m, 33 * ps + mb + t, 8)
+                            vstore(z, 42 + t, vadd(vadd(vadd(vadd(m0, m1), m2), m3), m4))
+                            vstore(z, 126 + t, vfma(m4, V8q2, vfma(m3, V8q1, vfma(m2, V8q0, m1))))
+                            vstore(z, 210 + t, vfma(m4, V8q3, vfma(m3, V8q3, vadd(m1, m2))))
+                            vstore(z, 294 + t, vadd(vfma(m4, V8q5, vfma(m3, V8q4, vfma(m2, V8q0, m1))), m5))
+                        for t0 in range(0, 14, 8):
+                            t = min(t0, 6)
+                            m0 = vload(m, 4 * ps + mb + t, 8)
+                            m1 = vload(m, 10 * ps + mb + t, 8)
+                            m2 = vload(m, 16 * ps + mb + t, 8)
+                            m3 = vload(m, 22 * ps + mb + t, 8)
+                            m4 = vload(m, 28 * ps + mb + t, 8)
+                            m5 = vload(m, 34 * ps + mb + t, 8)
+                            vstore(z, 56 + t, vadd(vadd(vadd(vadd(m0, m1), m2), m3), m4))
+                            vstore(z, 140 + t, vfma(m4, V8q2, vfma(m3, V8q1, vfma(m2, V8q0, m1))))
+                            vstore(z, 224 + t, vfma(m4, V8q3, vfma(m3, V8q3, vadd(m1, m2))))
+                            vstore(z, 308 + t, vadd(vfma(m4, V8q5, vfma(m3, V8q4, vfma(m2, V8q0, m1))), m5))
+                        for t0 in range(0, 14, 8):
+                            t = min(t0, 6)
+                            m0 = vload(m, 5 * ps + mb + t, 8)
+                            m1 = vload(m, 11 * ps + mb + t, 8)
+                            m2 = vload(m, 17 * ps + mb + t, 8)
+                            m3 = vload(m, 23 * ps + mb + t, 8)
+                            m4 = vload(m, 29 * ps + mb + t, 8)
+                            m5 = vload(m, 35 * ps + mb + t, 8)
+                            vstore(z, 70 + t, vadd(vadd(vadd(vadd(m0, m1), m2), m3), m4))
+                            vstore(z, 154 + t, vfma(m4, V8q2, vfma(m3, V8q1, vfma(m2, V8q0, m1))))
+                            vstore(z, 238 + t, vfma(m4, V8q3, vfma(m3, V8q3, vadd(m1, m2))))
+                            vstore(z, 322 + t, vadd(vfma(m4, V8q5, vfma(m3, V8q4, vfma(m2, V8q0, m1))), m5))
+                        for a in range(4):
+                            oy = ty * 4 + a
+                            if oy < 56:
+                                for t0 in range(0, 14, 8):
+                                    t = min(t0, 6)
+                                    s0 = vload(z, (a * 6 + 0) * 14 + t, 8)
+                                    s1 = vload(z, (a * 6 + 1) * 14 + t, 8)
+                                    s2 = vload(z, (a * 6 + 2) * 14 + t, 8)
+                                    s3 = vload(z, (a * 6 + 3) * 14 + t, 8)
+                                    s4 = vload(z, (a * 6 + 4) * 14 + t, 8)
+                                    s5 = vload(z, (a * 6 + 5) * 14 + t, 8)
+                                    vstore(o, 0 + t, vadd(vadd(vadd(vadd(s0, s1), s2), s3), s4))
+                                    vstore(o, 14 + t, vfma(s4, V8q2, vfma(s3, V8q1, vfma(s2, V8q0, s1))))
+                                    vstore(o, 28 + t, vfma(s4, V8q3, vfma(s3, V8q3, vadd(s1, s2))))
+                                    vstore(o, 42 + t, vadd(vfma(s4, V8q5, vfma(s3, V8q4, vfma(s2, V8q0, s1))), s5))
+                                yr = yb + oy * 56
+                                for ox in range(56):
+                                    sm = o[(ox % 4) * 14 + ox // 4]
+                                    fine = fine and abs(sm) < math.inf
+                                    v = sm + bm
+                                    v = where(v > 0.0, v, 0.0)
+                                    y[yr + ox] = v
+                    if not fine:
+                        bad[0] = 1

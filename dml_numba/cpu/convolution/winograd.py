@@ -19,6 +19,9 @@ input. Four generated kernels, each over plain arrays:
 * ``winograd-output``: ``y = act(A^T m A + bias)`` per (image, output channel) and row of
   tiles, the same two passes, cropped to the output.
 
+The input, product and output kernels' threads claim their items (:mod:`dml_numba.cpu._share`:
+each its own share of the even split first, then what the others left).
+
 The transforms' constants are exact in float32 but for G's (1/6, 1/12, 1/24); the result
 differs from the direct sum's by rounding: a few units in the 6th digit relative to the
 output's magnitude on random data (the tests bound it against a float64 oracle). The output
@@ -44,7 +47,9 @@ from ..._codegen import SourceWriter
 from ..._frozen import Derived
 from ...elements.convolution import conv_epilogue
 from ...ops.convolution import ConvolutionDirection, ConvolutionMode
-from .._emit import Host, build_variants, header, resolve_parallel
+from .._emit import Host, build_variants, header, outer_loop, resolve_parallel
+from .._share import IMPORT as SHARE_IMPORT
+from .._share import shares
 from .base import ConvolutionKernel, conv_work
 
 #: output tile (M) and input tile (M + 2) of F(4x4, 3x3)
@@ -220,7 +225,7 @@ def _module(key, emit_body) -> str:
     body = SourceWriter()
     signature = emit_body(body, lanes, consts)
     w = SourceWriter()
-    loop = header(w, key, imports=(SIMD,))
+    loop = header(w, key, imports=(SIMD, SHARE_IMPORT))
     with w.block(f"def kernel({signature}):"):
         constants(w, consts)
         for line in body.text().replace("LOOP", loop).splitlines():
@@ -289,7 +294,7 @@ def emit_input(key) -> str:
     run = M * tw1
 
     def body(w, lanes, consts):
-        with w.block(f"for q in LOOP(nb * {cin}):"):
+        with shares(w, outer_loop(key), f"nb * {cin}", var="q"):
             w(f"nn = q // {cin}")
             w(f"c = q - nn * {cin}")
             w(f"xb = ((n0 + nn) * {cin} + c) * {h * wd}")
@@ -339,10 +344,10 @@ def emit_product(key) -> str:
     cout, cin = d.filter_tensor.sizes[:2]
     su = stride(cout * cin)
     w = SourceWriter()
-    loop = header(w, key)
+    loop = header(w, key, imports=(SHARE_IMPORT,))
     with w.block("def kernel(u, v, vs, m, ms, cols, slabs):"):
         w(f"step = ({cout} + slabs - 1) // slabs")
-        with w.block(f"for q in {loop}({P} * slabs):"):
+        with shares(w, loop, f"{P} * slabs", var="q"):
             w("p = q // slabs")
             w("m0 = (q - p * slabs) * step")
             w(f"m1 = min({cout}, m0 + step)")
@@ -364,7 +369,7 @@ def emit_output(key) -> str:
     addend = key.plan.addend
 
     def body(w, lanes, consts):
-        with w.block(f"for q in LOOP(nb * {cout}):"):
+        with shares(w, outer_loop(key), f"nb * {cout}", var="q"):
             w(f"nn = q // {cout}")
             w(f"k = q - nn * {cout}")
             w(f"yb = ((n0 + nn) * {cout} + k) * {oh * ow}")

@@ -2,7 +2,8 @@
 below the dense tile's channel block), plane by plane.
 
 ``kernel(x, wp, [b,] y, xp, slots)``: ``slots`` (p)range iterations share the planes ``(n, g)``
-out evenly; each copies its plane with the zero padding into its own slot of ``xp`` (one plane:
+(:mod:`dml_numba.cpu._share`: each its own share first, then what the others left); each copies
+its plane with the zero padding into its own slot of ``xp`` (one plane:
 it stays in the first-level cache; skipped when nothing is padded), then for each of the group's
 output channels holds every tap's weight as a broadcast vector and walks the output in tiles of
 ``rows x vectors`` accumulators. A tile loads each input row its windows touch once per tap of
@@ -20,6 +21,7 @@ from ...._codegen import SourceWriter, affine, decompose
 from ...._dims import prod
 from ....ops.convolution import geometry
 from ..._emit import header, helper_header
+from ..._share import IMPORT as SHARE_IMPORT
 from .padding import emit_pad_phase
 from .plan import Layout, fold_of, needs_copy
 from .tile import (
@@ -44,7 +46,7 @@ def emit(key) -> str:
     slot = slot_elements(lay.plane_in)
     w = SourceWriter()
     loop = header(w, key, imports=(SIMD_IMPORT + (", vload_stride, vstore_raw" if split > 1
-                                                  else "") + activation_import(d),))
+                                                  else "") + activation_import(d), SHARE_IMPORT))
     with w.block(f"def kernel(x, {args}, xp, slots):"):
         w(f"# each slot takes a share of the {planes} planes (n, g)"
           + (f" and pads them in xp[slot * {slot}:]" if copy else ""))

@@ -3,9 +3,10 @@ for output rows narrower than a vector, where the plane-by-plane kernel (``depth
 narrows its vectors and overlaps its tiles.
 
 ``kernel(x, wp, [b,] y, xp, slots)``: ``slots`` (p)range iterations share the items (image,
-block of ``lanes`` channels) out evenly. Each copies its block's planes, transposed, into its
-own slot of ``xp``: the padded plane pixel-major, one vector of ``lanes`` channels a pixel
-(``lanes`` rows of pixels loaded per channel, transposed in registers by
+block of ``lanes`` channels) as :mod:`dml_numba.cpu._share` says. Each copies its block's
+planes, transposed, into its own slot of ``xp``: the padded plane pixel-major, one vector of
+``lanes`` channels a pixel (``lanes`` rows of pixels loaded per channel, transposed in
+registers by
 ``vstore_transposed``, their zero padding stored around them), so a strided or dilated window
 reads whole vectors at any offset with no stride phases. Then, per output row, tiles of
 ``pixels`` output pixels: every tap's weight vector held (``lanes`` channels a vector), each
@@ -29,6 +30,7 @@ import itertools
 from ...._codegen import SourceWriter, affine
 from ....ops.convolution import geometry
 from ..._emit import header, helper_header
+from ..._share import IMPORT as SHARE_IMPORT
 from .tile import (
     SIMD_IMPORT,
     Vec,
@@ -49,7 +51,8 @@ def emit(key) -> str:
     items = n_ * c_ // plan.lanes
     args = f"wp, {'b, ' if d.bias_tensor is not None else ''}y"
     w = SourceWriter()
-    loop = header(w, key, imports=(SIMD_IMPORT + ", vstore_transposed" + activation_import(d),))
+    loop = header(w, key, imports=(SIMD_IMPORT + ", vstore_transposed" + activation_import(d),
+                                   SHARE_IMPORT))
     ph, pw = plan.padded
     slot = slot_elements(ph * pw * plan.lanes)
     with w.block(f"def kernel(x, {args}, xp, slots):"):

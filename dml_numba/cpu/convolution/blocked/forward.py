@@ -2,7 +2,8 @@
 
 ``kernel(x, wp, [b,] y, xp)``, every argument a flat float32 array: phase 1 copies the input
 into ``xp`` with its zero padding (skipped when nothing is padded); phase 2 runs a (p)range over
-(n, group, channel block, outer spatial, row block); a plane of one axis (a pointwise layer's
+(n, group, channel block, outer spatial, row block), the threads claiming its items
+(:mod:`dml_numba.cpu._share`); a plane of one axis (a pointwise layer's
 pixels flattened) has no rows to share out and is cut into chunks of its runs instead
 (``plan.chunks_of``: enough iterations for every thread, each chunk's input small enough to stay
 in a core's cache while the channel blocks read it, the chunks outside the blocks where that
@@ -16,7 +17,8 @@ loop (the same values are stored twice). Bias is added in registers; a fused act
 over the stored tile.
 
 Staged plans (``blocked-staged``): ``kernel(x, wp, [b,] y, xp, slots)`` instead; each of
-``slots`` (p)range iterations takes a share of the (n, group) pairs and, for each, pads the
+``slots`` (p)range iterations takes pairs (n, group) (:mod:`dml_numba.cpu._share`: its own
+share first, then what the others left) and, for each, pads the
 group's input planes into its own part of ``xp`` (``pad``) and runs every tile of the pair from
 there, so the padded copy stays in cache instead of going through memory.
 
@@ -46,6 +48,8 @@ from ...._codegen import SourceWriter, affine, decompose
 from ...._dims import prod
 from ....ops.convolution import geometry
 from ..._emit import header, helper_header
+from ..._share import IMPORT as SHARE_IMPORT
+from ..._share import shares
 from .padding import emit_pad_phase
 from .plan import Layout, chunks_of, fold_of, needs_copy
 from .tile import (
@@ -103,7 +107,7 @@ def emit(key) -> str:
                                    + (", vstore_rows" if plan.flat else "")
                                    + (", vstore_transposed" if plan.pixels else "")
                                    + (", opaque" if plan.streamed else "")
-                                   + activation_import(d),))
+                                   + activation_import(d), SHARE_IMPORT))
     runs = Runs.of(lay, plan.flat)
     outer = [f"o{i}" for i in range(lay.rank - 2)]
     coords = ["n", "g", "mbi"] + outer + ["rt"] + (["xs"] if plan.staged else [])
@@ -131,7 +135,7 @@ def _emit_whole_input_kernel(w, loop, d, lay: Layout, coords, runs: Runs) -> Non
             w("xp = x  # nothing to pad")
         w("# phase 2: register-blocked tiles")
         count = lay.batch * lay.groups * lay.blocks * prod(lay.out[:-2]) * runs.row_tiles
-        with w.block(f"for f in {loop}({count}):"):
+        with shares(w, loop, count):
             decompose(w, "f", coords, [lay.batch, lay.groups] + (
                 [runs.row_tiles, lay.blocks] if coords[2] == "rt" else
                 [lay.blocks] + list(lay.out[:-2]) + [runs.row_tiles]))

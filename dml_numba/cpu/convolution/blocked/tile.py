@@ -20,6 +20,7 @@ from contextlib import ExitStack, contextmanager
 from ...._codegen import affine, flat_index
 from ...._dims import prod
 from ..._emit import helper_header
+from ..._share import shares
 from ..base import LINE
 from .plan import Layout, needs_copy
 
@@ -420,10 +421,10 @@ def slot_elements(elements: int) -> int:
 
 @contextmanager
 def slot_share(w, loop, items):
-    """``for s in (p)range(slots)``, then the share of ``items`` that slot ``s`` takes (``f``
-    from ``s * items // slots`` on): the kernels whose iterations each own a part of ``xp``."""
-    with w.block(f"for s in {loop}(slots):"), \
-            w.block(f"for f in range(s * {items} // slots, (s + 1) * {items} // slots):"):
+    """``for s in (p)range(slots)``, each ``s`` running items ``f`` of ``range(items)``
+    (:func:`~..._share.shares`: its own share first, then what the others left): the kernels
+    whose iterations each own a part of ``xp`` (slot ``s``'s, whichever item it runs)."""
+    with shares(w, loop, items, "slots"):
         yield
 
 
