@@ -39,7 +39,7 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
     # that changes a generated kernel fails there, nothing compiled), then the tests that
     # compile and run kernels (the code outside the generated text: buffers, packing,
     # drivers, intrinsics, launches), with the slow ones (every tile and variant of a case)
-    "emitters": (["dml_numba/cpu/_emit.py", "dml_numba/cpu/_simd.py",
+    "emitters": (["dml_numba/cpu/_emit.py", "dml_numba/cpu/_simd.py", "dml_numba/cpu/_share.py",
                   "dml_numba/cpu/lp_pooling.py", "dml_numba/cpu/convolution/*",
                   "dml_numba/cpu/_pooling.py", "dml_numba/cpu/max_pooling.py",
                   "dml_numba/cpu/average_pooling.py", "dml_numba/cpu/element_wise.py",
@@ -50,7 +50,8 @@ PARTS: dict[str, tuple[list[str], list[str]]] = {
                   "dml_numba/cuda/_pooling.py", "dml_numba/cuda/element_wise.py",
                   "dml_numba/cuda/batch_normalization.py", "dml_numba/cuda/gemm.py",
                   "dml_numba/cuda/join.py"],
-                 ["tests/test_golden.py", "tests/unit/test_simd.py", "tests/test_kernel_corners.py",
+                 ["tests/test_golden.py", "tests/unit/test_simd.py", "tests/unit/test_share.py",
+                  "tests/test_kernel_corners.py",
                   "tests/ops/test_convolution_blocked.py", "tests/unit/test_blocked_plan.py",
                   "tests/ops/test_convolution_algorithms.py", "tests/ops/test_lp_pooling.py",
                   "tests/ops/test_max_pooling.py", "tests/ops/test_average_pooling.py",
