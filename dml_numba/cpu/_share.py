@@ -7,11 +7,12 @@ memory traffic; measured on a 2-core VM: one core at ~60% of the other's speed),
 split then waits for the slow core's half while the fast core idles. The kernels whose
 iterations are coarse (a convolution's tiles, a depthwise plane) therefore run
 ``for s in prange(slots)`` with one counter per slot: slot ``s`` claims the items of its own
-share (``s * items // slots`` on, in order, as the even split would run them) one at a time by
-an atomic add on its counter, and then claims the remaining items of the other shares the same
-way. Each item is claimed exactly once (the counter's old value is the item), so the result is
-the same bit for bit whichever thread runs it; on a quiet machine each slot runs its own share
-as before (one uncontended atomic add an item, on a cache line of its own).
+share (``s * items // slots`` on, in order, as the even split would run them) by an atomic add
+on its counter, in runs of up to a sixteenth of the share (:data:`CLAIMS`), and then claims the
+remaining runs of the other shares the same way. Each run is claimed exactly once (the
+counter's old value numbers it), so the result is the same bit for bit whichever thread runs
+it; on a quiet machine each slot runs its own share as before (one uncontended atomic add a
+run, on a cache line of its own).
 
 ``claim(counters, i)``: ``counters[i] += 1`` as one atomic operation, the old value returned;
 ``threads()``: the threads a parallel loop now runs on (``numba.get_num_threads()``, whose own
@@ -71,14 +72,14 @@ def threads(typingctx):
 
 @contextmanager
 def shares(w, loop: str, items, slots: str | None = None, var: str = "f"):
-    # the slot's name: ``s`` where the body uses it (its part of a scratch), else one that no
-    # body uses (prange forbids assigning its index)
-    slot = "s" if slots is not None else "s_"
     """The body of ``for {var} in range(items)`` (``items``: a number, or an expression of the
     kernel's), run by the iterations ``s`` of ``loop(slots)`` (``slots``: a name in the
     kernel; None: the threads, up to ``items``, and no ``s``). The serial variant (``loop``
     ``range``) walks the shares in order; the parallel one claims the items as the module's
     docstring says."""
+    # the slot's name: ``s`` where the body uses it (its part of a scratch), else one that no
+    # body uses (prange forbids assigning its index)
+    slot = "s" if slots is not None else "s_"
     n = items if isinstance(items, int) else f"({items})"
     if loop == "range":
         if slots is None:
