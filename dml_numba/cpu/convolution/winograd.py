@@ -219,16 +219,16 @@ def transform_pass(w: SourceWriter, ln: Lanes, matrix, name: str, src, dst) -> N
 
 def _module(key, emit_body) -> str:
     """A kernel's module: the body written first (it names the constants), the constants
-    hoisted above the loop that ``emit_body(w, loop)`` opens."""
-    lanes = key.plan.lanes
+    hoisted above the loop that ``emit_body(w, lanes, consts, loop)`` opens (``loop``: the
+    outer loop's constructor, :func:`outer_loop`)."""
     consts: dict = {}
     body = SourceWriter()
-    signature = emit_body(body, lanes, consts)
+    signature = emit_body(body, key.plan.lanes, consts, outer_loop(key))
     w = SourceWriter()
-    loop = header(w, key, imports=(SIMD, SHARE_IMPORT))
+    header(w, key, imports=(SIMD, SHARE_IMPORT))
     with w.block(f"def kernel({signature}):"):
         constants(w, consts)
-        for line in body.text().replace("LOOP", loop).splitlines():
+        for line in body.text().splitlines():
             w(line)
     return w.text()
 
@@ -243,8 +243,8 @@ def emit_filter(key) -> str:
     cout, cin = d.filter_tensor.sizes[:2]
     flip = d.mode == ConvolutionMode.CONVOLUTION
 
-    def body(w, lanes, consts):
-        with w.block(f"for k in LOOP({cout}):"):
+    def body(w, lanes, consts, loop):
+        with w.block(f"for k in {loop}({cout}):"):
             # the taps of the output channel, a row each (so the loop below runs in vectors)
             w(f"gs = np.empty({9 * cin}, np.float32)")
             with w.block(f"for c in range({cin}):"):
@@ -293,8 +293,8 @@ def emit_input(key) -> str:
     tw1 = tw + 1  # the phases read one tile further (offsets 4 and 5)
     run = M * tw1
 
-    def body(w, lanes, consts):
-        with shares(w, outer_loop(key), f"nb * {cin}", var="q"):
+    def body(w, lanes, consts, loop):
+        with shares(w, loop, f"nb * {cin}", var="q"):
             w(f"nn = q // {cin}")
             w(f"c = q - nn * {cin}")
             w(f"xb = ((n0 + nn) * {cin} + c) * {h * wd}")
@@ -368,8 +368,8 @@ def emit_output(key) -> str:
     bias = d.bias_tensor is not None
     addend = key.plan.addend
 
-    def body(w, lanes, consts):
-        with shares(w, outer_loop(key), f"nb * {cout}", var="q"):
+    def body(w, lanes, consts, loop):
+        with shares(w, loop, f"nb * {cout}", var="q"):
             w(f"nn = q // {cout}")
             w(f"k = q - nn * {cout}")
             w(f"yb = ((n0 + nn) * {cout} + k) * {oh * ow}")

@@ -22,6 +22,7 @@ from ...._dims import prod
 from ....ops.convolution import geometry
 from ..._emit import header, helper_header
 from ..._share import IMPORT as SHARE_IMPORT
+from ..._share import shares
 from .padding import emit_pad_phase
 from .plan import Layout, fold_of, needs_copy
 from .tile import (
@@ -31,7 +32,6 @@ from .tile import (
     emit_activation_pass,
     row_block_terms,
     slot_elements,
-    slot_share,
     vector_activation,
 )
 
@@ -50,7 +50,7 @@ def emit(key) -> str:
     with w.block(f"def kernel(x, {args}, xp, slots):"):
         w(f"# each slot takes a share of the {planes} planes (n, g)"
           + (f" and pads them in xp[slot * {slot}:]" if copy else ""))
-        with slot_share(w, loop, planes):
+        with shares(w, loop, planes, "slots"):  # slot s: its own part of xp
             if copy:
                 w(f"xo = s * {slot}")
                 emit_pad_phase(w, "range", 1, lay.size_in, lay.front, lay.padded, split,

@@ -31,13 +31,13 @@ from ...._codegen import SourceWriter, affine
 from ....ops.convolution import geometry
 from ..._emit import header, helper_header
 from ..._share import IMPORT as SHARE_IMPORT
+from ..._share import shares
 from .tile import (
     SIMD_IMPORT,
     Vec,
     activation_import,
     emit_activation_pass,
     slot_elements,
-    slot_share,
     vector_activation,
 )
 
@@ -58,7 +58,7 @@ def emit(key) -> str:
     with w.block(f"def kernel(x, {args}, xp, slots):"):
         w(f"# each slot takes a share of the {items} (image, block of {plan.lanes} channels) "
           f"and transposes their planes, padded, into xp[slot * {slot}:]")
-        with slot_share(w, loop, items):
+        with shares(w, loop, items, "slots"):  # slot s: its own part of xp
             w(f"xo = s * {slot}")
             w("pad(x, xp, f, xo)")
             w(f"block(xp, {args}, f, xo)")

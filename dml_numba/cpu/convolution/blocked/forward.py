@@ -64,7 +64,6 @@ from .tile import (
     leading_tap_offsets,
     row_block_terms,
     slot_elements,
-    slot_share,
     tile_arrays,
     vector_activation,
 )
@@ -152,7 +151,7 @@ def _emit_staged_kernel(w, loop, d, lay: Layout, coords, outer, runs: Runs) -> N
         w(f"# each slot takes a share of the {items} (image, group) pairs, pads the group's "
           f"{cg} input planes into xp[slot * {slot}:] and runs every tile of the "
           "group")
-        with slot_share(w, loop, items):
+        with shares(w, loop, items, "slots"):  # slot s: its own part of xp
             decompose(w, "f", ["n", "g"], [lay.batch, lay.groups])
             w(f"xs = s * {slot}")
             w("pad(x, xp, n, g, xs)")

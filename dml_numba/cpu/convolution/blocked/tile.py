@@ -20,7 +20,6 @@ from contextlib import ExitStack, contextmanager
 from ...._codegen import affine, flat_index
 from ...._dims import prod
 from ..._emit import helper_header
-from ..._share import shares
 from ..base import LINE
 from .plan import Layout, needs_copy
 
@@ -417,15 +416,6 @@ def slot_elements(elements: int) -> int:
     :func:`~..base.line_aligned`)."""
     per_line = LINE // 4
     return -(-elements // per_line) * per_line
-
-
-@contextmanager
-def slot_share(w, loop, items):
-    """``for s in (p)range(slots)``, each ``s`` running items ``f`` of ``range(items)``
-    (:func:`~..._share.shares`: its own share first, then what the others left): the kernels
-    whose iterations each own a part of ``xp`` (slot ``s``'s, whichever item it runs)."""
-    with shares(w, loop, items, "slots"):
-        yield
 
 
 def row_block_terms(d, coords, pstride, ostride) -> tuple:
