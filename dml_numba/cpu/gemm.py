@@ -1,5 +1,5 @@
 """GEMM on the CPU. B transposed (a linear layer's weights, as ONNX's Gemm with transB and
-PyTorch's Linear hold them) with few output rows (a classifier head at batch 2 to 16): the
+PyTorch's Linear hold them) with few output rows (a classifier head at batch 1 to 16): the
 ``rows`` kernel, parallel over blocks of output columns, each tile of ``rows`` x ``cols`` dot
 products held in vector accumulators over K (each B row read once a block of A rows, from
 memory once in all: at 8 rows the product through BLAS read it eight times over and took 1.1
@@ -13,6 +13,7 @@ BLAS's pool spinning after a product would take the cores from the parallel kern
 from __future__ import annotations
 
 import dataclasses
+import functools
 from contextlib import nullcontext
 
 import numpy as np
@@ -137,31 +138,39 @@ def emit_loops(key) -> str:
 
 
 #: the rows kernel takes B transposed with at least ROWS_MIN and at most ROWS_MAX output rows
-#: a batch (more: the loop nest or BLAS, which reuse B across rows in their own ways; one row
-#: reuses nothing: the loop nest's vectorised dot products stream B faster, AVX2, 1280 -> 1000
-#: with B out of the caches: 0.139 ms against 0.180; at two rows 0.176 against 0.192, at four
-#: 0.365 against 0.412)
-ROWS_MIN, ROWS_MAX = 2, 16
+#: a batch (more: the loop nest or BLAS, which reuse B across rows in their own ways). AVX2,
+#: 1280 -> 1000 with B out of the caches: at two rows 0.176 ms against the loop nest's 0.192,
+#: at four 0.365 against 0.412; at one row (tiles of one B row, K in four partial sums) 0.10-0.12
+#: against 0.17-0.20 (the loop nest's dot products: one sum LLVM vectorises; tiles of two B rows
+#: read two streams at once: 0.18)
+ROWS_MIN, ROWS_MAX = 1, 16
 
 
 @dataclasses.dataclass(frozen=True)
 class RowsPlan:
     """The rows kernel's tile: ``rows`` rows of A x ``cols`` rows of B, their dot products in
     vectors of ``lanes`` float32 (``rows x cols`` accumulators, ``cols`` B vectors and one A
-    vector live: 4 x 2 in AVX2's 16 registers, 8 x 2 in AVX-512's 32)."""
+    vector live: 4 x 2 in AVX2's 16 registers, 8 x 2 in AVX-512's 32), each dot product in
+    ``splits`` partial sums over K (consecutive vectors of K in turn), so that a tile has
+    four independent chains of fused multiply-adds: one row of A takes tiles of one B row (B
+    read as one stream a thread, the fastest out of the caches) in four partial sums."""
 
     lanes: int
     rows: int
     cols: int
+    splits: int = 1
 
     @property
     def label(self) -> str:
-        return f"{self.lanes} {self.rows}x{self.cols}"
+        return f"{self.lanes} {self.rows}x{self.cols}" + (
+            f" /{self.splits}" if self.splits > 1 else "")
 
     @classmethod
     def for_host(cls, m: int, n: int, host: Host | None = None) -> RowsPlan:
         host = host or Host.current()
-        return cls(host.lanes, min(m, 8 if host.lanes >= 16 else 4), min(n, 2))
+        rows = min(m, 8 if host.lanes >= 16 else 4)
+        cols = 1 if m == 1 else min(n, 2)
+        return cls(host.lanes, rows, cols, max(1, 4 // (rows * cols)))
 
 
 def takes_rows(desc) -> bool:
@@ -187,7 +196,8 @@ def emit_rows(key) -> str:
     width += -width % plan.cols  # whole column tiles in every block but the last
     blocks = -(-n // width)
     w = SourceWriter()
-    loop = header(w, key, imports=("from dml_numba.cpu._simd import vfma, vload, vsum, vzero",))
+    loop = header(w, key,
+                  imports=("from dml_numba.cpu._simd import vadd, vfma, vload, vsum, vzero",))
     args = f"a, b, {'c, ' if c else ''}y"
     row_tiles = [(i, plan.rows) for i in range(0, m - plan.rows + 1, plan.rows)]
     if m % plan.rows:
@@ -222,35 +232,53 @@ def emit_rows(key) -> str:
                         w(f"tile{r}x1" + call.format(i=i))
     for r, q in sorted({(r, q) for _, r in row_tiles
                         for q in (plan.cols, 1) if q == plan.cols or tail}):
-        _emit_rows_tile(w, d, r, q, L, m, n, k, c)
+        _emit_rows_tile(w, d, r, q, L, plan.splits, m, n, k, c)
     return w.text()
 
 
-def _emit_rows_tile(w, d, r: int, q: int, L: int, m: int, n: int, k: int, c: bool) -> None:
-    """``tile{r}x{q}``: A rows ``i..i+r`` x B rows ``j..j+q`` of batch ``g``."""
+def _emit_rows_tile(w, d, r: int, q: int, L: int, S: int, m: int, n: int, k: int,
+                    c: bool) -> None:
+    """``tile{r}x{q}``: A rows ``i..i+r`` x B rows ``j..j+q`` of batch ``g``, each dot product
+    in ``S`` partial sums (vector ``t`` of K into sum ``t % S``), added before the lanes are."""
     helper_header(w)
     with w.block(f"def tile{r}x{q}(a, b, {'c, ' if c else ''}y, g, i, j):"):
         for u in range(r):
             w(f"ao{u} = (g * {m} + i + {u}) * {k}")
         for v in range(q):
             w(f"bo{v} = (g * {n} + j + {v}) * {k}")
-        whole = k // L * L
-        for u in range(r):
+
+        def acc(u, v, p):
+            return f"s{u}_{v}" + (f"_{p}" if S > 1 else "")
+
+        def step(at, sums):  # one vector of K at ``at`` into partial sums ``sums``
             for v in range(q):
-                w(f"s{u}_{v} = vzero({L})")
-        if whole:
-            with w.block(f"for kk in range(0, {whole}, {L}):"):
+                w(f"b{v} = vload(b, bo{v} + {at}, {L})")
+            for u in range(r):
+                w(f"a_ = vload(a, ao{u} + {at}, {L})")
                 for v in range(q):
-                    w(f"b{v} = vload(b, bo{v} + kk, {L})")
-                for u in range(r):
-                    w(f"a_ = vload(a, ao{u} + kk, {L})")
-                    for v in range(q):
-                        w(f"s{u}_{v} = vfma(a_, b{v}, s{u}_{v})")
+                    w(f"{acc(u, v, sums)} = vfma(a_, b{v}, {acc(u, v, sums)})")
+
+        whole = k // (L * S) * (L * S)  # K's vectors in runs of S
+        rest = (k - whole) // L  # whole vectors after the runs: the first partial sums
         for u in range(r):
             for v in range(q):
-                w(f"t{u}_{v} = vsum(s{u}_{v})")
+                for p in range(S):
+                    w(f"{acc(u, v, p)} = vzero({L})")
+        if whole:
+            with w.block(f"for kk in range(0, {whole}, {L * S}):"):
+                for p in range(S):
+                    step(f"kk + {p * L}" if p else "kk", p)
+        for p in range(rest):
+            step(str(whole + p * L), p)
+        for u in range(r):
+            for v in range(q):
+                sums = [acc(u, v, p) for p in range(S)]
+                while len(sums) > 1:  # pairwise: (s0 + s1) + (s2 + s3)
+                    sums = [f"vadd({x}, {y})" for x, y in zip(sums[::2], sums[1::2])] + (
+                        sums[-1:] if len(sums) % 2 else [])
+                w(f"t{u}_{v} = vsum({sums[0]})")
         if k % L:
-            with w.block(f"for kk in range({whole}, {k}):"):
+            with w.block(f"for kk in range({k // L * L}, {k}):"):
                 for u in range(r):
                     for v in range(q):
                         w(f"t{u}_{v} += a[ao{u} + kk] * b[bo{v} + kk]")
@@ -277,6 +305,16 @@ class GemmKernel(CpuKernel):
         if key.kernel == "main":  # BLAS in the calling thread, the kernel around it serial
             key = dataclasses.replace(key, parallel=False)
         super().__init__(key, emit, [(self.acc, rank)] * count, options)
+
+    def bound(self, inputs, out):
+        """A compiled graph's step: the generated kernel itself on the arrays (flat views for
+        the rows kernel), where they are C-contiguous and no BLAS runs (BLAS's thread count is
+        set around each call)."""
+        if self.key.kernel == "main" or not all(a.flags.c_contiguous for a in inputs):
+            return functools.partial(self, inputs, out)
+        if self.key.kernel == "rows":
+            return functools.partial(self.fn, *(a.reshape(-1) for a in inputs), out.reshape(-1))
+        return functools.partial(self.fn, *inputs, out)
 
     def __call__(self, inputs, out):
         flat = self.key.kernel == "rows"

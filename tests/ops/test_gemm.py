@@ -94,6 +94,8 @@ def test_rows_cut_into_column_blocks_against_matmul(trans_a, trans_b, m, k, n):
     ((2,), 5, 19, 7, False, np.float16),  # a row tile of 1 after the full ones, two batches
     ((2, 3), 16, 8, 1, False, np.float32),  # one column: 1-column tiles only
     ((), 3, 3, 2, True, np.float32),  # K shorter than a vector
+    ((), 1, 37, 9, False, np.float32),  # one row: K in four partial sums, vectors and a tail
+    ((2,), 1, 300, 40, True, np.float16),  # one row, two batches, K's runs of four vectors
 ])
 def test_the_rows_kernel_against_matmul(lanes, batch, m, k, n, trans_a, dtype):
     """B transposed with few rows: the rows kernel (its tiles planned for 4, 8 and 16 lanes)
@@ -124,14 +126,53 @@ def test_the_rows_kernel_against_matmul(lanes, batch, m, k, n, trans_a, dtype):
 
 
 def test_the_rows_kernel_takes_b_transposed_with_few_rows():
-    """B as it is, one row, more than ROWS_MAX rows, or float64: the loop nest or BLAS."""
-    from dml_numba.cpu.gemm import ROWS_MAX, ROWS_MIN, takes_rows
+    """B transposed with one to ROWS_MAX rows in float32 or float16: the rows kernel; B as it
+    is, more than ROWS_MAX rows, or float64: the loop nest or BLAS. One row: tiles of one B
+    row (one stream of B a thread) with K in four partial sums; more rows: one sum a pair."""
+    from dml_numba._host import Host
+    from dml_numba.cpu.gemm import ROWS_MAX, ROWS_MIN, RowsPlan, takes_rows
 
     def desc(m, trans_b, dtype=np.float32):
         a = np.zeros((m, 8), dtype)
         b = np.zeros((4, 8) if trans_b else (8, 4), dtype)
         return dml.functional.gemm_desc(a, b, trans_b=trans_b)
 
+    assert ROWS_MIN == 1
     assert takes_rows(desc(ROWS_MAX, True)) and takes_rows(desc(ROWS_MIN, True, np.float16))
-    assert not takes_rows(desc(ROWS_MAX + 1, True)) and not takes_rows(desc(1, True))
+    assert not takes_rows(desc(ROWS_MAX + 1, True))
     assert not takes_rows(desc(4, False)) and not takes_rows(desc(4, True, np.float64))
+    for lanes in (8, 16):
+        assert RowsPlan.for_host(1, 1000, Host(lanes, 2)) == RowsPlan(lanes, 1, 1, 4)
+        assert RowsPlan.for_host(2, 1000, Host(lanes, 2)) == RowsPlan(lanes, 2, 2, 1)
+    assert RowsPlan.for_host(8, 1000, Host(8, 2)) == RowsPlan(8, 4, 2, 1)
+
+
+@pytest.mark.parametrize("m, trans_b", [(1, True), (4, True), (3, False)])
+def test_a_bound_step_runs_the_generated_kernel_on_the_arrays(m, trans_b):
+    """A compiled graph's GEMM step (``bind``) calls the generated kernel itself on the
+    arrays (flat views for the rows kernel), no conversion a call: right against float64
+    matmul, again after the inputs change in place; a strided (not contiguous) input is bound
+    through the adapting call and is right too."""
+    from dml_numba.cpu.gemm import GemmKernel
+
+    rng = np.random.default_rng(m)
+    a = random_array((m, 40), np.float32, rng)
+    b = random_array((24, 40) if trans_b else (40, 24), np.float32, rng)
+    c = random_array((m, 24), np.float32, rng)
+    desc = dml.functional.gemm_desc(a, b, c, trans_b=trans_b)
+    kernel = GemmKernel(desc, {"parallel": None})
+    y = np.full((m, 24), np.nan, np.float32)
+    step = kernel.bind([a, b, c], y)
+    assert step.func is kernel.fn
+    for _ in range(2):
+        step()
+        assert_close(y, a.astype(np.float64) @ (b.T if trans_b else b) + c, np.float32)
+        a += 1.0
+    wide = np.zeros((m, 80), np.float32)
+    wide[:, ::2] = a
+    at = wide[:, ::2]  # the same values, every other element: not bound to the kernel itself
+    y[...] = np.nan
+    step = kernel.bind([at, b, c], y)
+    assert step.func is not kernel.fn
+    step()
+    assert_close(y, a.astype(np.float64) @ (b.T if trans_b else b) + c, np.float32)
