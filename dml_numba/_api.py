@@ -9,6 +9,7 @@ from . import _interop
 from ._binding import HostDevice
 from ._cache import cache, operator_key
 from ._errors import ValidationError
+from ._frozen import as_argument
 from ._registry import check_device_name, check_options, get_device, get_lowering
 from .ops._base import DESCRIPTOR_TYPES, OperatorDesc
 
@@ -125,7 +126,10 @@ class CompiledOperator:
         contents decide happens at each call."""
         if self._plain is not None:
             bind = getattr(self.kernel, "bind", None)  # the numpy device's have none
-            return bind(inputs, out) if bind else functools.partial(self.kernel, inputs, out)
+            if bind is None:
+                return functools.partial(self.kernel, inputs, out)
+            # a model's constants as the writable arrays over them: the kernels' own types
+            return bind([as_argument(a) for a in inputs], out)
         return functools.partial(self.run_checked, inputs, out)
 
     @property
