@@ -160,7 +160,10 @@ STALE_SPLIT = ["2-D N=8 C=16 56x56 k=3 s=2 g=dw"]
 MISSES = {
     "crossover_avx512_2t.json": set(GEMM_ALONE + STALE_SPLIT),
     "crossover_avx2_2t.json": set(),
-    "crossover_avx512_1t.json": set(),
+    # with one Numba thread BLAS is switched to one thread and back all the same (its pool has
+    # the machine's threads): the model pays it there too, and the 1x1 layer timed alone with
+    # BLAS's own pool is GEMM_ALONE's kind on this host as well
+    "crossover_avx512_1t.json": {GEMM_ALONE[0]},
     "workloads_avx512_2t.json": set(),
     # the 3x3 stride-1 layers with Winograd's kernel among the four (AVX2 host, 2026-11-28):
     # the 512-channel layer on 7x7 is GEMM_ALONE's kind (gemm 2.1 against blocked 3.4 ms
@@ -292,7 +295,7 @@ def test_blas_pays_its_epilogue_pass_where_the_layer_has_one():
     as it stores. The model adds that pass to BLAS's estimate only: MobileNetV2's 16->96
     expansion at 112 x 112 with bias and ReLU6 goes to the tile (measured on the 2-core AVX-512
     machine: the tile 0.42 ms, BLAS 0.80), the same layer bare stays with BLAS on one thread
-    (on two, the switch of BLAS's thread count is paid too: the next test)."""
+    (the switch of BLAS's thread count is paid on both: the next test)."""
     from dml_numba._host import Host
     from dml_numba.cpu.convolution.cost import COSTS
 
@@ -317,17 +320,18 @@ def test_blas_pays_its_epilogue_pass_where_the_layer_has_one():
 @pytest.mark.parametrize("cin,cout,hw,batch,threads,want", [
     (64, 128, 56, 1, 2, "blocked"), (128, 256, 28, 1, 2, "blocked"),
     (128, 256, 28, 8, 2, "blocked"), (256, 512, 14, 8, 2, "blocked"),
-    (64, 128, 56, 1, 1, "gemm")])
-def test_blas_pays_the_switch_of_its_thread_count_where_the_host_has_threads(
+    (64, 128, 56, 1, 1, "blocked")])
+def test_blas_pays_the_switch_of_its_thread_count_on_any_host(
         cin, cout, hw, batch, threads, want):
     """Around the gemm algorithm's product BLAS is set to one thread and back (two libraries,
-    :mod:`dml_numba._blas`), and starts in the calling thread, where the host has threads:
-    ResNet-18's 1x1 stride-2 downsampling layers went to BLAS on the grid's constants and ran
-    2.3x slower in the network than the tile (measured on the 2-core AVX-512 machine, batch 1:
-    64->128 on 56x56 0.27 against 0.11 ms, 128->256 on 28x28 0.20 against 0.11; batch 8,
-    128->256 0.92-1.01 against 0.85-0.87, 256->512 on 14x14 0.89-1.10 against 0.71-0.81). On
-    one thread nothing is switched: the estimate has no such term, and the first layer stays
-    with BLAS there."""
+    :mod:`dml_numba._blas`), and starts in the calling thread: ResNet-18's 1x1 stride-2
+    downsampling layers went to BLAS on the grid's constants and ran 2.3x slower in the
+    network than the tile (measured on the 2-core AVX-512 machine, batch 1: 64->128 on 56x56
+    0.27 against 0.11 ms, 128->256 on 28x28 0.20 against 0.11; batch 8, 128->256 0.92-1.01
+    against 0.85-0.87, 256->512 on 14x14 0.89-1.10 against 0.71-0.81). With one Numba thread
+    too (BLAS's own pool has the machine's threads: it is switched all the same; MobileNetV2
+    with ``NUMBA_NUM_THREADS=1`` ran 1.27x faster once its projections paid it and left
+    BLAS)."""
     from dml_numba._host import Host
     from dml_numba.cpu.convolution.cost import COSTS
 
@@ -342,5 +346,4 @@ def test_blas_pays_the_switch_of_its_thread_count_where_the_host_has_threads(
     unswitched = dataclasses.replace(COSTS, blas_switch=0.0)
     paid = estimate(desc, "gemm", None, host) - estimate(desc, "gemm", None, host,
                                                           costs=unswitched)
-    assert COSTS.blas_switch > 0 and paid == pytest.approx(
-        COSTS.blas_switch if threads > 1 else 0.0)
+    assert COSTS.blas_switch > 0 and paid == pytest.approx(COSTS.blas_switch)

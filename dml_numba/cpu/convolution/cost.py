@@ -41,10 +41,12 @@ class Costs:
     blocked_call: float = 2000.0
     gemm_call: float = 2000.0
     #: the gemm algorithm's BLAS set to one thread and back around its product (two libraries
-    #: through threadpoolctl, ~11 us) and BLAS's own start in the calling thread, where the host
-    #: has threads to hand back (one thread: BLAS was on one already); not fitted: measured in
-    #: a network, where the grid's shapes run alone (ResNet-18's 1x1 stride-2 layers took
-    #: 0.09-0.14 ms more in the network than alone, ~1.2 M of these units at their rate)
+    #: through threadpoolctl, ~11 us) and BLAS's own start in the calling thread, whatever
+    #: Numba's thread count (BLAS's pool has the machine's threads: with NUMBA_NUM_THREADS=1
+    #: MobileNetV2's projections on BLAS made the network 1.27x slower than on the tiles); not
+    #: fitted: measured in a network, where the grid's shapes run alone (ResNet-18's 1x1
+    #: stride-2 layers took 0.09-0.14 ms more in the network than alone, ~1.2 M of these units
+    #: at their rate)
     blas_switch: float = 0.0
     #: Winograd's F(4x4, 3x3) (``winograd``): its products by BLAS per vector multiply-add, per
     #: element of the products' operands and results, per element of the transformed input and

@@ -162,8 +162,9 @@ class Gemm(Variant):
         would fight Numba's for the cores), its column matrix written and read through memory
         (by the parallel im2col; none for a 1x1 unit-stride unpadded FORWARD convolution,
         whose input is the matrix), the epilogue's pass over the output (bias, activation), a
-        call per image and group, and, where the host has threads, BLAS set to one thread and
-        back around the product (``blas_switch``, measured in networks). The FORWARD product
+        call per image and group, and BLAS set to one thread and back around the product
+        (``blas_switch``, measured in networks; on one Numba thread too: BLAS's own pool has
+        the machine's threads whatever Numba's count). The FORWARD product
         now runs an item a thread (image, group, slab of channels) with its epilogue in cache;
         the estimate keeps the form its constants were fitted with: refitted on the grid
         measured with that product (``benchmarks/grid/``), the model chose worse on the
@@ -182,7 +183,7 @@ class Gemm(Variant):
             host.lanes * host.threads) if geo.forward and (
             desc.bias_tensor is not None or desc.fused_activation is not None) else 0.0
         return costs.gemm * vec + costs.column * columns / host.threads + epilogue \
-            + costs.call * calls + (costs.pool + costs.blas_switch if host.threads > 1 else 0.0) \
+            + costs.call * calls + (costs.pool if host.threads > 1 else 0.0) + costs.blas_switch \
             + costs.gemm_call
 
 
