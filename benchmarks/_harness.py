@@ -42,12 +42,14 @@ def paired_times(fn_a, fn_b, *, repeat: int = 9) -> tuple[float, float]:
     return statistics.median(a), statistics.median(b)
 
 
-def blocks_times(fns, *, rounds: int = 5, calls: int = 5, rest: float = 0.05) -> list[float]:
+def blocks_times(fns, *, rounds: int = 5, calls: int = 5, rest: float = 0.1) -> list[float]:
     """Medians of each of ``fns`` sampled in alternating blocks of ``calls`` calls (the
     first of each block dropped), ``rest`` seconds apart: for peers with thread pools of their
     own. Alternating single calls times each against the other's pool still spinning after its
     call (ONNX Runtime's and OpenMP's both spin): on two cores a ResNet-18 then took 96 ms
-    against 23 ms alone, and ONNX Runtime 36 ms against 19 ms. Blocks still see the same
+    against 23 ms alone, and ONNX Runtime 36 ms against 19 ms. ONNX Runtime's worker spins
+    about 50 ms after its last run (a 2-core machine, 2 threads: 50 ms of CPU time in any
+    sleep of 50 ms or more after a run), hence the rest of 0.1 s. Blocks still see the same
     drifting machine, each engine as a program using only it would."""
     samples = [[] for _ in fns]
     for _ in range(rounds):
