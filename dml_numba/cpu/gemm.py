@@ -24,7 +24,15 @@ from .._dims import prod
 from .._dtypes import accumulator
 from .._registry import register
 from ..ops.gemm import GemmOperatorDesc
-from ._emit import CpuKernel, Host, header, helper_header, make_key, run_in_accumulator
+from ._emit import (
+    CpuKernel,
+    Host,
+    bound_contiguous,
+    header,
+    helper_header,
+    make_key,
+    run_in_accumulator,
+)
 
 #: products up to this many multiply-adds run as a generated loop nest, not through BLAS
 LOOP_MACS = 1 << 23
@@ -310,11 +318,11 @@ class GemmKernel(CpuKernel):
         """A compiled graph's step: the generated kernel itself on the arrays (flat views for
         the rows kernel), where they are C-contiguous and no BLAS runs (BLAS's thread count is
         set around each call)."""
-        if self.key.kernel == "main" or not all(a.flags.c_contiguous for a in inputs):
-            return functools.partial(self, inputs, out)
-        if self.key.kernel == "rows":
+        if self.key.kernel == "rows" and all(a.flags.c_contiguous for a in inputs):
             return functools.partial(self.fn, *(a.reshape(-1) for a in inputs), out.reshape(-1))
-        return functools.partial(self.fn, *inputs, out)
+        if self.key.kernel == "main":
+            return functools.partial(self, inputs, out)
+        return bound_contiguous(self, inputs, out)
 
     def __call__(self, inputs, out):
         flat = self.key.kernel == "rows"
