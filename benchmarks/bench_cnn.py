@@ -11,6 +11,7 @@ only the first load-and-run of new processes (median of three after one that war
 
     python3 -m benchmarks.bench_cnn [--quick] [--tuned] [--batches 1 8] [--models resnet18 unet]
     python3 -m benchmarks.bench_cnn --first-run     # new processes, warm kernel cache
+    python3 -m benchmarks.bench_cnn --steps --models mobilenet_v2 --batches 1  # step by step
     python3 -m benchmarks.bench_cnn --device cuda   # on a GPU: against PyTorch (cuDNN)
 
 On "cuda" the input is a device array (no transfer timed) and the peer is the same network in
@@ -203,6 +204,109 @@ def steps_cuda(name: str, batch: int, quick: bool = False, repeat: int = 15) -> 
     return table
 
 
+def steps_cpu(name: str, batch: int, quick: bool = False, rounds: int = 12) -> Table:
+    """Where a network's time goes on the CPU, step by step, against ONNX Runtime's own
+    profile in the same process: each step's time inside the network (the steps called in
+    order, each timed), the same step alone (called three times, the last timed: its data,
+    weights and code in the caches), and ONNX Runtime's node (its profiler, matched in order
+    with our convolutions and GEMMs where both have as many; its fusions differ otherwise).
+    Blocks of the two alternate 0.1 s apart. The gap between "in network" and "alone" is what
+    the rest of the network costs a step (its data evicted by the others'); ONNX Runtime's run
+    is timed with its profiler on (slower than without)."""
+    import json
+    import statistics
+
+    import onnxruntime as ort
+
+    from dml_numba.onnx import compile_model
+
+    size = SIZES[name] // (2 if quick else 1)
+    shape = (batch, 3, size, size)
+    data = _export(name, size)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    model = compile_model(data, "cpu", input_shapes={"x": shape})
+    g = model.compiled
+    runs = {}
+    bind = g._bind
+
+    def kept(k, *args):  # each step's call of no arguments, as the graph binds it
+        runs[k] = bind(k, *args)
+        return runs[k]
+
+    g._bind = kept
+    try:
+        model(x)
+    finally:
+        del g._bind
+    steps = [runs[k] for k in sorted(runs)]
+    with tempfile.TemporaryDirectory() as tmp:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = numba_threads()
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(tmp, "ort")
+        session = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        for _ in range(10):
+            model(x)
+            session.run(None, {"x": x})
+        inside, ort_runs = [[] for _ in steps], []
+        for _ in range(rounds):
+            time.sleep(0.1)
+            for _ in range(6):
+                t = time.perf_counter()
+                for i, f in enumerate(steps):
+                    f()
+                    t2 = time.perf_counter()
+                    inside[i].append(t2 - t)
+                    t = t2
+            time.sleep(0.1)
+            for _ in range(6):
+                t = time.perf_counter()
+                session.run(None, {"x": x})
+                ort_runs.append(time.perf_counter() - t)
+        events = json.load(open(session.end_profiling()))
+    alone = []
+    for f in steps:
+        samples = []
+        for _ in range(rounds):
+            f()
+            f()
+            t = time.perf_counter()
+            f()
+            samples.append(time.perf_counter() - t)
+        alone.append(statistics.median(samples))
+    nodes: dict = {}
+    for e in events:  # each node's kernel times, in the order first seen (the graph's)
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            nodes.setdefault(e["name"], (e["args"].get("op_name", ""), []))[1].append(e["dur"])
+    theirs = [(op, statistics.median(d[-6 * rounds:]) * 1e-6) for op, d in nodes.values()]
+    compute = [t for op, t in theirs if op in ("Conv", "FusedConv", "Gemm", "FusedGemm")]
+    ours_compute = [i for i, op in enumerate(g.ops)
+                    if type(op.desc).__name__ in ("ConvolutionOperatorDesc", "FusedAddDesc",
+                                                  "GemmOperatorDesc")]
+    matched = dict(zip(ours_compute, compute)) if len(compute) == len(ours_compute) else {}
+    med = [statistics.median(v) for v in inside]
+    table = Table(f"{name} {shape} on the CPU, step by step ({numba_threads()} threads): our "
+                  f"steps {sum(med) * 1e3:.2f} ms in the network, {sum(alone) * 1e3:.2f} "
+                  f"alone; ONNX Runtime's nodes {sum(t for _, t in theirs) * 1e3:.2f} ms, its "
+                  f"runs {statistics.median(ort_runs) * 1e3:.2f} (profiled)",
+                  ["step", "operator", "input", "output", "in network ms", "alone ms",
+                   "ONNX Runtime node ms"])
+    for i, op in enumerate(g.ops):
+        desc = op.desc
+        inp = getattr(desc, "input_tensor", None)
+        table.add(i, type(desc).__name__.replace("OperatorDesc", "").replace("Desc", ""),
+                  "x".join(map(str, inp.sizes)) if inp is not None else "",
+                  "x".join(map(str, desc.output.sizes)), f"{med[i] * 1e3:.3f}",
+                  f"{alone[i] * 1e3:.3f}", f"{matched[i] * 1e3:.3f}" if i in matched else "")
+    return table
+
+
+def numba_threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
 def first_run_seconds(path: str, shape) -> float:
     """A new process: import, load the model, compile (kernels from the disk cache) and run
     once; the seconds from the start of the import to the result."""
@@ -315,15 +419,17 @@ def main(argv=None):
     p.add_argument("--tuned", action="store_true",
                    help="tune each model first (CPU), and time the static choice beside it")
     p.add_argument("--steps", action="store_true",
-                   help="(cuda) each step's kernel and host time, and other algorithms'")
+                   help="each step's time: (cpu) in the network, alone and ONNX Runtime's "
+                        "node; (cuda) its kernel and host time, and other algorithms'")
     p.add_argument("--first-run", action="store_true",
                    help="(cpu) only the first run of new processes with a warm kernel cache")
     a = p.parse_args(argv)
     print(machine())
     if a.first_run:
         table = run_first(a.batches, a.models)
-    elif a.device == "cuda" and a.steps:
-        table = Tables(steps_cuda(m, n, a.quick) for m in a.models for n in a.batches)
+    elif a.steps:
+        steps = steps_cuda if a.device == "cuda" else steps_cpu
+        table = Tables(steps(m, n, a.quick) for m in a.models for n in a.batches)
     elif a.device == "cuda":
         table = run_cuda(a.quick, a.batches, a.models)
     else:
