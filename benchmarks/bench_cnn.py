@@ -216,6 +216,7 @@ def steps_cpu(name: str, batch: int, quick: bool = False, rounds: int = 12) -> T
     import json
     import statistics
 
+    import numba
     import onnxruntime as ort
 
     from dml_numba.onnx import compile_model
@@ -239,9 +240,9 @@ def steps_cpu(name: str, batch: int, quick: bool = False, rounds: int = 12) -> T
     finally:
         del g._bind
     steps = [runs[k] for k in sorted(runs)]
+    threads = numba.config.NUMBA_NUM_THREADS
     with tempfile.TemporaryDirectory() as tmp:
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = numba_threads()
+        so = ort_options(threads)
         so.enable_profiling = True
         so.profile_file_prefix = os.path.join(tmp, "ort")
         session = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
@@ -263,7 +264,8 @@ def steps_cpu(name: str, batch: int, quick: bool = False, rounds: int = 12) -> T
                 t = time.perf_counter()
                 session.run(None, {"x": x})
                 ort_runs.append(time.perf_counter() - t)
-        events = json.load(open(session.end_profiling()))
+        with open(session.end_profiling()) as f:
+            events = json.load(f)
     alone = []
     for f in steps:
         samples = []
@@ -285,7 +287,7 @@ def steps_cpu(name: str, batch: int, quick: bool = False, rounds: int = 12) -> T
                                                   "GemmOperatorDesc")]
     matched = dict(zip(ours_compute, compute)) if len(compute) == len(ours_compute) else {}
     med = [statistics.median(v) for v in inside]
-    table = Table(f"{name} {shape} on the CPU, step by step ({numba_threads()} threads): our "
+    table = Table(f"{name} {shape} on the CPU, step by step ({threads} threads): our "
                   f"steps {sum(med) * 1e3:.2f} ms in the network, {sum(alone) * 1e3:.2f} "
                   f"alone; ONNX Runtime's nodes {sum(t for _, t in theirs) * 1e3:.2f} ms, its "
                   f"runs {statistics.median(ort_runs) * 1e3:.2f} (profiled)",
@@ -301,10 +303,15 @@ def steps_cpu(name: str, batch: int, quick: bool = False, rounds: int = 12) -> T
     return table
 
 
-def numba_threads() -> int:
-    import numba
+def ort_options(threads: int):
+    """ONNX Runtime's session options for a comparison: ``threads`` in its operators, one
+    operator at a time (as our graph runs its steps)."""
+    import onnxruntime as ort
 
-    return numba.get_num_threads()
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    return opts
 
 
 def first_run_seconds(path: str, shape) -> float:
@@ -350,9 +357,7 @@ def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 
                   ["model", "input", "dml_numba ms", "ONNX Runtime ms", "speed-up",
                    "max rel. error", "first calls ms (mean)", "first run, new process (s)"]
                   + (["static choice ms", "tuning processes (s)"] if tuned else []))
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
+    opts = ort_options(threads)
     for name in models:
         size = SIZES[name] // (2 if quick else 1)
         data = _export(name, size)
