@@ -113,6 +113,9 @@ def tile32(xp, wp, b, y, n, g, mbi, rt, xs):
                 w2_0 = vload(wp, wo + 64, 16)
                 w2_1 = vload(wp, wo + 80, 16)
                 xq = xo + xr0
+                if c < 32:
+                    prefetch(xp, xq + 107648)
+                    prefetch(xp, xq + 107657)
                 s0 = vbroadcast(xp, xq, 16)
                 a0_0 = vfma(w0_0, s0, a0_0)
                 a1_0 = vfma(w0_1, s0, a1_0)

@@ -98,6 +98,9 @@ def tile32(xp, wp, b, y, n, g, rt, mbi):
             w0_0 = vload(wp, wo + 0, 16)
             w0_1 = vload(wp, wo + 16, 16)
             xq = xo + xr0
+            if c < 224:
+                prefetch(xp, xq + 25088)
+                prefetch(xp, xq + 25101)
             s0 = vbroadcast(xp, xq, 16)
             a0_0 = vfma(w0_0, s0, a0_0)
             a1_0 = vfma(w0_1, s0, a1_0)

@@ -14,6 +14,7 @@ import pytest
 import dml_numba as dml
 from dml_numba.cpu import convolution as cpu_conv
 from dml_numba.cpu._emit import Host
+from dml_numba.cpu.convolution.base import LINE
 from dml_numba.cpu.convolution.blocked import forward
 from dml_numba.cpu.convolution.blocked import plan as planner
 from tests.cases import CV, catalogue, compare, conv_case
@@ -294,6 +295,54 @@ def test_channels_rows_go_through_a_scratch_on_sixteen_registers(width, cout, ac
         assert forward.row_scratch(lay(d, plan), plan) == kept
 
 
+#: channels tiles over many input channels (each channel's run prefetched ahead): a pointwise
+#: 14 x 14 layer of 96 channels read in place, two groups of 64 padded 3 x 3 (the prefetch
+#: stays inside its group), 200 channels at stride 2 in passes of 64
+PREFETCHED = {
+    "1x1-96-in-place": (((1, 96, 14, 14), (48, 96, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1), 0),
+    "3x3-groups-of-64": (((2, 128, 9, 21), (32, 64, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 2), 0),
+    "3x3-200-stride2-passes": (((1, 200, 7, 19), (16, 200, 3, 3), (2, 2), (1, 1), (1, 1), (1, 1),
+                                1), 64),
+}
+
+
+@pytest.mark.parametrize("host", [Host(8, 2), Host(16, 2)], ids=["8-lanes", "16-lanes"])
+@pytest.mark.parametrize("name", list(PREFETCHED))
+def test_channels_tiles_prefetch_the_run_of_the_channel_32_on(name, host):
+    """A channels tile over CHANNEL_PREFETCH_MIN or more input channels of a group prefetches,
+    as it reads each channel's run, the lines of the same run CHANNEL_PREFETCH_AHEAD channels on
+    (first to last element, a line apart), only while that channel is still the group's; a
+    tile over fewer channels prefetches nothing. The sums are unchanged: every output written
+    (NaN-filled), against the float64 brute force, staged and not, serial and parallel."""
+    from dml_numba.cpu.convolution.blocked import tile
+
+    args, cblock = PREFETCHED[name]
+    desc, inputs = conv_case(*args)
+    kdesc = cpu_conv.pointwise_as_1d(desc) or desc
+    cg = kdesc.input_tensor.sizes[1] // kdesc.group_count
+    ahead = tile.CHANNEL_PREFETCH_AHEAD
+    assert cg >= tile.CHANNEL_PREFETCH_MIN
+    ref = brute_force(desc, *inputs)
+    for staged, par in ((False, False), (True, True)):
+        plan = dataclasses.replace(planner.channel_plan(kdesc, host, staged=staged), cblock=cblock)
+        lay = planner.Layout.planned(kdesc, plan)
+        kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": par}, "blocked", plan)
+        src = kernel.source
+        assert f"if c < {cg - ahead}:" in src
+        found = [int(k) - ahead * lay.plane_in for k in re.findall(
+            r"prefetch\(xp, xq \+ (\d+)\)", src)]
+        assert found and min(found) >= 0 and max(found) - min(found) < lay.plane_in, found
+        assert all(b - a <= LINE // 4 for a, b in zip(sorted(found), sorted(found)[1:]))
+        y = np.full(desc.output_tensor.sizes, np.nan, F32)
+        kernel(list(inputs), y)
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4, err_msg=f"{staged} {par}")
+    few = conv_case((1, 63, 14, 14), (48, 63, 1, 1), (1, 1), (1, 1), (0, 0), (0, 0), 1)[0]
+    kfew = cpu_conv.pointwise_as_1d(few)
+    kernel = cpu_conv.build(few, {"algorithm": "blocked", "parallel": False}, "blocked",
+                            planner.channel_plan(kfew, host))
+    assert "prefetch(xp, xq" not in kernel.source
+
+
 #: channels tiles whose input channels run in passes (``plan.cblock``): a pointwise 7 x 7
 #: plane (one call, 17 tiles) in passes that divide its 96 channels, and 100 channels in
 #: passes of 32 (the last of 4); a pointwise plane cut into chunks (each call's tiles from
@@ -346,7 +395,7 @@ def test_small_planes_over_many_channels_go_one_run_a_chunk_outside_the_blocks()
     def chunks(xs, ws, lanes=8, budget=12):
         desc = conv_case(xs, ws, (1, 1), (1, 1), (0, 0), (0, 0), 1)[0]
         kdesc = cpu_conv.pointwise_as_1d(desc)
-        plan = cpu_conv.block_plan(kdesc, lanes=lanes, budget=budget)
+        plan = cpu_conv.block_plan(kdesc, Host(lanes, 2), budget=budget)
         lay = planner.Layout.planned(kdesc, plan)
         return planner.chunks_of(lay), -(-lay.out[-1] // (lay.lanes * lay.vectors))
 
@@ -710,7 +759,7 @@ def test_a_rows_last_run_takes_fewer_vectors_where_fewer_cover_it(lanes):
     for xs, ws, pad, budget in cases:
         desc, inputs = conv_case(xs, ws, (1, 1), (1, 1), pad, pad, 1)
         kdesc = cpu_conv.pointwise_as_1d(desc) or desc
-        plan = dataclasses.replace(cpu_conv.block_plan(kdesc, lanes=lanes, budget=budget),
+        plan = dataclasses.replace(cpu_conv.block_plan(kdesc, Host(8, 2), lanes=lanes, budget=budget),
                                    flat=False)
         lay = planner.Layout.planned(kdesc, plan)
         span, width = lay.lanes * lay.vectors, lay.out[-1]

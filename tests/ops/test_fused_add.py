@@ -152,6 +152,7 @@ def test_winograd_s_direct_sum_takes_the_addend_too(blocked, monkeypatch):
     nodes one by one."""
     from dml_numba.cpu.convolution import choice
 
+    dml.cache.clear()  # a new operator: its direct sum's kernel is chosen at its first call
     if not blocked:
         monkeypatch.setattr(choice, "choose", lambda desc, among=None: ("direct", None))
     desc, inputs = conv_case(SHAPES["no-padding-exact"], RELU)
@@ -162,8 +163,13 @@ def test_winograd_s_direct_sum_takes_the_addend_too(blocked, monkeypatch):
     r = np.random.default_rng(3).standard_normal(desc.output.sizes).astype(np.float32)
     got = op(*inputs, r)
     assert op.kernel.kernel._direct is not None
-    conv = dml.compile_operator(dataclasses.replace(desc, fused_activation=None), "cpu",
-                                algorithm="blocked" if blocked else "direct")(*inputs)
+    plain = dataclasses.replace(desc, fused_activation=None)
+    if blocked:
+        conv = dml.compile_operator(plain, "cpu", algorithm="blocked")(*inputs)
+    else:  # the loop nest itself (what "direct" compiles to may be its rows kernel on a
+        # host with wide vectors: the same sums in another order)
+        conv = np.empty(desc.output.sizes, np.float32)
+        cpu_conv.build(plain, {}, "direct", None)(list(inputs), conv)
     np.testing.assert_array_equal(got, np.maximum(conv + r, 0))
 
 
@@ -196,7 +202,17 @@ def test_the_default_choice_and_the_numpy_device():
     for device in ("cpu", "numpy"):
         got = dml.compile_operator(d, device)(*inputs, r)
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
-    assert dml.compile_operator(d, "cpu").kernel.fused
+    # the addend given to the static choice's kernel where it takes one: the blocked tile,
+    # the choice with 4 and 8 lanes; not the direct kernel, the choice with 16
+    from dml_numba._host import planned_for
+
+    for host, fused in ((Host(8, 2), True), (Host(4, 2), True), (Host(16, 2), False)):
+        with planned_for(host):
+            dml.cache.clear()  # (operators are memoised without the host they were built for)
+            alone = dml.compile_operator(desc, "cpu").kernel
+            assert (alone.algorithm == "blocked") == fused
+            assert dml.compile_operator(d, "cpu").kernel.fused == fused
+    dml.cache.clear()
     # (the convolution alone reads such a bias too)
     np.testing.assert_allclose(dml.compile_operator(desc, "cpu")(*inputs),
                                activated(LEAKY, brute_force(desc, *inputs)), rtol=1e-4, atol=1e-4)
