@@ -557,7 +557,9 @@ def test_the_planner_takes_depthwise_lanes_on_narrow_rows():
     """The lanes kernel is the planner's pick on output rows narrower than the host's vector
     (the plane-by-plane tile is not planned there, and the cost model ranks the lanes kernel
     first on MobileNetV2's such layers); on wider rows, strided or not, the plane by plane
-    tile (the lanes kernel stays among the tuner's candidates). It does not apply to a channel
+    tile with 8 lanes (the lanes kernel stays among the tuner's candidates); with 16 lanes the
+    lanes kernel at a strided last axis where its vectors have 16 lanes, the plane-by-plane
+    tile at stride 1 and where 16 does not divide the channels. It does not apply to a channel
     multiplier, a channel count no vector of 4 or more divides, 1-D or 3-D, float64, or
     windows whose weights would not fit the registers."""
     from dml_numba.cpu.convolution import choice
@@ -579,6 +581,14 @@ def test_the_planner_takes_depthwise_lanes_on_narrow_rows():
         assert not planner.takes_depthwise_lanes(d, avx2) and planner.depthwise_lanes(d, avx2)
         assert choice.ranked(d, avx2)[0][0].name != "depthwise-lanes"
         assert any(p.pixels for p in cpu_tune.blocked_plans(d, avx2))  # a tuner candidate
+    avx512 = Host(16, 2)
+    for c, h, s in ((96, 112, 2), (144, 56, 2), (192, 28, 2), (576, 14, 2), (960, 7, 1)):
+        d = desc(c, h, s)
+        assert planner.takes_depthwise_lanes(d, avx512), (c, h, s)
+        assert choice.ranked(d, avx512)[0][0].name == "depthwise-lanes", (c, h, s)
+    for c, h, s in ((144, 56, 1), (32, 112, 1), (24, 56, 2)):  # (24: vectors of 8)
+        d = desc(c, h, s)
+        assert not planner.takes_depthwise_lanes(d, avx512) and planner.depthwise_lanes(d, avx512)
     assert planner.depthwise_lanes(desc(12, 14, 2), avx2) == 4
     assert planner.depthwise_lanes(desc(12, 14, 2), Host(16, 2)) == 4
     assert planner.depthwise_lanes(desc(32, 14, 2), Host(16, 2)) == 16

@@ -21,7 +21,10 @@ it is the faster (384 on 14 x 14: 0.035 ms against 0.052), and at stride 2, thou
 was faster alone (96 on 112 x 112: 0.156 against 0.173; 192 on 28 x 28: 0.034 against 0.050),
 inside the network it was not (0.214 against 0.173 at 112 x 112, and the pointwise layer
 reading its output slower too: 0.135 against 0.096 ms; 0.050 against 0.048 at 28 x 28): it
-writes each plane a few pixels at a time.
+writes each plane a few pixels at a time. With AVX-512 (16 lanes, an Intel Xeon) it takes the
+strided layers too: inside MobileNetV2 at batch 1, 96 on 112 x 112 at stride 2 0.206 ms
+against 0.277 plane by plane, 144 on 56 x 56 0.083 against 0.096 (batch 8: 1.53 against 2.39,
+0.49 against 0.60), the pointwise layers after them level.
 """
 from __future__ import annotations
 

@@ -301,9 +301,14 @@ def depthwise_lanes(desc, host: Host) -> int:
 def takes_depthwise_lanes(desc, host: Host) -> bool:
     """Whether the depthwise lanes kernel is the planner's pick for ``desc``: where it applies,
     on output rows narrower than the host's vector (where the plane-by-plane kernel narrows
-    its vectors and overlaps its tiles; on wider rows, strided or not, the plane-by-plane
-    kernel was as fast or faster inside MobileNetV2: ``depthwise_lanes.py``)."""
-    return bool(depthwise_lanes(desc, host)) and desc.output_tensor.sizes[-1] < host.lanes
+    its vectors and overlaps its tiles), and at a strided last axis where it takes vectors of
+    16 lanes (AVX-512). With 8 lanes (AVX2) the plane-by-plane kernel was as fast or faster on
+    wider rows inside MobileNetV2, strided or not; with 16 its strided rows (a vector loaded
+    over twice its width and shuffled, 64-byte loads across cache lines) lost to the lanes
+    kernel inside the network (``depthwise_lanes.py``)."""
+    lanes = depthwise_lanes(desc, host)
+    return bool(lanes) and (desc.output_tensor.sizes[-1] < host.lanes
+                            or (lanes >= 16 and desc.strides[-1] > 1))
 
 
 def depthwise_lanes_plan(desc, host: Host | None = None, *, pixels: int | None = None
