@@ -101,6 +101,8 @@ def tile32(xp, wp, b, y, n, g, rt, mbi):
             if c < 224:
                 prefetch(xp, xq + 25088)
                 prefetch(xp, xq + 25101)
+                prefetch(wp, wo + 1024)
+                prefetch(wp, wo + 1040)
             s0 = vbroadcast(xp, xq, 16)
             a0_0 = vfma(w0_0, s0, a0_0)
             a1_0 = vfma(w0_1, s0, a1_0)
