@@ -122,6 +122,13 @@ def tile32(xp, wp, b, y, n, g, mbi, rt, xs):
                     prefetch(xp, xq + 105808)
                     prefetch(xp, xq + 105824)
                     prefetch(xp, xq + 105827)
+                    if rt == 0:
+                        prefetch(wp, wo + 9216)
+                        prefetch(wp, wo + 9232)
+                        prefetch(wp, wo + 9248)
+                        prefetch(wp, wo + 9264)
+                        prefetch(wp, wo + 9280)
+                        prefetch(wp, wo + 9296)
                 s0 = vbroadcast(xp, xq, 16)
                 a0_0 = vfma(w0_0, s0, a0_0)
                 a1_0 = vfma(w0_1, s0, a1_0)

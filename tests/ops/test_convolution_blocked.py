@@ -311,8 +311,9 @@ PREFETCHED = {
 def test_channels_tiles_prefetch_the_run_of_the_channel_32_on(name, host):
     """A channels tile over CHANNEL_PREFETCH_MIN or more input channels of a group prefetches,
     as it reads each channel's run, the lines of the same run CHANNEL_PREFETCH_AHEAD channels on
-    (first to last element, a line apart), and with a 1x1 filter that channel's weights, only
-    while that channel is still the group's; a tile over fewer channels prefetches nothing. The sums are unchanged: every output written
+    (first to last element, a line apart), and that channel's weights (a 1x1 filter's in every
+    tile, a larger one's row of taps in a block's first row tile), only while that channel is
+    still the group's; a tile over fewer channels prefetches nothing. The sums are unchanged: every output written
     (NaN-filled), against the float64 brute force, staged and not, serial and parallel."""
     from dml_numba.cpu.convolution.blocked import tile
 
@@ -334,9 +335,12 @@ def test_channels_tiles_prefetch_the_run_of_the_channel_32_on(name, host):
         assert found and min(found) >= 0 and max(found) - min(found) < lay.plane_in, found
         assert all(b - a <= LINE // 4 for a, b in zip(sorted(found), sorted(found)[1:]))
         weights = [int(k) for k in re.findall(r"prefetch\(wp, wo \+ (\d+)\)", src)]
-        # a 1x1 filter's weights of the channel ahead: its mb packed weights, a line apart
-        assert weights == ([ahead * plan.mb + i for i in range(0, plan.mb, LINE // 4)]
-                           if lay.kernel == (1,) else []), weights
+        # the weights of the channel ahead, a line apart: a 1x1 filter's mb packed weights in
+        # every tile; a larger filter's row of taps in a block's first row tile
+        taps = int(np.prod(lay.kernel))
+        assert weights == [ahead * taps * plan.mb + i
+                           for i in range(0, lay.kernel[-1] * plan.mb, LINE // 4)], weights
+        assert ("if rt == 0:" in src) == (taps > 1)
         y = np.full(desc.output_tensor.sizes, np.nan, F32)
         kernel(list(inputs), y)
         np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4, err_msg=f"{staged} {par}")

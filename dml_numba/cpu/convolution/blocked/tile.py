@@ -75,6 +75,10 @@ class Names:
         """Names bound by the generated code itself (parameters, loop variables)."""
         self._bound.update(names)
 
+    def has(self, name: str) -> bool:
+        """Whether ``name`` is bound here."""
+        return name in self._bound
+
     def __getitem__(self, name: str) -> str:
         if name not in self._bound:
             raise KeyError(f"generated code would read {name!r} before binding it")
@@ -319,7 +323,10 @@ def _emit_channel_prefetch(names: Names, spec: TileSpec, row: str, wo: str) -> N
     with a 1x1 filter, that channel's weight vectors (from ``wo``, this channel's) too: a few
     multiply-adds a channel leave the weights' own stream no time to arrive (MobileNetV2 at
     batch 1, in the network: its 7 x 7 pointwise layers 12-23% faster, the network 1.02-1.03x,
-    batch 8 1.02x; with 3x3 filters ResNet-18 0.986x, so not there)."""
+    batch 8 1.02x). A larger filter's row of taps in a channel block's first row tile only
+    (``rt == 0``: a thread takes a block's rows one after another, the later ones reading the
+    weights from its own cache): ResNet-18 at batch 1 1.026x, its 512-channel 3x3 layers on
+    7 x 7 4-7% faster (prefetched in every row tile, its 14 x 14 layers lost 8-12%)."""
     ahead, lay = channel_prefetch(spec.lay), spec.lay
     if not ahead:
         return
@@ -329,9 +336,14 @@ def _emit_channel_prefetch(names: Names, spec: TileSpec, row: str, wo: str) -> N
     with names.w.block(f"if {names['c']} < {cg - ahead}:"):
         for off in sorted(set(range(lo, hi + 1, LINE // 4)) | {hi}):
             names.w(f"prefetch(xp, {affine([(row, 1)], off + ahead * lay.plane_in)})")
-        if prod(lay.kernel) == 1:  # the channel's weights: mb of them, packed channel-major
+        taps = prod(lay.kernel)
+        if taps == 1:  # the channel's weights: mb of them, packed channel-major
             for off in range(0, lay.mb, LINE // 4):
                 names.w(f"prefetch(wp, {affine([(wo, 1)], off + ahead * lay.mb)})")
+        elif names.has("rt"):  # a row's taps' weights, in a block's first row tile only
+            with names.w.block(f"if {names['rt']} == 0:"):
+                for off in range(0, lay.kernel[-1] * lay.mb, LINE // 4):
+                    names.w(f"prefetch(wp, {affine([(wo, 1)], off + ahead * taps * lay.mb)})")
 
 
 def _finish_channel_tile(w, names, d, spec, vec, accs) -> None:
