@@ -541,6 +541,40 @@ def test_depthwise_lanes_kernel_against_brute_force(name, lanes):
         np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("name", list(DEPTHWISE_LANES))
+def test_depthwise_lanes_kernel_in_bands_of_rows(name, monkeypatch):
+    """The lanes kernel transposes the padded rows a band of output rows reads (within
+    BAND_BYTES) and computes the band before the next: bands of one row (serial) and of two
+    (parallel, the last band overlapping the one before where they do not divide the rows):
+    every output written (NaN-filled), the same values as the whole plane at once, bit for
+    bit, and the definition's."""
+    from dml_numba.cpu.convolution.blocked import depthwise_lanes as dl
+
+    desc, inputs = conv_case(*DEPTHWISE_LANES[name])
+    plan = planner.depthwise_lanes_plan(desc, Host(16, 2))
+    oh = desc.output_tensor.sizes[2]
+    (kh, _), (sh, _), (dh, _) = desc.filter_tensor.sizes[2:], desc.strides, desc.dilations
+    row = plan.padded[-1] * plan.lanes * 4
+    results = {}
+    for band, par in ((oh, False), (1, False), (2, True)):
+        monkeypatch.setattr(dl, "BAND_BYTES", ((band - 1) * sh + (kh - 1) * dh + 1) * row)
+        dml.cache.clear()  # (the band is the source's, not the key's)
+        assert dl.band_rows(desc, plan) == min(band, oh)
+        kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": par}, "blocked", plan)
+        assert f"for rb in range({-(-oh // min(band, oh))}):" in kernel.source
+        y = np.full(desc.output_tensor.sizes, np.nan, F32)
+        kernel(list(inputs), y)
+        results[band] = y
+    dml.cache.clear()
+    for band, y in results.items():
+        np.testing.assert_array_equal(y, results[oh], err_msg=str(band))
+    ref = brute_force(desc, *inputs, *[None] * (3 - len(inputs)))
+    act = desc.fused_activation
+    ref = (np.maximum(ref, 0) if act == dml.ActivationReluOperatorDesc() else np.clip(ref, 0, 6)
+           if isinstance(act, dml.ElementWiseClipOperatorDesc) else leaky(desc, ref))
+    np.testing.assert_allclose(results[1], ref, rtol=1e-4, atol=1e-4)
+
+
 def test_depthwise_lanes_in_float16_and_in_slots(monkeypatch):
     """float16 (computed in float32) through the public option; five items (image, block of
     channels) over three slots, twice through the same buffers."""
