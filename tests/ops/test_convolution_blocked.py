@@ -259,6 +259,28 @@ def test_channels_tiles_agree_with_brute_force_and_numpy(name, host, staged):
                                atol=1e-4)
 
 
+def test_channels_tiles_take_one_vector_where_two_leave_few_pixels():
+    """With 32 registers the channels tile takes two vectors of channels where a row's weight
+    vectors (two a tap) leave PAIR_PIXELS pixels or more (3 taps: 12), else one vector and more
+    pixels (ResNet-18's 7x7 stem: 16 pixels of 16 channels, not 8 of 32); every output
+    written, the definition's values."""
+    for ws, stride, pad, vectors, pixels in (((64, 3, 7, 7), 2, 3, 1, 16),
+                                             ((32, 3, 3, 3), 2, 1, 2, 8),
+                                             ((64, 8, 5, 5), 1, 2, 2, 8)):
+        desc, inputs = conv_case((1, ws[1], 2 * 32 // stride, 32), ws, (stride,) * 2, (1, 1),
+                                 (pad, pad), (pad, pad), 1)
+        plan = planner.channel_plan(desc, Host(16, 2))
+        assert (plan.vectors, plan.mb, plan.pixels) == (vectors, 16 * vectors, pixels), (ws, plan)
+        held = plan.vectors * ws[-1]
+        assert plan.accumulators + held + 1 <= 32
+        assert (32 - 1 - 2 * ws[-1] >= 2 * planner.PAIR_PIXELS) == (vectors == 2)
+        kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": False}, "blocked", plan)
+        y = np.full(desc.output_tensor.sizes, np.nan, F32)
+        kernel(list(inputs), y)
+        np.testing.assert_allclose(y, leaky(desc, brute_force(desc, *inputs)), rtol=1e-4,
+                                   atol=1e-4)
+
+
 @pytest.mark.parametrize("width, cout, act", [
     (8, 16, None),  # a row of one block of 8 pixels
     (12, 16, dml.ActivationLeakyReluOperatorDesc(0.1)),  # one block and an overlapping last;

@@ -161,6 +161,14 @@ def registers(host: Host) -> int:
     return 32 if host.lanes >= 16 else 16
 
 
+#: the pixels two vectors of channels must leave room for in the registers (beside a row's
+#: weight vectors, two a tap) for the channels tile to take two; else one vector and twice the
+#: pixels. A 7-tap row's 14 weight vectors leave 8 (32 registers): ResNet-18's 7x7 stem on an
+#: AVX-512 Xeon 0.849 ms with 2 x 8 accumulators against 0.688 with 1 x 16; 3-tap rows keep
+#: two vectors (12 pixels: MobileNetV2's stem 0.110 ms against 0.149 with one vector)
+PAIR_PIXELS = 10
+
+
 def channel_plan(desc, host: Host | None = None, *, lanes: int | None = None,
                  vectors: int | None = None, staged: bool | None = None) -> BlockPlan | None:
     """The channels tile for ``desc`` on ``host``, or None where it does not apply: FORWARD,
@@ -168,8 +176,9 @@ def channel_plan(desc, host: Host | None = None, *, lanes: int | None = None,
     host's widest vector, halved down to 4 until they divide).
 
     The tile holds ``vectors`` vectors of output channels (2 where the group's channels divide
-    into pairs, else 1) for each of ``pixels`` consecutive pixels of an output row: per input
-    channel and tap each weight vector is loaded once and each input pixel broadcast once,
+    into pairs and the registers leave :data:`PAIR_PIXELS` pixels, else 1) for each of
+    ``pixels`` consecutive pixels of an output row: per input channel and tap each weight
+    vector is loaded once and each input pixel broadcast once,
     for ``vectors x pixels`` multiply-adds; a row's taps' weight vectors stay in registers
     while its pixels pass (so a pixel read by several taps is broadcast once). ``pixels``
     fills the registers left (accumulators + weights + one broadcast), choosing among the
@@ -199,7 +208,7 @@ def channel_plan(desc, host: Host | None = None, *, lanes: int | None = None,
         return with_passes(d, BlockPlan(lanes, v * lanes, 1, v, padded, staged=bool(staged),
                                         pixels=p, streamed=True))
     vectors = vectors or (2 if mg % (2 * lanes) == 0
-                          and registers(host) - 1 - 2 * k_last >= 2 * 4 else 1)
+                          and registers(host) - 1 - 2 * k_last >= 2 * PAIR_PIXELS else 1)
     if mg % (vectors * lanes):
         return None
     limit = min(width, (registers(host) - 1 - vectors * k_last) // vectors)
