@@ -579,7 +579,9 @@ def test_depthwise_lanes_kernel_in_bands_of_rows(name, monkeypatch):
     row = plan.padded[-1] * plan.lanes * 4
     results = {}
     for band, par in ((oh, False), (1, False), (2, True)):
-        monkeypatch.setattr(dl, "BAND_BYTES", ((band - 1) * sh + (kh - 1) * dh + 1) * row)
+        reach = (band - 1) * sh + (kh - 1) * dh + 1  # the padded rows the band reads
+        assert dl.band_reach(desc, band) == reach
+        monkeypatch.setattr(dl, "BAND_BYTES", reach * row)
         dml.cache.clear()  # (the band is the source's, not the key's)
         assert dl.band_rows(desc, plan) == min(band, oh)
         kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": par}, "blocked", plan)

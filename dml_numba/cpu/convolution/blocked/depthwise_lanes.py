@@ -88,10 +88,16 @@ def emit(key) -> str:
 BAND_BYTES = 32 * 1024
 
 
+def band_reach(d, band: int) -> int:
+    """The padded input rows a band of ``band`` output rows reads."""
+    (kh, _), (sh, _), (dh, _) = geometry(d).kernel, d.strides, d.dilations
+    return (band - 1) * sh + (kh - 1) * dh + 1
+
+
 def band_rows(d, plan) -> int:
-    """Output rows a band computes: as many as keep the padded input rows they read (with 4-byte
-    ``lanes``-channel pixels) within :data:`BAND_BYTES`, at least one; all of them where the
-    whole padded plane fits."""
+    """Output rows a band computes: as many as keep the padded input rows they read
+    (:func:`band_reach`, with 4-byte ``lanes``-channel pixels) within :data:`BAND_BYTES`, at
+    least one; all of them where the whole padded plane fits."""
     oh = d.output_tensor.sizes[2]
     (kh, _), (sh, _), (dh, _) = geometry(d).kernel, d.strides, d.dilations
     row = plan.padded[-1] * plan.lanes * 4
@@ -114,13 +120,13 @@ def _emit_pad(w, d, plan, band: int) -> None:
     L, (ph, pw) = plan.lanes, plan.padded
     h, wd = d.input_tensor.sizes[2:]
     top, left = d.start_padding
-    (kh, _), (sh, _), (dh, _) = geometry(d).kernel, d.strides, d.dilations
+    sh = d.strides[0]
     rows, cols = max(0, min(h, ph - top)), max(0, min(wd, pw - left))  # the input the windows read
     vec = Vec(L)
     w(f"c0 = f * {L}  # the block's first plane (image and channel)")
     zero_cols = [c for c in range(pw) if not left <= c < left + cols]
     q = min(L, 1 << (cols.bit_length() - 1)) if cols else 0
-    with w.block(f"for i in range({(band - 1) * sh + (kh - 1) * dh + 1}):"):
+    with w.block(f"for i in range({band_reach(d, band)}):"):
         w(f"r = r0 * {sh} + i - {top}  # the input row (padded row r0 * {sh} + i)")
         w(f"dst = xo + i * {pw * L}")
         with w.block(f"if r < 0 or r >= {rows}:" if rows and cols else "if True:"):
