@@ -52,9 +52,10 @@ MARKER_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
                "# This folder holds dml_numba's cache of generated kernels "
                "(python -m dml_numba cache clear).\n")
 PREFIX = "dml_numba_gen_"
-#: a recognised entry file: the module, Numba's index/data/temporary files, our temporaries
+#: a recognised entry file: the module, Numba's index/data/temporary files, our temporaries, a
+#: loaded ONNX model (``_onnx/stored.py``)
 ENTRY = re.compile(r"^(dml_numba_gen_[a-z0-9_]+_[0-9a-f]{24})(\.py|[.-].*\.(nbi|nbc)|"
-                    r"[.-].*\.tmp\.[0-9a-f]+|\.[a-z0-9_]+\.tmp|\.cpython-.*\.pyc)$")
+                    r"[.-].*\.tmp\.[0-9a-f]+|\.[a-z0-9_]+\.tmp|\.cpython-.*\.pyc|\.pkl)$")
 TMP_MAX_AGE_S = 3600.0
 
 

@@ -1,7 +1,7 @@
 """The library's environment variables, read through one parser per kind of value.
 
 * booleans (``DML_NUMBA_DISK_CACHE``, ``DML_NUMBA_FAST_LOAD``, ``DML_NUMBA_DEBUG``,
-  ``DML_NUMBA_LOAD_WATCH``): ``1``,
+  ``DML_NUMBA_LOAD_WATCH``, ``DML_NUMBA_MODEL_CACHE``): ``1``,
   ``true``, ``yes``, ``on`` and ``0``, ``false``, ``no``, ``off``, in any case, with spaces
   around; unset or empty is the default;
 * counts (``DML_NUMBA_MEMORY_CACHE_SIZE``): a decimal integer in ASCII digits (not ``²`` or

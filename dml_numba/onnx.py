@@ -30,6 +30,7 @@ import numpy as np
 
 from ._errors import ValidationError
 from ._frozen import freeze
+from ._onnx import stored
 from ._onnx.load import Loader
 from ._onnx.nodes import SUPPORTED
 from .graph import GraphDesc, compile_graph
@@ -45,12 +46,22 @@ def to_graph(model, input_shapes=None, constants=None) -> tuple[GraphDesc, list[
 
 
 def _load(model, input_shapes, constants):
+    """(graph, input names, constants, (output shapes, inputs as the graph sees them, signed
+    outputs)): from the disk cache where this file was loaded for these shapes before
+    (``_onnx/stored.py``: no ``import onnx`` then), else from the loader (and kept)."""
+    k = stored.key(model, input_shapes, constants)
+    kept = stored.read(k)
+    if kept is not None:
+        return kept
     loader = Loader(model, input_shapes, constants)
     graph = loader.load()
     consts = {name: np.ascontiguousarray(loader.consts[name]) for name in loader.const_inputs}
     seen = [loader.input_seen.get(k) for k in range(len(loader.inputs))]
-    return graph, [vi.name for vi in loader.inputs], consts, (loader.output_shapes, seen,
-                                                              loader.signed_outputs)
+    result = (graph, [vi.name for vi in loader.inputs], consts,
+              (loader.output_shapes, seen, loader.signed_outputs))
+    if not loader.external:
+        stored.write(k, result)
+    return result
 
 
 class CompiledModel:

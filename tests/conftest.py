@@ -164,6 +164,9 @@ if "MUTANT_UNDER_TEST" in os.environ:  # mutation testing (docs/TESTING.md)
     # the Dask cases' blocks on the vectorised device: the Dask layer's own arithmetic judged
     # without compiling kernels again for every mutant
     os.environ.setdefault("DML_NUMBA_TEST_DASK_DEVICE", "numpy")
+    # a loaded ONNX model is kept under a key of the model and the package's source, which
+    # mutants (switched by this variable, not by the source) share: each mutant loads its own
+    os.environ["DML_NUMBA_MODEL_CACHE"] = "0"
 
     #: the disk cache the mutants share: an entry is keyed by its generated source, and the
     #: only machine code a kernel's source does not name is the SIMD intrinsics it imports

@@ -2,6 +2,7 @@
 views of them with other sizes), constant subgraphs evaluated at load, the graph's edges."""
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -30,6 +31,17 @@ def onnx_module():
     return onnx
 
 
+def external_data(onnx, model) -> bool:
+    """Whether a tensor of the model (an initializer, a sparse one's values, a node's tensor
+    attribute) lies in an external data file."""
+    g = model.graph
+    tensors = [*g.initializer, *(s.values for s in g.sparse_initializer)]
+    for node in g.node:
+        for a in node.attribute:
+            tensors += [a.t, *a.tensors] if a.HasField("t") else list(a.tensors)
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors)
+
+
 class Fail:
     """Errors that name the node: ``Conv 'conv1' (node 3).pads: ... is invalid; expected ...``."""
 
@@ -51,10 +63,18 @@ def attributes(onnx, node) -> dict:
 class Loader(mapped.Mappings):
     def __init__(self, model, input_shapes, constants=None):
         onnx = onnx_module()
+        #: whether the model's tensors lie in files beside its own (its load is not kept in
+        #: the disk cache, whose key holds the model's bytes only: ``stored``)
+        self.external = False
         if isinstance(model, (bytes, bytearray, memoryview)):  # a serialised model
             model = onnx.load_from_string(bytes(model))
         elif isinstance(model, str) or hasattr(model, "__fspath__"):
-            model = onnx.load(model)
+            path = model
+            model = onnx.load(path, load_external_data=False)
+            if external_data(onnx, model):  # what onnx.load(path) does
+                self.external = True
+                onnx.load_external_data_for_model(model, os.path.dirname(os.fspath(path)))
+        self.external = self.external or external_data(onnx, model)
         self.onnx = onnx
         self.model = model
         self.graph = model.graph
