@@ -824,6 +824,38 @@ def test_a_slow_streak_hands_the_choice_to_the_kernels_and_backs_off_while_still
     assert abs(direct_at[1] - direct_at[0] - 2 * _adaptive.BATCH_S) < 0.05, direct_at
 
 
+def test_a_batch_whose_kernels_keep_their_parallel_variants_does_not_back_off():
+    """A noisy machine (a hypervisor's neighbours): every parallel call slow (12 ms) for a
+    long while, the serial variants slower still (20 ms; the kernels probe them, lose, and keep
+    their parallel ones). The slow streak hands the choice to the kernels for BATCH_S; the
+    direct run after it is slow too, but no kernel ran its serial variant by choice meanwhile:
+    the batch does not double its interval (it would stay one by one, every kernel's
+    bookkeeping for nothing, up to BATCH_S_MAX after the noise ends), it runs directly again,
+    and the next streak hands the choice back for BATCH_S once more."""
+    clock = CountingClock()
+    fast = [0.0002] * (_adaptive.BATCH_WARM + 5)
+    batch, kernels, calls, run = _batch_of(clock, fast + [0.012] * 10_000,
+                                           fast + [0.012] * 10_000, serial_cost=0.020)
+    for _ in range(_adaptive.BATCH_WARM + 5):
+        run()
+    for _ in range(_adaptive.STREAK):
+        run()
+    assert not batch.direct
+    start = clock.t
+    direct_at = []
+    while clock.t < start + 3 * _adaptive.BATCH_S + 0.5:
+        clock.reads, at = 0, clock.t
+        run()
+        if clock.reads == 2:
+            direct_at.append(at - start)
+    assert "s0" in calls  # the serial variants were probed (and lost)
+    assert all(k.variant() == "parallel" for k in kernels)
+    firsts = [t for k, t in enumerate(direct_at) if k == 0 or t - direct_at[k - 1] > 0.1]
+    assert len(firsts) == 3, direct_at  # after BATCH_S each time: never twice as long
+    gaps = [b - a for a, b in zip(firsts, firsts[1:])]
+    assert all(abs(g - _adaptive.BATCH_S) < 0.1 for g in gaps), direct_at
+
+
 def test_a_batch_returns_to_direct_runs_once_the_machine_is_quiet_again():
     """A burst of slow runs hands the choice back; the first direct run BATCH_S later is fast
     again: the batch stays direct from then on."""

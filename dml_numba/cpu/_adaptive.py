@@ -70,6 +70,10 @@ OVERLAP_S = 0.05
 _direct = None
 _ident = threading.get_ident
 _batch_lock = threading.Lock()
+#: calls that ran a serial variant by choice (not a probe's): a kernel that judged its parallel
+#: variant the slower or the cores taken by another thread, in any thread. A batch that handed
+#: the choice to its kernels reads it: unchanged, they all kept what its direct runs run
+_serial_runs = 0
 #: a batch's first BATCH_WARM runs leave the choice to its kernels (each learns its best time,
 #: against which it judges its calls once the batch hands the choice back to it); after a
 #: streak of slow runs its kernels decide one by one for BATCH_S seconds, and a batch still
@@ -240,14 +244,16 @@ class AdaptiveKernel:
 
     def _call(self, now: float, args):
         """Every other call: contention seen, a probe, both variants timed, a forked child."""
-        global _running, _overlap_at
+        global _running, _overlap_at, _serial_runs
         if _threads.FORKED_AFTER_GOMP:  # libgomp would terminate this child
+            _serial_runs += 1
             return self._serial.now()(*args)
         if _running > 0:  # another thread is in one of our kernels: the cores are taken
             _overlap_at = now
         if now - _overlap_at < OVERLAP_S:
             serial = self._serial.request()
             if serial is not None:
+                _serial_runs += 1
                 return self._run_untimed(serial, args)
         if not self._probing:
             if self._avg[False] is None:  # serial never timed: only on a sign of contention
@@ -262,6 +268,8 @@ class AdaptiveKernel:
                     self._last_probe = now
         use = not self._use if self._probing else self._use
         fn = self._parallel if use else self._serial.fn
+        if not (use or self._probing):
+            _serial_runs += 1
         _running += 1
         try:
             t0 = self._clock()
@@ -320,8 +328,12 @@ class AdaptiveBatch:
     contention. Then, and whenever the common path does not hold, each kernel decides for
     itself as it always does (judging its calls against its own best, the serial variant
     timed where they are slow). After a slow streak the kernels decide one by one for BATCH_S
-    seconds; then the batch runs directly once: slow again, the interval doubles (up to
-    BATCH_S_MAX), else it stays direct. ``clock`` and ``load`` are injectable for tests."""
+    seconds; then the batch runs directly once: slow again, and some kernel ran its serial
+    variant by choice meanwhile (``_serial_runs``), the interval doubles (up to BATCH_S_MAX),
+    else it stays direct. Slow with every kernel keeping its parallel variant is a noisy
+    machine (a hypervisor's neighbours), not contention a serial variant relieves: the kernels
+    deciding one by one would only cost their bookkeeping, for up to BATCH_S_MAX after the
+    noise is gone. ``clock`` and ``load`` are injectable for tests."""
 
     def __init__(self, *, clock=time.perf_counter, load=None):
         self._clock = clock
@@ -331,6 +343,7 @@ class AdaptiveBatch:
         self._until = None  # the kernels decide one by one until then (after a slow streak)
         self._back_s = BATCH_S
         self._warm = BATCH_WARM  # runs left before the first direct one
+        self._serial_mark = 0  # ``_serial_runs`` when the kernels were last given the choice
 
     @property
     def direct(self) -> bool:
@@ -369,9 +382,10 @@ class AdaptiveBatch:
         if best is None or dt < best:
             self._best = dt
         if self._until is not None:  # the first direct run after an interval one by one
-            if slow:
+            if slow and _serial_runs != self._serial_mark:  # a kernel chose serial meanwhile
                 self._back_s = min(2 * self._back_s, BATCH_S_MAX)
                 self._until = now + self._back_s
+                self._serial_mark = _serial_runs
             else:
                 self._until, self._back_s, self._slow = None, BATCH_S, 0
             return
@@ -379,6 +393,7 @@ class AdaptiveBatch:
         if self._slow >= STREAK:
             self._slow = 0
             self._until = now + self._back_s
+            self._serial_mark = _serial_runs
 
 
 class ForkSafeKernel:
