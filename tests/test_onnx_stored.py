@@ -124,6 +124,28 @@ def test_every_argument_of_the_load_is_in_the_key(folder):
     assert len(set(others + [base])) == len(others) + 1
 
 
+@pytest.mark.parametrize("form", ["list", "array", "numpy ints", "list constants"])
+def test_array_likes_key_as_the_values_they_hold(folder, form):
+    """Shapes and constants given as lists, arrays or NumPy integers key as the tuples and
+    arrays they equal (the loader reads them so); a value the loader would refuse is not
+    kept (no key: the loader says why)."""
+    model = _model(pad="pads").SerializeToString()
+    pads = np.array([0, 0, 1, 1, 0, 0, 1, 1])
+    base = stored.key(model, {"x": (2, 2, 6, 6)}, {"pads": pads})
+    shape, const = (2, 2, 6, 6), pads
+    if form == "list":
+        shape = [2, 2, 6, 6]
+    elif form == "array":
+        shape = np.array([2, 2, 6, 6])
+    elif form == "numpy ints":
+        shape = tuple(np.int32(v) for v in shape)
+    else:
+        const = pads.tolist()
+    assert stored.key(model, {"x": shape}, {"pads": const}) == base
+    assert stored.key(model, {"x": (2.0, 2, 6, 6)}, {"pads": pads}) is None
+    assert stored.key(model, {"x": shape}, {"pads": np.array([object()])}) is None
+
+
 def test_the_package_source_is_in_the_key(folder, monkeypatch):
     model = _model().SerializeToString()
     before = stored.key(model, None, None)
