@@ -856,6 +856,32 @@ def test_a_batch_whose_kernels_keep_their_parallel_variants_does_not_back_off():
     assert all(abs(g - _adaptive.BATCH_S) < 0.1 for g in gaps), direct_at
 
 
+def test_a_batch_whose_kernels_ran_serially_beside_another_thread_backs_off(monkeypatch):
+    """As above (a long slow phase, serial variants slower when timed), but during the first
+    interval one by one another thread was in our kernels (the cores taken): the kernels ran
+    their serial variants untimed, a choice the batch's direct runs would not make, so the
+    slow direct run after it doubles the wait."""
+    clock = CountingClock()
+    fast = [0.0002] * (_adaptive.BATCH_WARM + 5)
+    batch, kernels, calls, run = _batch_of(clock, fast + [0.012] * 10_000, serial_cost=0.020)
+    for _ in range(_adaptive.BATCH_WARM + 5 + _adaptive.STREAK):
+        run()
+    assert not batch.direct
+    monkeypatch.setattr(_adaptive, "_overlap_at", clock.t)  # another thread's kernel, now
+    start = clock.t
+    run()
+    assert calls[-1] == "s0"
+    direct_at = []
+    while clock.t < start + 3 * _adaptive.BATCH_S + 0.5:
+        clock.reads, at = 0, clock.t
+        run()
+        if clock.reads == 2 and at - start >= _adaptive.OVERLAP_S:  # (untimed serial: 2 too)
+            direct_at.append(at - start)
+    firsts = [t for k, t in enumerate(direct_at) if k == 0 or t - direct_at[k - 1] > 0.1]
+    assert len(firsts) == 2, direct_at  # after about BATCH_S, then twice that
+    assert abs(firsts[1] - firsts[0] - 2 * _adaptive.BATCH_S) < 0.1, direct_at
+
+
 def test_a_batch_returns_to_direct_runs_once_the_machine_is_quiet_again():
     """A burst of slow runs hands the choice back; the first direct run BATCH_S later is fast
     again: the batch stays direct from then on."""
