@@ -49,8 +49,8 @@ def _load(model, input_shapes, constants):
     """(graph, input names, constants, (output shapes, inputs as the graph sees them, signed
     outputs)): from the disk cache where this file was loaded for these shapes before
     (``_onnx/stored.py``: no ``import onnx`` then), else from the loader (and kept)."""
-    k = stored.key(model, input_shapes, constants)
-    kept = stored.read(k)
+    entry = stored.key(model, input_shapes, constants)
+    kept = stored.read(entry)
     if kept is not None:
         return kept
     loader = Loader(model, input_shapes, constants)
@@ -60,7 +60,7 @@ def _load(model, input_shapes, constants):
     result = (graph, [vi.name for vi in loader.inputs], consts,
               (loader.output_shapes, seen, loader.signed_outputs))
     if not loader.external:
-        stored.write(k, result)
+        stored.write(entry, result)
     return result
 
 
