@@ -194,12 +194,15 @@ def module_name(source: str, prefix: str) -> str:
     return f"{PREFIX}{re.sub('[^a-z0-9_]', '_', prefix.lower())}_{digest}"
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _write_atomic(path: Path, text: str | bytes) -> None:
+    """``path`` holding ``text`` (UTF-8) or bytes, or as it was: written to a private temporary
+    beside it and renamed over it."""
     import tempfile
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else
+              os.fdopen(fd, "w", encoding="utf-8", newline="\n")) as f:
             f.write(text)
         os.replace(tmp, path)
     except BaseException:

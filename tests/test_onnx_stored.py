@@ -202,6 +202,15 @@ def test_what_is_not_kept(folder, monkeypatch):
     assert len(_kept(folder)) == 1
 
 
+def test_a_write_that_fails_keeps_nothing(folder):
+    """A value that does not pickle (or a full disk): no entry, no temporary left behind."""
+    k = stored.key(_model().SerializeToString(), None, None)
+    _diskcache.state()  # the folder made
+    stored.write(k, (lambda: 0, None, None, None))
+    assert list((folder / "cache" / _diskcache.SUBDIR).glob(f"{stored.PREFIX}*")) == []
+    assert stored.read(k) is None
+
+
 @pytest.mark.skipif(os.name == "nt", reason="POSIX file modes")
 @pytest.mark.parametrize("harm", ["writable by others", "garbage", "another value",
                                   "symbolic link"])

@@ -26,7 +26,6 @@ import operator
 import os
 import pickle
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -121,13 +120,7 @@ def write(k: str | None, value) -> None:
     path = _path(k) if k else None
     if path is None:
         return
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
+        _diskcache._write_atomic(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception:  # noqa: BLE001 - a full disk, a value that does not pickle: not kept
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass
