@@ -1,9 +1,9 @@
 """Loaded models kept in the disk cache: what the loader made of a model file (the graph, the
 input names, the weights, the output shapes), so a new process compiling the same file for the
 same shapes reads it back instead of importing ``onnx`` and parsing the file again. Importing
-``onnx`` alone takes 0.6-0.9 s of a first run on a 2-core machine (its ``ml_dtypes`` registers
-hundreds of NumPy loops); the whole first run of a process with a warm cache is 1.6-1.9 s with
-it.
+``onnx`` alone takes 0.6-0.9 s of a first run on a 2-core machine (most of it in the
+``ml_dtypes`` it imports registering its NumPy loops); the whole first run of a process with a
+warm cache is 1.6-1.9 s with it.
 
 An entry is keyed by the SHA-256 of: the file's bytes (or the serialised model's), the input
 shapes and constants given, the library's version and its own source files (any change to the
