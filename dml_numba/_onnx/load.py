@@ -63,18 +63,17 @@ def attributes(onnx, node) -> dict:
 class Loader(mapped.Mappings):
     def __init__(self, model, input_shapes, constants=None):
         onnx = onnx_module()
-        #: whether the model's tensors lie in files beside its own (its load is not kept in
-        #: the disk cache, whose key holds the model's bytes only: ``stored``)
-        self.external = False
+        path = None
         if isinstance(model, (bytes, bytearray, memoryview)):  # a serialised model
             model = onnx.load_from_string(bytes(model))
         elif isinstance(model, str) or hasattr(model, "__fspath__"):
             path = model
             model = onnx.load(path, load_external_data=False)
-            if external_data(onnx, model):  # what onnx.load(path) does
-                self.external = True
-                onnx.load_external_data_for_model(model, os.path.dirname(os.fspath(path)))
-        self.external = self.external or external_data(onnx, model)
+        #: whether the model's tensors lie in files beside its own (its load is not kept in
+        #: the disk cache, whose key holds the model's bytes only: ``stored``)
+        self.external = external_data(onnx, model)
+        if self.external and path is not None:  # what onnx.load(path) does
+            onnx.load_external_data_for_model(model, os.path.dirname(os.fspath(path)))
         self.onnx = onnx
         self.model = model
         self.graph = model.graph

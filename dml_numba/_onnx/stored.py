@@ -52,7 +52,9 @@ def source_digest() -> str:
 def key(model, input_shapes, constants) -> str | None:
     """The entry's key for these arguments of ``compile_model``, or None where the load is not
     kept (a ``ModelProto``, a file that cannot be read, arguments the loader would refuse:
-    those go to the loader, which says why)."""
+    those go to the loader, which says why; or nothing is kept: the file is not read)."""
+    if not enabled() or not _diskcache.state().usable:
+        return None
     try:
         if isinstance(model, (bytes, bytearray, memoryview)):
             data = bytes(model)
