@@ -100,6 +100,18 @@ def has_lowering(desc_type, device: str) -> bool:
     return True
 
 
+def runs_as_one(desc, device: str) -> bool:
+    """Whether ``device`` computes ``desc``, an operator standing for several nodes, as one
+    kernel: what its lowering's ``runs_as_one(desc)`` says (what a graph rule asks before it
+    makes such a descriptor, where the device's kernel would otherwise run the nodes one by
+    one with a buffer of its own); False where the device has no lowering of it or its lowering
+    does not say."""
+    if not has_lowering(type(desc), device):
+        return False
+    says = getattr(lowering_for(type(desc), device), "runs_as_one", None)
+    return bool(says is not None and says(desc))
+
+
 def load_backend(device: str) -> None:
     """Import a device's backend package (its lowerings register themselves), usable here or
     not."""

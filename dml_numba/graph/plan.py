@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..ops.fused_add import FusedAddDesc
 from ..ops.gather_chain import GatherChainDesc
+from ..ops.pointwise_depthwise import PointwiseDepthwiseDesc
 from .desc import GraphDesc
 from .rules import PHASES, Work, apply_rules
 
@@ -91,6 +92,8 @@ def describe(steps, graph: GraphDesc) -> str:
             act = s.op.operator.fused_activation
             what += f" of {type(s.op.operator).op_name()} + addend" + (
                 f" -> {type(act).__name__}" if act is not None else "")
+        elif isinstance(s.op, PointwiseDepthwiseDesc):  # the pointwise, then the depthwise
+            what += " of pointwise -> depthwise convolution"
         names = ", ".join(graph.node_label(k) for k in s.nodes)
         ins = ", ".join(f"{r[0]} {r[1]}" for r in s.inputs)
         refs = [s.output, *s.also]

@@ -23,9 +23,14 @@ One word per rewrite, here and in ``docs/GRAPHS.md``:
   operator that takes an addend (``takes_addend``) and has an empty ``fused_activation`` slot,
   becomes that operator with the other tensor as its addend and the addition's activation as
   its own (:class:`~dml_numba.ops.fused_add.FusedAddDesc`, where the device runs one).
+* **pair**: a depthwise convolution (``is_depthwise()``) whose input is a pointwise
+  convolution's result (``is_pointwise()``) becomes one operator
+  (:class:`~dml_numba.ops.pointwise_depthwise.PointwiseDepthwiseDesc`), where the device
+  computes the pair as one kernel (the registry's ``runs_as_one``): the pointwise result is
+  computed a band of rows at a time where the depthwise windows read it, never stored whole.
 
 Absorb and fold change what the window reads, not what it writes: the padding node stays
-wherever anything else reads it (or it is a graph output). Crop, chain, fuse and residual
+wherever anything else reads it (or it is a graph output). Crop, chain, fuse, residual and pair
 remove a node's output: they need that node to be no graph output and read by the rewritten
 node alone.
 """
@@ -34,9 +39,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .._registry import has_lowering, option_values
+from .._errors import ValidationError
+from .._registry import has_lowering, option_values, runs_as_one
 from ..ops._base import FOLDS, PAD_KINDS
 from ..ops.fused_add import FusedAddDesc
+from ..ops.pointwise_depthwise import PointwiseDepthwiseDesc
 
 #: the padding mode a fold reads through, by the AxisMap kind of its gather plan
 _MODES = {kind: mode for mode, kind in FOLDS.items()}
@@ -454,11 +461,59 @@ class Residual(Rule):
             work.uses[other[1]].append((k, len(n.sources) - 1))
 
 
+def _pair(work, k, p):
+    """The pair of producer ``p`` and node ``k`` as one descriptor, or None where it is none
+    (the node reads the producer's result with its own sizes and type: a valid graph's edge)."""
+    try:
+        return PointwiseDepthwiseDesc(work.nodes[p].op, work.nodes[k].op)
+    except ValidationError:  # pragma: no cover - the preconditions before exclude it
+        return None
+
+
+class Pair(Rule):
+    """A depthwise convolution reading a pointwise convolution's result alone: one operator,
+    where the device computes it as one kernel (the CPU: where the depthwise layer runs on its
+    depthwise lanes kernel), which computes the pointwise result a band of rows at a time
+    where the depthwise windows read it; it is never stored whole. Neither node may read
+    through a folded padding (the pair's kernel reads zeros)."""
+
+    name = "pair"
+    removes = whole = True
+    preconditions = (
+        ("the node is a depthwise convolution", lambda w, k, p: w.nodes[k].op.is_depthwise()),
+        ("the producer is a pointwise convolution",
+         lambda w, k, p: w.nodes[p].op.is_pointwise()),
+        ("the node and the producer read through no folded padding",
+         lambda w, k, p: not w.nodes[k].options and not w.nodes[p].options),
+        _PRODUCER_NOT_OUTPUT,
+        _READ_ALONE,
+        ("the device computes the pair as one kernel",
+         lambda w, k, p: runs_as_one(_pair(w, k, p), w.device)),
+    )
+
+    def rewrite(self, work, k, p):
+        return _pair(work, k, p)
+
+    def apply(self, work, k):
+        p = work.producer(k)
+        op = self.rewrite(work, k, p)
+        rest = work.nodes[k].sources[1:]  # the depthwise filter and bias
+        for slot, src in enumerate(rest, 1):
+            if src is not None and src[0] == "node":
+                work.uses[src[1]].remove((k, slot))
+        work.take_over(k, p, op, whole=True, remove=True)
+        n = work.nodes[k]
+        for src in rest:
+            n.sources.append(src)
+            if src is not None and src[0] == "node":
+                work.uses[src[1]].append((k, len(n.sources) - 1))
+
+
 #: the rules in phases, each applied to a fixed point before the next: the window rules and
 #: the activations' fusion first (a padding or slice next to a window is worth more there than
 #: in a chain), then the residual additions (an addition's activation fused first: it comes
-#: with the sum), then chains
-PHASES = ((Fuse(), Absorb(), Fold(), Crop()), (Residual(),), (Chain(),))
+#: with the sum), then the pairs (their activations fused first), then chains
+PHASES = ((Fuse(), Absorb(), Fold(), Crop()), (Residual(),), (Pair(),), (Chain(),))
 
 
 def apply_rules(work: Work, order, phases=PHASES) -> None:

@@ -102,6 +102,19 @@ class OperatorDesc:
         (the trait the graph's residual rule reads of an addition)."""
         return False
 
+    def is_pointwise(self) -> bool:
+        """Whether each output element is a weighted sum over the channels of the input pixel
+        at its own coordinates alone (a 1 x 1 FORWARD convolution of one group, unit strides
+        and dilations, no padding), then its ``fused_activation``: the trait the graph's pair
+        rule reads of the node in front of a depthwise one."""
+        return False
+
+    def is_depthwise(self) -> bool:
+        """Whether each output channel is a window over its own input channel alone (a FORWARD
+        convolution with one input and one output channel a group), then its
+        ``fused_activation``: the trait the graph's pair rule reads of a node."""
+        return False
+
     #: each output batch element depends on the same input batch element alone (and on the
     #: other inputs, filters and biases, whole): Dask blocks may run it on a range of the batch
     batch_separable: ClassVar[bool] = False

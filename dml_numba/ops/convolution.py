@@ -198,6 +198,17 @@ class ConvolutionOperatorDesc(OperatorDesc):
         return Window(tuple(self.filter_tensor.sizes[2:]), self.strides, self.dilations,
                       self.start_padding, self.end_padding, "all", True)
 
+    def is_pointwise(self) -> bool:
+        forward = self.direction == ConvolutionDirection.FORWARD
+        return forward and self.group_count == 1 and all(
+            v == 1 for v in self.filter_tensor.sizes[2:] + self.strides + self.dilations) and \
+            not any(self.start_padding + self.end_padding)
+
+    def is_depthwise(self) -> bool:
+        channels = self.input_tensor.sizes[1]
+        return (self.direction == ConvolutionDirection.FORWARD and self.group_count == channels
+                and self.output_tensor.sizes[1] == channels)
+
     def flops(self) -> int:
         """Two per multiply-add: every output (FORWARD) or input (BACKWARD) element takes
         ``channels per group * taps`` of them."""
