@@ -39,7 +39,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .._errors import ValidationError
 from .._registry import has_lowering, option_values, runs_as_one
 from ..ops._base import FOLDS, PAD_KINDS
 from ..ops.fused_add import FusedAddDesc
@@ -462,20 +461,19 @@ class Residual(Rule):
 
 
 def _pair(work, k, p):
-    """The pair of producer ``p`` and node ``k`` as one descriptor, or None where it is none
-    (the node reads the producer's result with its own sizes and type: a valid graph's edge)."""
-    try:
-        return PointwiseDepthwiseDesc(work.nodes[p].op, work.nodes[k].op)
-    except ValidationError:  # pragma: no cover - the preconditions before exclude it
-        return None
+    """The pair of producer ``p`` and node ``k`` as one descriptor (valid where the
+    preconditions before the device's hold: the node reads the producer's result with its
+    own sizes and type, a valid graph's edge)."""
+    return PointwiseDepthwiseDesc(work.nodes[p].op, work.nodes[k].op)
 
 
 class Pair(Rule):
     """A depthwise convolution reading a pointwise convolution's result alone: one operator,
     where the device computes it as one kernel (the CPU: where the depthwise layer runs on its
     depthwise lanes kernel), which computes the pointwise result a band of rows at a time
-    where the depthwise windows read it; it is never stored whole. Neither node may read
-    through a folded padding (the pair's kernel reads zeros)."""
+    where the depthwise windows read it; it is never stored whole. The node may not read
+    through a folded padding (the pair's kernel reads zeros; a pointwise producer has no
+    padding to fold into: a fold or an absorb would give it some)."""
 
     name = "pair"
     removes = whole = True
@@ -483,8 +481,7 @@ class Pair(Rule):
         ("the node is a depthwise convolution", lambda w, k, p: w.nodes[k].op.is_depthwise()),
         ("the producer is a pointwise convolution",
          lambda w, k, p: w.nodes[p].op.is_pointwise()),
-        ("the node and the producer read through no folded padding",
-         lambda w, k, p: not w.nodes[k].options and not w.nodes[p].options),
+        ("the node reads through no folded padding", lambda w, k, p: not w.nodes[k].options),
         _PRODUCER_NOT_OUTPUT,
         _READ_ALONE,
         ("the device computes the pair as one kernel",
