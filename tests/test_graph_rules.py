@@ -24,6 +24,7 @@ N, IN, OUT, MID = (dml.OperatorGraphNodeDesc, dml.InputGraphEdgeDesc, dml.Output
 P = dml.PaddingMode
 NP_MODES = {"EDGE": "edge", "REFLECTION": "reflect", "SYMMETRIC": "symmetric", "WRAP": "wrap"}
 FD = dml.functional
+CLIP6 = dml.ElementWiseClipOperatorDesc(min=0.0, max=6.0)
 
 
 def _x(shape):
@@ -185,10 +186,45 @@ def _window_then_add(draw, shape):
     return made
 
 
+def _pointwise_then_depthwise(draw, shape):
+    """A pointwise convolution to 4 or 8 channels, then a depthwise one reading it (a pair), or
+    a blocker: a unit stride (no pair on the CPU), a REFLECTION padding between them (folded
+    into the depthwise window), a 3 x 3 first convolution, a dense second one."""
+    c = shape[1]
+    rng = np.random.default_rng(draw(st.integers(0, 99)))
+
+    def params(w, cout):
+        bias = rng.standard_normal((1, cout, 1, 1)).astype(np.float32) if draw(
+            st.booleans()) else None
+        act = draw(st.sampled_from([None, dml.ActivationReluOperatorDesc(), CLIP6]))
+        return w, bias, act, [w] + ([bias] if bias is not None else [])
+
+    cout = draw(st.sampled_from([4, 8]))
+    k = 3 if draw(st.integers(0, 5)) == 0 else 1
+    w, bias, act, extra = params(rng.standard_normal((cout, c, k, k)).astype(np.float32), cout)
+    made = [(FD.convolution_desc(_x(shape), w, bias, start_padding=k // 2, end_padding=k // 2,
+                                 fused_activation=act), extra)]
+    mid = made[0][0].output.sizes
+    fold = draw(st.integers(0, 4)) == 0
+    if fold:
+        made.append((FD.padding_desc(_x(mid), (0, 0, 1, 1), (0, 0, 1, 1), P.REFLECTION), []))
+        mid = made[-1][0].output.sizes
+    groups = 1 if draw(st.integers(0, 5)) == 0 else cout
+    pad = 0 if fold else draw(st.integers(0, 1))
+    k = min(3, min(mid[2:]) + 2 * pad)
+    w, bias, act, extra = params(
+        rng.standard_normal((cout, cout // groups, k, k)).astype(np.float32), cout)
+    strides = draw(st.sampled_from([(2, 2), (2, 2), (1, 2), (2, 1), (1, 1)]))
+    made.append((FD.convolution_desc(_x(mid), w, bias, strides=strides, start_padding=pad,
+                                     end_padding=pad, group_count=groups,
+                                     fused_activation=act), extra))
+    return made
+
+
 KINDS = {"act": _act, "conv-act": _window_then_act, "zero": _zero_pad, "mode": _mode_pad,
          "slice": _slice, "tile": _tile, "conv": _conv, "lp": _lp, "pool": _pool,
          "pads": _pads_stacked, "crop": _window_then_slice, "padded": _pads_then_window,
-         "add": _add, "conv-add": _window_then_add}
+         "add": _add, "conv-add": _window_then_add, "pw-dw": _pointwise_then_depthwise}
 
 
 def _bind(params, arrays):
@@ -324,10 +360,14 @@ def test_the_random_graphs_trigger_every_rule_and_every_blocker():
     def tally(case, device):
         count(case, device)
 
-    @PLAN_SETTINGS  # (the residual rule's kinds: its blockers are pairs of nodes)
-    @given(case=graphs(kinds=TARGETS["residual"]), device=st.sampled_from(["cpu", "numpy"]))
-    def tally_residual(case, device):
-        count(case, device)
+    def tally_targets(name):
+        """The examples of the removal tests below: each rule's own kinds (the residual and
+        pair rules' blockers are pairs of nodes; a crop needs a window and a slice)."""
+        @PLAN_SETTINGS
+        @given(case=graphs(kinds=TARGETS[name]), device=st.sampled_from(["cpu", "numpy"]))
+        def tally_kinds(case, device):
+            count(case, device)
+        tally_kinds()
 
     def count(case, device):
         work = rules.Work(case[0], device)
@@ -345,8 +385,9 @@ def test_the_random_graphs_trigger_every_rule_and_every_blocker():
                     rule.apply(work, k)
 
     tally()
-    tally_residual()
-    assert applied == {"fuse", "absorb", "fold", "crop", "residual", "chain"}
+    for name in TARGETS:
+        tally_targets(name)
+    assert applied == {"fuse", "absorb", "fold", "crop", "residual", "pair", "chain"}
     every = {(r.name, name) for phase in rules.PHASES for r in phase for name, _ in
              r.preconditions}
     every -= {("absorb", "the window's padding reads zeros"),  # (no such window yet: unit test)
@@ -363,7 +404,8 @@ TARGETS = {"fuse": ("conv-act", "conv-act", "act", "conv", "pool", "tile"),
            "fold": ("zero", "mode", "conv", "lp", "pool", "pads", "padded"),
            "crop": ("crop", "crop", "conv", "lp", "pool", "slice", "mode", "tile"),
            "chain": ("zero", "mode", "slice", "tile", "lp"),
-           "residual": ("conv-add", "conv-add", "add", "conv", "pool", "act")}
+           "residual": ("conv-add", "conv-add", "add", "conv", "pool", "act"),
+           "pair": ("pw-dw", "pw-dw", "conv", "mode", "act")}
 
 
 #: preconditions the random graphs (float32 throughout) cannot meet: each has a test of its own
@@ -371,7 +413,8 @@ TARGETS = {"fuse": ("conv-act", "conv-act", "act", "conv", "pool", "tile"),
 UNIT_TESTED = {("fuse", "the producer computes in floating point"),
                ("residual", "the device runs an operator with an addend"),
                ("residual", "the node reads the producer's output with its sizes (not through a "
-                            "view)")}
+                            "view)"),
+               ("pair", "the device computes the pair as one kernel")}
 
 
 def _preconditions():
@@ -446,7 +489,7 @@ def _conv_on(shape, pads=0, strides=1):
 
 ZERO = FD.padding_desc(_x(X), (0, 0, 1, 1), (0, 0, 1, 1))
 REFLECT = FD.padding_desc(_x(X), (0, 0, 1, 1), (0, 0, 1, 1), P.REFLECTION)
-FUSE, ABSORB, FOLD, CROP, RESIDUAL, CHAIN = (r for phase in rules.PHASES for r in phase)
+FUSE, ABSORB, FOLD, CROP, RESIDUAL, PAIR, CHAIN = (r for phase in rules.PHASES for r in phase)
 
 
 @pytest.mark.parametrize("graph, k, why", [
@@ -713,6 +756,96 @@ def test_a_residual_is_one_step_bit_for_bit_the_two_nodes_on_cpu(first):
     assert_close(got, dml.compile_graph(g, "numpy")(x, W, r), np.float32)
 
 
+# -- the pair rule -------------------------------------------------------------------------------
+
+_PW = FD.convolution_desc(_x(X), np.ones((8, 2, 1, 1), np.float32), fused_activation=CLIP6)
+_MID = (1, 8, 6, 6)
+
+
+def _dw(strides=(2, 2), pads=1, groups=8, shape=_MID):
+    return FD.convolution_desc(_x(shape), np.ones((8, 8 // groups, 3, 3), np.float32),
+                               strides=strides, start_padding=pads, end_padding=pads,
+                               group_count=groups, fused_activation=CLIP6)
+
+
+@pytest.mark.parametrize("graph, k, why, device", [
+    (_graph(_PW, _dw()), 1, None, "cpu"),
+    (_graph(_PW, _dw(groups=1)), 1, "the node is a depthwise convolution", "cpu"),
+    (_graph(FD.convolution_desc(_x(X), np.ones((8, 2, 3, 3), np.float32), start_padding=1,
+                                end_padding=1), _dw()), 1,
+     "the producer is a pointwise convolution", "cpu"),
+    (_graph(FD.convolution_desc(_x(X), np.ones((8, 2, 1, 1), np.float32), strides=2),
+            _dw(shape=(1, 8, 3, 3))), 1, "the producer is a pointwise convolution", "cpu"),
+    (_graph(_PW, _dw(), outputs=[0, 1]), 1, "the producer is no graph output", "cpu"),
+    (_graph(_PW, _dw(), extra_readers=((FD.activation_desc(_x(_MID),
+                                                           dml.ActivationReluOperatorDesc()),
+                                        0),)), 1,
+     "the producer is read by this node alone", "cpu"),
+    # unit strides: the CPU's kernel would run the two one by one; "numpy" runs no pair as one
+    (_graph(_PW, _dw(strides=(1, 1))), 1, "the device computes the pair as one kernel", "cpu"),
+    (_graph(_PW, _dw()), 1, "the device computes the pair as one kernel", "numpy"),
+    (_graph(_PW, _dw()), 1, "the device computes the pair as one kernel", "cuda"),
+])
+def test_pair_preconditions_one_by_one(graph, k, why, device):
+    assert _refusal(PAIR, graph, k, device=device) == why
+
+
+def test_pair_refuses_a_depthwise_window_reading_through_a_folded_padding():
+    """pointwise -> REFLECTION padding -> depthwise without padding of its own: the fold makes
+    the depthwise window read the pointwise result through the mode; the pair's kernel would
+    read zeros there, so the two stay apart (and the plan computes the reflection)."""
+    g = _graph(_PW, FD.padding_desc(_x(_MID), (0, 0, 1, 1), (0, 0, 1, 1), P.REFLECTION),
+               _dw(pads=0, shape=(1, 8, 8, 8)))
+    work = rules.Work(g, "cpu")
+    assert FOLD.refusal(work, 2) is None
+    FOLD.apply(work, 2)
+    assert PAIR.refusal(work, 2) == "the node reads through no folded padding"
+    steps = plan(g, device="cpu")
+    assert [type(s.op).__name__ for s in steps] == ["ConvolutionOperatorDesc"] * 2
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(np.float32) for s in (X, (8, 2, 1, 1), (8, 1, 3, 3))]
+    assert_close(dml.compile_graph(g, "cpu")(*args), dml.compile_graph(g, "numpy")(*args),
+                 np.float32)
+
+
+def test_pair_needs_a_device_that_computes_it_as_one_kernel(monkeypatch):
+    """CUDA has no kernel for the pair: it stays two steps there; without the precondition the
+    plan holds a step no CUDA kernel runs (its compile refuses it, before anything runs)."""
+    g = _graph(_PW, _dw())
+    why = "the device computes the pair as one kernel"
+    assert [type(s.op).__name__ for s in plan(g, device="cuda")] == [
+        "ConvolutionOperatorDesc"] * 2
+    monkeypatch.setattr(PAIR, "preconditions",
+                        tuple(p for p in PAIR.preconditions if p[0] != why))
+    (step,) = plan(g, device="cuda")
+    with pytest.raises(dml.ValidationError,
+                       match="PointwiseDepthwiseDesc is invalid on device 'cuda'"):
+        dml.compile_operator(step.op, "cuda")
+
+
+def test_a_pair_is_one_step_on_cpu():
+    """pointwise -> depthwise at stride 2: one step reading the pointwise input and filter,
+    then the depthwise filter (every graph input in binding order), the one kernel on "cpu",
+    within tolerance of the nodes one by one and of "numpy"."""
+    from dml_numba.cpu.pointwise_depthwise import PointwiseDepthwiseKernel
+
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((8, 2, 1, 1)).astype(np.float32)
+    w2 = rng.standard_normal((8, 1, 3, 3)).astype(np.float32)
+    g = _graph(_PW, _dw())
+    (step,) = plan(g, device="cpu")
+    assert step.nodes == (0, 1) and step.inputs == (("input", 0), ("input", 1), ("input", 2))
+    cg = dml.compile_graph(g, "cpu")
+    assert cg.plan == ("step 0: PointwiseDepthwiseDesc of pointwise -> depthwise convolution "
+                       "[nodes[0] ('n0'), nodes[1] ('n1')]: input 0, input 1, input 2 -> "
+                       "output 0")
+    assert isinstance(cg.ops[0].kernel, PointwiseDepthwiseKernel)
+    x = rng.standard_normal(X).astype(np.float32)
+    got = cg(x, w1, w2)
+    assert_close(got, dml.compile_graph(g, "cpu", fuse=False)(x, w1, w2), np.float32)
+    assert_close(got, dml.compile_graph(g, "numpy")(x, w1, w2), np.float32)
+
+
 def test_a_residual_s_addend_stays_alive_until_the_step_that_reads_it():
     """x -> a = conv1(x) -> b = conv2(a) -> b + a -> c = conv3(...) : the addend (a) is read by
     the fused step two steps after it was written; the arena keeps its bytes until then (no
@@ -766,22 +899,24 @@ def test_a_deep_chain_plans_and_compiles_in_one_step():
 def test_the_graph_names_no_operator_class_and_imports_no_backend():
     """``dml_numba/graph`` reads operators through their traits and the registry: no backend
     module imported, no operator module but the traits' (``ops._base``) and the gather chain
-    (the chain rule's own product) and the operator with an addend (the residual rule's), no
-    descriptor class named but ``GatherChainDesc`` and ``FusedAddDesc``."""
+    (the chain rule's own product), the operator with an addend (the residual rule's) and the
+    pointwise-depthwise pair (the pair rule's), no descriptor class named but those three,
+    ``GatherChainDesc``, ``FusedAddDesc`` and ``PointwiseDepthwiseDesc``."""
     import ast
     from pathlib import Path
 
     from dml_numba.ops._base import DESCRIPTOR_TYPES
 
-    classes = {t.__name__ for t in DESCRIPTOR_TYPES} - {"GatherChainDesc", "FusedAddDesc"}
+    classes = {t.__name__ for t in DESCRIPTOR_TYPES} - {"GatherChainDesc", "FusedAddDesc",
+                                                        "PointwiseDepthwiseDesc"}
     for path in sorted((Path(dml.__file__).parent / "graph").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level:
                 parts = (node.module or "").split(".")
                 assert parts[0] not in ("cpu", "cuda", "vectorized"), (path.name, node.module)
                 if parts[0] == "ops":
-                    assert parts[1:] in (["_base"], ["gather_chain"], ["fused_add"]), (
-                        path.name, node.module)
+                    assert parts[1:] in (["_base"], ["gather_chain"], ["fused_add"],
+                                         ["pointwise_depthwise"]), (path.name, node.module)
             names = {node.id} if isinstance(node, ast.Name) else {node.attr} if isinstance(
                 node, ast.Attribute) else {a.name for a in node.names} if isinstance(
                 node, ast.ImportFrom) else set()
