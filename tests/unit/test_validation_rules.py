@@ -14,6 +14,19 @@ import pytest
 import dml_numba as dml
 from tests.unit.test_validation import CATALOGUE, T, conv, pool, tconv
 
+
+def _pointwise():
+    """A pointwise convolution of (2, 3, 4, 4) to 6 channels."""
+    return dml.functional.convolution_desc(np.zeros((2, 3, 4, 4), np.float32),
+                                           np.zeros((6, 3, 1, 1), np.float32))
+
+
+def _depthwise(shape, dtype=np.float32):
+    """A depthwise 3 x 3 convolution of ``shape``."""
+    return dml.functional.convolution_desc(np.zeros(shape, dtype),
+                                           np.zeros((shape[1], 1, 3, 3), dtype),
+                                           start_padding=1, end_padding=1, group_count=shape[1])
+
 PKG = Path(dml.__file__).resolve().parent
 SOURCES = sorted(PKG.glob("ops/*.py")) + [PKG / "tensor.py", PKG / "_errors.py"]
 F32, I32 = dml.DataType.FLOAT32, dml.DataType.INT32
@@ -113,6 +126,15 @@ EXTRA = [  # (make, expected 'Owner.field' at the start of the message)
     (lambda: dml.FusedAddDesc(conv(), T(dml.DataType.FLOAT16, (2, 6, 3, 4))),
      r"FusedAddDesc.addend_tensor.data_type"),
     (lambda: dml.FusedAddDesc(conv(), "r"), r"FusedAddDesc.addend_tensor"),
+    # a depthwise convolution of a pointwise one's result (a graph's pair rule)
+    (lambda: dml.PointwiseDepthwiseDesc(conv(), _depthwise((2, 6, 3, 4))),
+     r"PointwiseDepthwiseDesc.pointwise"),
+    (lambda: dml.PointwiseDepthwiseDesc(_pointwise(), conv()),
+     r"PointwiseDepthwiseDesc.depthwise"),
+    (lambda: dml.PointwiseDepthwiseDesc(_pointwise(), _depthwise((2, 6, 5, 4))),
+     r"PointwiseDepthwiseDesc.depthwise.input_tensor.sizes"),
+    (lambda: dml.PointwiseDepthwiseDesc(_pointwise(), _depthwise((2, 6, 4, 4), np.float16)),
+     r"PointwiseDepthwiseDesc.depthwise.input_tensor.data_type"),
     # the pooling, element-wise, normalization, matrix and join operators
     (lambda: dml.AveragePooling1OperatorDesc(T(F32, (1, 1, 4)), T(F32, (1, 1, 3)), (1,), (2,),
                                              (0,), (0,), (1,), "yes"),
