@@ -282,10 +282,18 @@ def steps_cpu(name: str, batch: int, quick: bool = False, rounds: int = 12) -> T
             nodes.setdefault(e["name"], (e["args"].get("op_name", ""), []))[1].append(e["dur"])
     theirs = [(op, statistics.median(d[-6 * rounds:]) * 1e-6) for op, d in nodes.values()]
     compute = [t for op, t in theirs if op in ("Conv", "FusedConv", "Gemm", "FusedGemm")]
-    ours_compute = [i for i, op in enumerate(g.ops)
-                    if type(op.desc).__name__ in ("ConvolutionOperatorDesc", "FusedAddDesc",
-                                                  "GemmOperatorDesc")]
-    matched = dict(zip(ours_compute, compute)) if len(compute) == len(ours_compute) else {}
+    # our compute steps, each with the number of ONNX Runtime's compute nodes it stands for (a
+    # pointwise convolution and the depthwise one after it: two)
+    covers = {"ConvolutionOperatorDesc": 1, "FusedAddDesc": 1, "GemmOperatorDesc": 1,
+              "PointwiseDepthwiseDesc": 2}
+    ours_compute = [(i, covers[type(op.desc).__name__]) for i, op in enumerate(g.ops)
+                    if type(op.desc).__name__ in covers]
+    matched = {}
+    if sum(n for _, n in ours_compute) == len(compute):
+        at = 0
+        for i, n in ours_compute:
+            matched[i] = sum(compute[at:at + n])
+            at += n
     med = [statistics.median(v) for v in inside]
     table = Table(f"{name} {shape} on the CPU, step by step ({threads} threads): our "
                   f"steps {sum(med) * 1e3:.2f} ms in the network, {sum(alone) * 1e3:.2f} "

@@ -2,9 +2,9 @@
 MobileNet's expansion and the depthwise layer after it,
 :class:`~dml_numba.ops.pointwise_depthwise.PointwiseDepthwiseDesc`).
 
-Where the depthwise convolution runs on the depthwise lanes kernel (its channels in the
-vector lanes, each item's padded rows pixel-major in a slot of its own, a band of output rows
-at a time: ``blocked/depthwise_lanes.py``), one kernel computes the pair
+Where the depthwise convolution is strided and the depthwise lanes kernel applies (its
+channels in the vector lanes, each item's padded rows pixel-major in a slot of its own, a band
+of output rows at a time: ``blocked/depthwise_lanes.py``), one kernel computes the pair
 (:func:`~.convolution.blocked.depthwise_lanes.emit_pointwise`): each band's padded rows of the
 pointwise result are computed straight into the slot (a vector of the block's channels a
 pixel: the bias, each input channel's weight vector times the pixel's value, the activation)
@@ -14,7 +14,7 @@ AVX-512): the 16 -> 96 expansion on 112 x 112 and the stride-2 depthwise layer a
 ms one by one (0.29 and 0.37), 0.30 fused alone; the model 1.03x with that pair fused, 1.06x
 with the four strided pairs.
 
-Elsewhere (another depthwise kernel, float16, a forced ``algorithm``) the two convolutions run
+Elsewhere (unit strides, float16, a forced ``algorithm``) the two convolutions run
 one by one, each its own kernel as it would alone, the pointwise result in a buffer made for
 the call.
 """
@@ -34,7 +34,7 @@ from . import convolution  # noqa: F401 - its lowering first: its options are th
 from ._emit import Host, make_key
 from .convolution.base import ConvolutionKernel, conv_work
 from .convolution.blocked.depthwise_lanes import emit_pointwise
-from .convolution.blocked.plan import depthwise_lanes_plan, pack_filter, takes_depthwise_lanes
+from .convolution.blocked.plan import depthwise_lanes, depthwise_lanes_plan, pack_filter
 from .convolution.blocked.tile import slot_elements, vector_activation
 
 #: the key's kernel name
@@ -43,16 +43,22 @@ KIND = "blocked-pointwise-depthwise-lanes"
 
 def fuses(desc: PointwiseDepthwiseDesc, host: Host) -> bool:
     """Whether one kernel computes ``desc`` on ``host``: float32 2-D convolutions, the
-    depthwise one strided and the depthwise lanes kernel's (:func:`takes_depthwise_lanes`: on
-    AVX-512 its strided layers, on any host rows narrower than a vector), the pointwise
-    activation one with a vector form. At unit strides the pointwise result is no larger than
-    the output and the layers that take the lanes kernel are small (MobileNetV2's 14 x 14 and
-    7 x 7, in the second-level cache whole): there the pointwise kernel's own tiles win
-    (MobileNetV2 at batch 1, its four strided pairs fused 1.069x, all thirteen 1.055x)."""
+    depthwise one strided and within the depthwise lanes kernel's reach
+    (:func:`depthwise_lanes`: its channels a whole number of vectors, every tap's weight
+    vector held), the pointwise activation one with a vector form.
+
+    Strided only: there the pointwise result is four times the output and more than a core's
+    second-level cache. At unit strides it is no larger than the output, and the layers were
+    faster apart: MobileNetV2 at batch 1 on an AMD EPYC (Zen 4, 16 lanes), its four strided
+    pairs fused 1.069x, all thirteen pairs whose depthwise layer takes the lanes kernel 1.055x.
+    Wherever the lanes kernel applies, not only where the planner takes it for the depthwise
+    layer alone (:func:`takes_depthwise_lanes`: with 8 lanes, rows narrower than a vector):
+    with 8-lane plans on the same machine, the three strided pairs on wider rows fused too
+    1.002x and 1.027x at batch 1, 1.078x at batch 8, against their plane-by-plane kernels."""
     pw, dw = desc.pointwise, desc.depthwise
     return (pw.input_tensor.data_type == DataType.FLOAT32 and pw.input_tensor.rank == 4
             and vector_activation(pw) is not None and any(s > 1 for s in dw.strides)
-            and takes_depthwise_lanes(dw, host))
+            and depthwise_lanes(dw, host) > 0)
 
 
 class PointwiseDepthwiseKernel(ConvolutionKernel):
