@@ -243,3 +243,32 @@ def test_an_output_that_is_a_view_is_written_into_out():
     out = np.full((1, 8), np.nan, np.float32)
     assert m(x, out=out) is out
     np.testing.assert_allclose(out, ref, rtol=1e-6)
+
+
+def test_an_inverted_residual_block_runs_its_pair_as_one_step():
+    """MobileNet's expansion (1 x 1 convolution, ReLU6) and the stride-2 depthwise layer after
+    it, from an ONNX file: one step on the CPU, its weights the model's own (frozen: packed
+    once, kept between calls), against ONNX Runtime on two inputs one after another."""
+    from dml_numba.cpu.pointwise_depthwise import PointwiseDepthwiseKernel
+
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.5, n)
+             for n, s in (("w1", (16, 8, 1, 1)), ("b1", (16,)), ("w2", (16, 1, 3, 3)),
+                          ("b2", (16,)), ("w3", (8, 16, 1, 1)))]
+    six = [numpy_helper.from_array(np.float32(v), n) for n, v in (("lo", 0.0), ("hi", 6.0))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["e"]),
+             helper.make_node("Clip", ["e", "lo", "hi"], ["e6"]),
+             helper.make_node("Conv", ["e6", "w2", "b2"], ["d"], group=16, strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["d", "lo", "hi"], ["d6"]),
+             helper.make_node("Conv", ["d6", "w3"], ["y"])]
+    model = _model(nodes, [("x", (1, 8, 13, 21))], [("y", (1, 8, 7, 11))], inits + six)
+    m = compile_model(model, "cpu")
+    steps = m.compiled.steps
+    assert [type(s.op).__name__ for s in steps] == ["PointwiseDepthwiseDesc",
+                                                    "ConvolutionOperatorDesc"]
+    assert isinstance(m.compiled.ops[0].kernel, PointwiseDepthwiseKernel)
+    data = model.SerializeToString()
+    for seed in (0, 1):
+        x = np.random.default_rng(seed).standard_normal((1, 8, 13, 21)).astype(np.float32)
+        _close(m(x), _run_ort(data, x))

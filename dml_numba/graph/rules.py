@@ -468,12 +468,12 @@ def _pair(work, k, p):
 
 
 class Pair(Rule):
-    """A depthwise convolution reading a pointwise convolution's result alone: one operator,
-    where the device computes it as one kernel (the CPU: float32, the depthwise layer strided
-    and within its depthwise lanes kernel's reach), which computes the pointwise result a band of rows at a time
-    where the depthwise windows read it; it is never stored whole. The node may not read
-    through a folded padding (the pair's kernel reads zeros; a pointwise producer has no
-    padding to fold into: a fold or an absorb would give it some)."""
+    """A depthwise convolution reading a pointwise convolution's result alone: one operator, where
+    the device computes it as one kernel (the CPU: float32, the depthwise layer strided and
+    within its depthwise lanes kernel's reach), which computes the pointwise result a band of
+    rows at a time where the depthwise windows read it; it is never stored whole. The node may
+    not read through a folded padding (the pair's kernel reads zeros; a pointwise producer has
+    no padding to fold into: a fold or an absorb would give it some)."""
 
     name = "pair"
     removes = whole = True

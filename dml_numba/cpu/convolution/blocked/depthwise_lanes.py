@@ -148,23 +148,22 @@ def _runs(size: int, step: int) -> list:
     return starts + ([size - step] if size % step else [])
 
 
-def _emit_pad(w, d, plan, band: int) -> None:
-    """The padded input rows the band of ``band`` output rows from ``r0`` reads, of the item's
-    ``lanes`` planes, into ``xp[xo:]`` pixel-major (the band's first padded row first): a row
-    outside the input zeros; else the zero columns around it (only those the windows read)
-    and the input row's runs of ``q`` pixels from each of the ``lanes`` planes, transposed
-    (``q`` the widest power of two, at most the lanes, the row holds: the last run overlaps)."""
+def _emit_rows(w, d, plan, band: int, sizes, what: str, fill) -> None:
+    """The loop over the padded rows the band of ``band`` output rows from ``r0`` reads, into
+    ``xp[xo:]`` pixel-major (the band's first padded row first), of a ``sizes`` (height, width)
+    plane (``what``: its row, in a comment): a row outside it zeros; else the zero columns
+    around it (only those the windows read), then ``fill(w, left, cols)`` writes the code
+    storing the row's ``cols`` pixels the windows read from padded column ``left`` (``r``: the
+    plane's row, ``dst``: the padded row's first element)."""
     L, (ph, pw) = plan.lanes, plan.padded
-    h, wd = d.input_tensor.sizes[2:]
+    h, wd = sizes
     top, left = d.start_padding
     sh = d.strides[0]
-    rows, cols = max(0, min(h, ph - top)), max(0, min(wd, pw - left))  # the input the windows read
+    rows, cols = max(0, min(h, ph - top)), max(0, min(wd, pw - left))  # the plane the windows read
     vec = Vec(L)
-    w(f"c0 = f * {L}  # the block's first plane (image and channel)")
     zero_cols = [c for c in range(pw) if not left <= c < left + cols]
-    q = min(L, 1 << (cols.bit_length() - 1)) if cols else 0
     with w.block(f"for i in range({band_reach(d, band)}):"):
-        w(f"r = r0 * {sh} + i - {top}  # the input row (padded row r0 * {sh} + i)")
+        w(f"r = r0 * {sh} + i - {top}  # {what} (padded row r0 * {sh} + i)")
         w(f"dst = xo + i * {pw * L}")
         with w.block(f"if r < 0 or r >= {rows}:" if rows and cols else "if True:"):
             with w.block(f"for t in range({pw}):"):
@@ -174,26 +173,37 @@ def _emit_pad(w, d, plan, band: int) -> None:
         with w.block("else:"):
             for c in zero_cols:
                 w(vec.store("xp", f"dst + {c * L}", vec.zero()))
-            w(f"src = c0 * {h * wd} + r * {wd}")
-            for c in _runs(cols, q):
-                for g0 in range(0, L, q):
-                    vecs = ", ".join(f"vload(x, src + {(g0 + i) * h * wd + c}, {q})"
-                                     for i in range(q)) + ("," if q == 1 else "")
-                    w(f"vstore_transposed(xp, dst + {(left + c) * L + g0}, {L}, ({vecs}))")
+            fill(w, left, cols)
+
+
+def _emit_pad(w, d, plan, band: int) -> None:
+    """The padded input rows the band reads (:func:`_emit_rows`), of the item's ``lanes``
+    planes: the input row's runs of ``q`` pixels from each of the ``lanes`` planes, transposed
+    (``q`` the widest power of two, at most the lanes, the row holds: the last run
+    overlaps)."""
+    L = plan.lanes
+    h, wd = d.input_tensor.sizes[2:]
+    w(f"c0 = f * {L}  # the block's first plane (image and channel)")
+
+    def fill(w, left, cols):
+        q = min(L, 1 << (cols.bit_length() - 1))
+        w(f"src = c0 * {h * wd} + r * {wd}")
+        for c in _runs(cols, q):
+            for g0 in range(0, L, q):
+                vecs = ", ".join(f"vload(x, src + {(g0 + i) * h * wd + c}, {q})"
+                                 for i in range(q)) + ("," if q == 1 else "")
+                w(f"vstore_transposed(xp, dst + {(left + c) * L + g0}, {L}, ({vecs}))")
+
+    _emit_rows(w, d, plan, band, (h, wd), "the input row", fill)
 
 
 def _emit_expand(w, pw, d, plan, band: int) -> None:
-    """The padded rows the band of ``band`` output rows from ``r0`` reads, of the pointwise
-    result's ``lanes`` channels of the item, computed into ``xp[xo:]`` pixel-major as
-    :func:`_emit_pad` copies them: a row outside the result zeros, else the zero columns
-    around it and, for runs of ``q`` pixels, each pixel's ``lanes`` channels a vector (the
-    bias, then per input channel its weight vector times the pixel's value broadcast, then the
-    pointwise activation); the columns the windows read only."""
-    L, (ph, pw_) = plan.lanes, plan.padded
+    """The padded rows the band reads (:func:`_emit_rows`) of the pointwise result's ``lanes``
+    channels of the item, computed, not copied: for runs of ``q`` pixels (the last overlapping
+    the one before), each pixel's ``lanes`` channels a vector: the bias, then per input channel
+    its weight vector times the pixel's value broadcast, then the pointwise activation."""
+    L = plan.lanes
     cin, h, wd = pw.input_tensor.sizes[1:]
-    top, left = d.start_padding
-    sh = d.strides[0]
-    rows, cols = max(0, min(h, ph - top)), max(0, min(wd, pw_ - left))
     vec = Vec(L)
     act = vector_activation(pw)
     blocks = d.input_tensor.sizes[1] // L
@@ -201,31 +211,23 @@ def _emit_expand(w, pw, d, plan, band: int) -> None:
     w(f"cb = f % {blocks}  # the block of channels within it: its weights")
     w(f"bs = {vec.load('b1', f'cb * {L}')}" if pw.bias_tensor is not None else
       f"bs = {vec.zero()}")
-    zero_cols = [c for c in range(pw_) if not left <= c < left + cols]
-    q = min(PIXELS, cols)
-    with w.block(f"for i in range({band_reach(d, band)}):"):
-        w(f"r = r0 * {sh} + i - {top}  # the result's row (padded row r0 * {sh} + i)")
-        w(f"dst = xo + i * {pw_ * L}")
-        with w.block(f"if r < 0 or r >= {rows}:" if rows and cols else "if True:"):
-            with w.block(f"for t in range({pw_}):"):
-                w(vec.store("xp", f"dst + t * {L}", vec.zero()))
-        if not (rows and cols):
-            return
-        with w.block("else:"):
-            for c in zero_cols:
-                w(vec.store("xp", f"dst + {c * L}", vec.zero()))
-            w(f"src = n * {cin * h * wd} + r * {wd}")
-            with w.block(f"for ct in range({-(-cols // q)}):"):
-                w(f"c = min(ct * {q}, {cols - q})  # the run's first pixel")
+
+    def fill(w, left, cols):
+        q = min(PIXELS, cols)
+        w(f"src = n * {cin * h * wd} + r * {wd}")
+        with w.block(f"for ct in range({-(-cols // q)}):"):
+            w(f"c = min(ct * {q}, {cols - q})  # the run's first pixel")
+            for p in range(q):
+                w(f"a{p} = bs")
+            with w.block(f"for ci in range({cin}):"):
+                w(f"wv = {vec.load('w1', f'(cb * {cin} + ci) * {L}')}")
+                w(f"at = src + ci * {h * wd} + c")
                 for p in range(q):
-                    w(f"a{p} = bs")
-                with w.block(f"for ci in range({cin}):"):
-                    w(f"wv = {vec.load('w1', f'(cb * {cin} + ci) * {L}')}")
-                    w(f"at = src + ci * {h * wd} + c")
-                    for p in range(q):
-                        w(f"a{p} = {vec.fma('wv', vec.broadcast('x', f'at + {p}'), f'a{p}')}")
-                for p in range(q):
-                    w(vec.store("xp", f"dst + (c + {left + p}) * {L}", act.format(f"a{p}")))
+                    w(f"a{p} = {vec.fma('wv', vec.broadcast('x', f'at + {p}'), f'a{p}')}")
+            for p in range(q):
+                w(vec.store("xp", f"dst + (c + {left + p}) * {L}", act.format(f"a{p}")))
+
+    _emit_rows(w, d, plan, band, (h, wd), "the result's row", fill)
 
 
 #: the pixels a run of the pointwise kernel computes at once (a chain of multiply-adds each)
