@@ -142,6 +142,7 @@ def _no_recent_overlap(monkeypatch):
     below start at 0: no earlier test's overlap may count."""
     monkeypatch.setattr(_adaptive, "_overlap_at", float("-inf"))
     monkeypatch.setattr(_adaptive, "_running", 0)
+    monkeypatch.setattr(_adaptive, "_parallel_probe_at", {})
     # ... and the machine's load is what each test says (quiet unless it says otherwise: the
     # suite's other workers are real load)
     monkeypatch.setattr(_adaptive, "LOAD", _watch())
@@ -334,8 +335,10 @@ def test_probes_back_off_while_they_confirm_and_return_after_a_switch():
                        load=_watch(then=1.0))
     while clock.t < 10.0:
         k()
+    # each probe's first call (a probe is PROBE_RUN calls), once the interval has doubled to
+    # PROBE_S_MAX (0.05, 0.1, 0.2 s, each at least PROBE_GAP_S, then 0.4 and 0.8: by 2 s)
     probes = [t for (v, t), (before, _) in zip(calls[1:], calls) if v == "p" and before == "s"
-              and t > 1.0]  # each probe's first call (a probe is PROBE_RUN calls)
+              and t > 2.0]
     gaps = [b - a for a, b in zip(probes, probes[1:])]
     assert gaps and min(gaps) >= _adaptive.PROBE_S_MAX  # backed off fully
     assert len(probes) <= 10
@@ -345,6 +348,49 @@ def test_probes_back_off_while_they_confirm_and_return_after_a_switch():
     while clock.t < start + _adaptive.PROBE_S_MAX + 0.1:
         k()
     assert k.variant() == "parallel"
+
+
+@pytest.mark.parametrize("gap", [True, False], ids=["spaced", "each-its-own"])
+def test_a_graph_s_kernels_probe_their_parallel_variants_in_turn(gap, monkeypatch):
+    """Fifty kernels run one after another (a graph's steps, their own choice each: the machine
+    busy), under lasting contention (a parallel call 12 ms, a scheduler quantum; serial 0.5
+    ms): their parallel probes start PROBE_GAP_S apart across the process, so probing takes a
+    small share of the time. Each kernel probing on its own interval alone (the gap removed),
+    the fifty probes of a PROBE_S_MAX take most of it (MobileNetV2 beside two spinning
+    processes: 36 ms a call against its serial variants' 15)."""
+    if not gap:
+        monkeypatch.setattr(_adaptive, "PROBE_GAP_S", 0.0)
+    clock, spent, starts = Clock(), {"p": 0.0, "s": 0.0}, []
+
+    def make(i):
+        state = {"last": None}
+
+        def parallel():
+            if state["last"] == "s":
+                starts.append(clock.t)
+            state["last"] = "p"
+            spent["p"] += 0.012
+            clock.t += 0.012
+
+        def serial():
+            state["last"] = "s"
+            spent["s"] += 0.0005
+            clock.t += 0.0005
+
+        return AdaptiveKernel(parallel, lambda: serial, clock=clock,
+                              start_build=lambda run: run(), load=_watch(then=1.0))
+
+    kernels = [make(i) for i in range(50)]
+    while clock.t < 20.0:
+        for k in kernels:
+            k()
+    late = [t for t in starts if t > 5.0]  # past the first switches: lasting contention
+    share = spent["p"] / (spent["p"] + spent["s"])
+    if gap:
+        assert min(b - a for a, b in zip(late, late[1:])) >= _adaptive.PROBE_GAP_S
+        assert share < 0.2, share
+    else:
+        assert share > 0.4, share
 
 
 def test_a_short_kernels_jitter_is_not_contention():

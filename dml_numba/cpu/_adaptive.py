@@ -21,7 +21,9 @@ variant keeps running until it is ready. From then on both are timed, the faster
 runs and the other is tried again after PROBE_CALLS calls and an interval that starts at
 PROBE_S and doubles each time the other variant is confirmed slower (up to PROBE_S_MAX: under
 lasting contention a parallel probe, a scheduler quantum, costs little), back to PROBE_S when
-it wins (a switch made on a burst of slow calls is undone quickly). A probe is PROBE_RUN calls,
+it wins (a switch made on a burst of slow calls is undone quickly); the probes of parallel
+variants start PROBE_GAP_S apart across the process (a graph's fifty kernels probing on their
+own would spend most of a busy machine's time waiting for cores). A probe is PROBE_RUN calls,
 the fastest counting (the first call of a variant left alone a while wakes its thread pool),
 and counts as it is where faster than its variant's running average. The bookkeeping costs
 two clock reads a call.
@@ -49,6 +51,12 @@ ALPHA = 0.25
 #: re-measure the variant not in use after this many calls and PROBE_S seconds, the interval
 #: doubling (up to PROBE_S_MAX) while probes confirm the variant in use
 PROBE_CALLS, PROBE_S, PROBE_S_MAX = 32, 0.05, 1.0
+#: the process's probes of a parallel variant (kernels running their serial variant) start at
+#: least this far apart, whichever kernel's: under lasting contention each costs a scheduler
+#: quantum or two (its threads wait for cores others hold), and a graph of fifty kernels each
+#: probing once a PROBE_S_MAX spent most of its time in them (MobileNetV2 at batch 1 beside two
+#: processes spinning parallel kernels: 36 ms a call, its kernels' serial variants 15 ms)
+PROBE_GAP_S = 0.25
 #: calls a probe lasts, the fastest counting: a variant's first call after a while pays for
 #: waking its thread pool and refilling caches, which would bias every probe against it
 PROBE_RUN = 2
@@ -74,6 +82,9 @@ _batch_lock = threading.Lock()
 #: variant the slower or the cores taken by another thread, in any thread. A batch that handed
 #: the choice to its kernels reads it: unchanged, they all kept what its direct runs run
 _serial_runs = 0
+#: when a probe of a parallel variant last started, by the clock that timed it (kernels with
+#: clocks of their own, tests', keep apart): PROBE_GAP_S
+_parallel_probe_at: dict = {}
 #: a batch's first BATCH_WARM runs leave the choice to its kernels (each learns its best time,
 #: against which it judges its calls once the batch hands the choice back to it); after a
 #: streak of slow runs its kernels decide one by one for BATCH_S seconds, and a batch still
@@ -260,6 +271,11 @@ class AdaptiveKernel:
                 probe = self._contended or _running > 0 or self._load.busy(now)
             else:
                 probe = self._since >= PROBE_CALLS and now - self._last_probe >= self._probe_s
+                if probe and not self._use:  # a parallel probe: the process's, spaced
+                    last = _parallel_probe_at.get(self._clock)
+                    probe = last is None or now - last >= PROBE_GAP_S
+                    if probe:
+                        _parallel_probe_at[self._clock] = now
             if probe and self._avg[self._use] is not None:
                 other = self._parallel if not self._use else self._serial.request()
                 if other is not None:  # a serial variant still building: parallel meanwhile
