@@ -1,7 +1,7 @@
-"""The default (automatic) variant on a busy machine and an idle one: a single operator, a
-compiled graph and an ONNX model, each called a few hundred times in a new process with its
-kernels in the disk cache, with two other processes spinning parallel Numba kernels on the
-cores (the busy machine) and without.
+"""The default (automatic) variant on a busy machine and an idle one: a single operator, a compiled
+graph, an ONNX model and a deep compiled graph (36 convolutions, each kernel its own), each
+called a few hundred times in a new process with its kernels in the disk cache, with two other
+processes spinning parallel Numba kernels on the cores (the busy machine) and without.
 
 Figures of merit: busy, the worst median over every window of 20 calls from the 20th call on,
 over the serial variant's median (target <= 1.5); idle, the default's median over the better
@@ -48,6 +48,31 @@ CHILD = textwrap.dedent("""
                           (MID(0, 0, 1, 0),))
         make = lambda **kw: dml.compile_graph(g, "cpu", **kw)
         args = (x,)
+    elif workload == "deep":  # twelve blocks of three convolutions, each of its own sizes
+        N, IN, OUT, MID = (dml.OperatorGraphNodeDesc, dml.InputGraphEdgeDesc,
+                           dml.OutputGraphEdgeDesc, dml.IntermediateGraphEdgeDesc)
+        clip = dml.ElementWiseClipOperatorDesc(min=0.0, max=6.0)
+        x = rng.standard_normal((1, 16, 28, 28)).astype(np.float32)
+        nodes, ins, mids, params = [], [IN(0, 0, 0)], [], []
+        for i in range(12):
+            e = 24 + 8 * i
+            for w, kw in ((np.ones((e, 16, 1, 1)), dict(fused_activation=clip)),
+                          (np.ones((e, 1, 3, 3)), dict(start_padding=1, end_padding=1,
+                                                       group_count=e, fused_activation=clip)),
+                          (np.ones((16, e, 1, 1)), {})):
+                w = (rng.standard_normal(w.shape) / np.sqrt(w[0].size)).astype(np.float32)
+                c = w.shape[1] * kw.get("group_count", 1)
+                nodes.append(N(F.convolution_desc(np.empty((1, c, 28, 28), np.float32), w,
+                                                  **kw)))
+                params.append(w)
+                k = len(nodes) - 1
+                ins.append(IN(len(params), k, 1))
+                if k:
+                    mids.append(MID(k - 1, 0, k, 0))
+        g = dml.GraphDesc(1 + len(params), 1, tuple(nodes), tuple(ins),
+                          (OUT(len(nodes) - 1, 0, 0),), tuple(mids))
+        make = lambda **kw: dml.compile_graph(g, "cpu", **kw)
+        args = (x, *params)
     else:
         from onnx import TensorProto as TP, helper, numpy_helper
         from dml_numba.onnx import compile_model
@@ -89,7 +114,8 @@ CHILD = textwrap.dedent("""
 
 WORKLOADS = {"operator": "reflection pad 16 of (1, 3, 540, 960)",
              "graph": "constant pad 1 -> LP 2x2/2 of (1, 3, 540, 960), two steps",
-             "onnx": "ONNX Pad (reflect) -> depthwise Conv -> Relu, (1, 8, 256, 256)"}
+             "onnx": "ONNX Pad (reflect) -> depthwise Conv -> Relu, (1, 8, 256, 256)",
+             "deep": "36 convolutions of (1, 16, 28, 28), 12 inverted residual blocks"}
 
 
 def _child(root: str, workload: str, calls: int, busy: bool, cache: str) -> dict:
