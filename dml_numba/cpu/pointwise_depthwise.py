@@ -132,11 +132,10 @@ class OneByOne:
 
 
 def make_kernel(desc, options):
-    """One kernel where it :func:`fuses` the pair (no ``algorithm`` or ``input_padding``
-    forced), else the two one by one."""
+    """One kernel where it :func:`fuses` the pair (no ``algorithm`` forced: the tuner's choice
+    is not asked, the one kernel runs), else the two one by one."""
     host = Host.current()
-    if options.get("algorithm") is None and options.get("input_padding") is None and \
-            fuses(desc, host):
+    if options.get("algorithm") is None and fuses(desc, host):
         return PointwiseDepthwiseKernel(desc, options, host)
     return OneByOne(desc, options)
 
@@ -148,5 +147,8 @@ def runs_as_one(desc) -> bool:
 
 
 make_kernel.runs_as_one = runs_as_one
+#: the convolution's options but ``input_padding`` (whose window would read through the mode:
+#: the pair reads zeros, and the graph's pair rule takes no folded padding)
 register(PointwiseDepthwiseDesc, "cpu",
-         options=lowering_options(ConvolutionOperatorDesc, "cpu"))(make_kernel)
+         options={k: v for k, v in lowering_options(ConvolutionOperatorDesc, "cpu").items()
+                  if k != "input_padding"})(make_kernel)

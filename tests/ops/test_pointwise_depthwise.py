@@ -122,6 +122,14 @@ def test_elsewhere_the_two_kernels_one_by_one(why, kw, option):
     np.testing.assert_allclose(got.astype(np.float64), ref, rtol=tol, atol=tol)
 
 
+def test_a_folded_padding_is_refused_before_anything_is_compiled():
+    """The pair reads zeros around the pointwise result: ``input_padding`` (what a graph's
+    fold gives a window) is no option of it."""
+    desc, _, _ = case((1, 3, 9, 7), 16)
+    with pytest.raises(dml.ValidationError, match="'input_padding' is invalid"):
+        dml.compile_operator(desc, "cpu", input_padding="REFLECTION")
+
+
 def test_the_default_choice_and_the_numpy_device():
     """``compile_operator`` on "cpu": the one kernel (a strided depthwise layer of 16 channels:
     within the lanes kernel's reach on every host); "numpy": the two convolutions' vectorised
