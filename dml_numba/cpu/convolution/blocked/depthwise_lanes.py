@@ -64,7 +64,7 @@ def emit_pointwise(key) -> str:
     pixel-major (``expand``), instead of copied from a stored one."""
     pw, d = key.desc.pointwise, key.desc.depthwise
     first = "w1, " + ("b1, " if pw.bias_tensor is not None else "")
-    return _emit_module(key, d, first, "compute their pointwise result, padded,",
+    return _emit_module(key, d, first, "computes their pointwise result, padded,",
                         f"expand(x, {first}xp, f, xo, r0)",
                         lambda w, band: _emit_expand(w, pw, d, key.plan, band))
 
