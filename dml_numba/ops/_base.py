@@ -217,6 +217,16 @@ def check_same_rank(c: Checker, field: str, t: TensorDesc, ref: TensorDesc, ref_
                f"expected {ref.rank} dimensions, the dimension count of {ref_field}")
 
 
+def check_same_tensor(c: Checker, field: str, t: TensorDesc, ref: TensorDesc, ref_field: str):
+    """``t`` has ``ref``'s sizes and data type (a tensor one operator of a fused pair reads
+    where the other writes it)."""
+    if t.sizes != ref.sizes:
+        c.fail(f"{field}.sizes", t.sizes, f"expected {ref.sizes}, the sizes of {ref_field}")
+    if t.data_type != ref.data_type:
+        c.fail(f"{field}.data_type", t.data_type.name,
+               f"expected {ref.data_type.name}, the data type of {ref_field}")
+
+
 def check_unary_tensors(c: Checker, desc, types, lo_rank: int, hi_rank: int, note: str = ""):
     """Input and output tensors of a one-input operator: present, rank in range, the input's
     type allowed, the output of the same type and rank. Returns (input, output)."""

@@ -15,7 +15,7 @@ __all__ = ["FusedAddDesc"]
 from dataclasses import dataclass, replace
 
 from ..tensor import TensorDesc
-from ._base import OperatorDesc, check_tensor
+from ._base import OperatorDesc, check_same_tensor, check_tensor
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,7 @@ class FusedAddDesc(OperatorDesc):
             c.fail("operator", type(op).__name__, "expected a descriptor that takes an addend "
                                                   "(a convolution)")
         add = check_tensor(c, "addend_tensor", self.addend_tensor)
-        out = op.output
-        if add.sizes != out.sizes:
-            c.fail("addend_tensor.sizes", add.sizes,
-                   f"expected {out.sizes}, the sizes of operator.output_tensor")
-        if add.data_type != out.data_type:
-            c.fail("addend_tensor.data_type", add.data_type.name,
-                   f"expected {out.data_type.name}, the data type of operator.output_tensor")
+        check_same_tensor(c, "addend_tensor", add, op.output, "operator.output_tensor")
 
     # -- the operator's tensors, then the addend -------------------------------------------
     @property

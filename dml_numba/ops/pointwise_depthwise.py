@@ -15,7 +15,7 @@ __all__ = ["PointwiseDepthwiseDesc"]
 from dataclasses import dataclass
 
 from ..tensor import TensorDesc
-from ._base import OperatorDesc
+from ._base import OperatorDesc, check_same_tensor
 
 #: the binding order: the pointwise convolution's inputs, then the depthwise filter and bias
 _FIELDS = ("input_tensor", "filter_tensor", "bias_tensor", "depthwise_filter_tensor",
@@ -58,13 +58,8 @@ class PointwiseDepthwiseDesc(OperatorDesc):
             c.fail("depthwise", type(dw).__name__,
                    "expected a depthwise convolution (FORWARD, one input and one output "
                    "channel a group)")
-        mid, src = dw.input_tensor, pw.output
-        if mid.sizes != src.sizes:
-            c.fail("depthwise.input_tensor.sizes", mid.sizes,
-                   f"expected {src.sizes}, the sizes of pointwise.output_tensor")
-        if mid.data_type != src.data_type:
-            c.fail("depthwise.input_tensor.data_type", mid.data_type.name,
-                   f"expected {src.data_type.name}, the data type of pointwise.output_tensor")
+        check_same_tensor(c, "depthwise.input_tensor", dw.input_tensor, pw.output,
+                          "pointwise.output_tensor")
 
     # -- the pointwise convolution's inputs, then the depthwise filter and bias --------------
     @property
