@@ -112,14 +112,19 @@ class Work:
         return p in self._output_nodes
 
     def take_over(self, k: int, p: int, op, whole: bool = False, remove: bool = False,
-                  at: int = 0, **fields) -> None:
+                  at: int = 0, keep=(), **fields) -> None:
         """Node ``k`` becomes ``op`` (covering ``p``'s nodes too), reading what ``p`` reads as
         its input 0 instead of ``p``'s output (which it read as its input ``at``);
-        ``whole``: reading every input of ``p`` (``k`` becomes ``p``'s operator, rewritten).
-        ``p`` is dropped once nothing reads it and it is no graph output; ``remove``:
-        dropped, its output gone (the rule's preconditions made sure nothing else needs
-        it)."""
+        ``whole``: reading every input of ``p`` (``k`` becomes ``p``'s operator, rewritten),
+        then its own inputs ``keep`` (slots: a residual's other summand, a pair's depthwise
+        filter and bias). ``p`` is dropped once nothing reads it and it is no graph output;
+        ``remove``: dropped, its output gone (the rule's preconditions made sure nothing else
+        needs it)."""
         n, q = self.nodes[k], self.nodes[p]
+        kept = [n.sources[slot] for slot in keep]
+        for slot, src in zip(keep, kept):
+            if src is not None and src[0] == "node":
+                self.uses[src[1]].remove((k, slot))
         self.uses[p].remove((k, at))
         if whole:
             n.sources = [None] * len(q.sources)
@@ -132,6 +137,10 @@ class Work:
             setattr(n, name, value)
         if remove or (not self.uses[p] and not self.is_output(p)):
             self.drop(p)
+        for src in kept:
+            n.sources.append(src)
+            if src is not None and src[0] == "node":
+                self.uses[src[1]].append((k, len(n.sources) - 1))
 
     def drop(self, p: int) -> None:
         for slot, src in enumerate(self.nodes.pop(p).sources):
@@ -449,15 +458,8 @@ class Residual(Rule):
         slot = _summand(work, k)
         p = work.producer(k, slot)
         op = self.rewrite(work, k, p)
-        other = work.nodes[k].sources[1 - slot]
-        if other is not None and other[0] == "node":
-            work.uses[other[1]].remove((k, 1 - slot))
-        work.take_over(k, p, op, whole=True, remove=True, at=slot,
+        work.take_over(k, p, op, whole=True, remove=True, at=slot, keep=(1 - slot,),
                        options=work.nodes[p].options)
-        n = work.nodes[k]
-        n.sources.append(other)
-        if other is not None and other[0] == "node":
-            work.uses[other[1]].append((k, len(n.sources) - 1))
 
 
 def _pair(work, k, p):
@@ -494,16 +496,8 @@ class Pair(Rule):
     def apply(self, work, k):
         p = work.producer(k)
         op = self.rewrite(work, k, p)
-        rest = work.nodes[k].sources[1:]  # the depthwise filter and bias
-        for slot, src in enumerate(rest, 1):
-            if src is not None and src[0] == "node":
-                work.uses[src[1]].remove((k, slot))
-        work.take_over(k, p, op, whole=True, remove=True)
-        n = work.nodes[k]
-        for src in rest:
-            n.sources.append(src)
-            if src is not None and src[0] == "node":
-                work.uses[src[1]].append((k, len(n.sources) - 1))
+        work.take_over(k, p, op, whole=True, remove=True,  # then the depthwise filter and bias
+                       keep=range(1, len(work.nodes[k].sources)))
 
 
 #: the rules in phases, each applied to a fixed point before the next: the window rules and
