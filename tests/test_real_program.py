@@ -410,12 +410,28 @@ def test_two_slow_then_fast_resets_the_streak():
 
 
 def test_a_serial_build_in_progress_never_blocks_a_call():
-    """The serial variant takes long to build: calls keep running the parallel variant
-    meanwhile, and switch once it is ready."""
+    """The serial variant takes long to build: no call waits for it. Once its calls look
+    contended, the kernel runs its parallel variant on one thread meanwhile (Numba's
+    ``set_num_threads`` for the call, restored after it), which under contention runs as the
+    serial variant would (here: fast on one thread, slow on all), and the serial variant once
+    it is ready."""
     import threading
 
+    import numba
+
     clock = Clock()
-    calls, parallel, serial = _kernels(clock, [0.001] + [0.01] * 40)
+    calls, counts = [], []
+    full = numba.get_num_threads()
+
+    def parallel():
+        n = numba.get_num_threads()
+        calls.append("p" if n == full else "p1")
+        clock.t += 0.001 if not calls[:-1] else 0.002 if n == 1 else 0.01
+
+    def serial():
+        calls.append("s")
+        clock.t += 0.002
+
     release, started = threading.Event(), threading.Event()
 
     def slow_build():
@@ -424,12 +440,16 @@ def test_a_serial_build_in_progress_never_blocks_a_call():
         return serial
 
     k = AdaptiveKernel(parallel, slow_build, clock=clock)  # the real background thread
-    for _ in range(4):
+    for _ in range(4):  # one fast call, then three slow: contention, the build started
         k()
+        counts.append(numba.get_num_threads())
     assert started.wait(10)
-    for _ in range(10):  # while the build is held: every call runs, on the parallel variant
+    for _ in range(10):  # while the build is held: the parallel variant on one thread
         k()
-    assert calls == ["p"] * 14
+        counts.append(numba.get_num_threads())
+    if full > 1:
+        assert calls == ["p"] * 4 + ["p1"] * 10, calls
+    assert counts == [full] * 14  # restored after every call
     release.set()
     for _ in range(200):
         if k.serial_built():
@@ -437,6 +457,22 @@ def test_a_serial_build_in_progress_never_blocks_a_call():
         threading.Event().wait(0.01)
     k()
     assert calls[-1] == "s"
+
+
+def test_the_one_thread_interim_restores_the_thread_count_when_the_kernel_raises():
+    import numba
+
+    from dml_numba.cpu._adaptive import _one_thread
+
+    full, seen = numba.get_num_threads(), []
+
+    def failing():
+        seen.append(numba.get_num_threads())
+        raise ValueError("inside the kernel")
+
+    with pytest.raises(ValueError, match="inside the kernel"):
+        _one_thread(failing)()
+    assert seen == [1] and numba.get_num_threads() == full
 
 
 def test_a_warm_operator_never_stalls_for_the_serial_build(monkeypatch):
@@ -735,16 +771,31 @@ def _batch_of(clock, *costs, serial_cost=0.0005, load=None):
         kernels.append(AdaptiveKernel(p, lambda s=s: s, clock=clock,
                                       start_build=lambda run: run(), load=load or _watch()))
     batch = _adaptive.AdaptiveBatch(clock=clock, load=load or _watch())
+    batch.direct_runs = []  # the start of each run made directly (the batch times only those)
+    timed = batch._timed
+
+    def recorded(now, dt):
+        batch.direct_runs.append(now)
+        timed(now, dt)
+    batch._timed = recorded
 
     def run():
         return batch(lambda *ks: [kk() for kk in ks], *kernels)
     return batch, kernels, calls, run
 
 
+def _ran_directly(batch, run) -> bool:
+    """``run()``, and whether the batch ran it directly."""
+    n = len(batch.direct_runs)
+    run()
+    return len(batch.direct_runs) > n
+
+
 def test_a_batch_on_a_quiet_machine_runs_its_kernels_directly_after_its_first_runs():
     """Quiet: the first BATCH_WARM runs leave each kernel its own choice (two clock reads a
     call: each learns its best time); then the batch runs the parallel variants directly,
-    two clock reads a run whatever the kernels (their own bookkeeping skipped)."""
+    two clock reads a run and one a kernel (the run's deadline; their own bookkeeping
+    skipped)."""
     clock = CountingClock()
     batch, kernels, calls, run = _batch_of(clock, [0.0002], [0.0003], [0.0001])
     clock.reads = 0  # the kernels' own start
@@ -756,7 +807,32 @@ def test_a_batch_on_a_quiet_machine_runs_its_kernels_directly_after_its_first_ru
     calls.clear()
     for _ in range(10):
         run()
-    assert batch.direct and clock.reads == 10 * 2 and calls == ["p0", "p1", "p2"] * 10
+    assert batch.direct and clock.reads == 10 * (2 + 3) and calls == ["p0", "p1", "p2"] * 10
+
+
+def test_a_direct_run_past_its_deadline_hands_its_later_kernels_their_own_choice():
+    """A direct run whose time passes its deadline (SLOWER times the batch's best and SLOW_S
+    more: a run already slow) hands its later kernels the choice: the machine turned busy
+    during the run (the first kernel's call waited 150 ms for the cores), and the next
+    kernels, seeing the load, run serially from this run on (before, the whole run kept its
+    parallel calls: up to 1.4 s for MobileNetV2's fifty steps). The batch's own count of
+    running kernels is handed back once."""
+    clock = CountingClock()
+    fast = [0.0002] * (_adaptive.BATCH_WARM + 5)
+    load = _watch(1.0, then=1.0)  # busy at the first reading (after LOAD_S)
+    batch, kernels, calls, run = _batch_of(clock, fast + [0.15] * 100, fast + [0.012] * 100,
+                                           fast + [0.012] * 100, load=load)
+    for _ in range(_adaptive.BATCH_WARM + 5):
+        run()
+    assert batch.direct and calls[-3:] == ["p0", "p1", "p2"]
+    since = [k._since for k in kernels]
+    assert _ran_directly(batch, run)  # started directly: quiet when it began
+    assert calls[-3:] == ["p0", "s1", "s2"], calls[-6:]
+    assert kernels[0]._since == since[0]  # called directly
+    assert all(k._since != c for k, c in zip(kernels[1:], since[1:]))  # their own choice
+    assert _adaptive._running == 0 and _adaptive._direct is None
+    run()  # the next run: the machine busy, not direct; every kernel serial
+    assert calls[-3:] == ["s0", "s1", "s2"] or calls[-3:] == ["p0", "s1", "s2"], calls[-6:]
 
 
 @pytest.mark.parametrize("why", ["busy", "another thread in a kernel", "recent overlap",
@@ -857,11 +933,10 @@ def test_a_slow_streak_hands_the_choice_to_the_kernels_and_backs_off_while_still
         run()
     assert not batch.direct
     start = clock.t
-    direct_at = []  # a direct run reads the clock twice, the kernels deciding more often
+    direct_at = []
     while clock.t < start + _adaptive.BATCH_S + 2 * _adaptive.BATCH_S + 0.5:
-        clock.reads, at = 0, clock.t
-        run()
-        if clock.reads == 2:
+        at = clock.t
+        if _ran_directly(batch, run):
             direct_at.append(at - start)
     assert "s0" in calls and "s1" in calls  # the kernels chose their serial variants
     assert len(direct_at) == 2, direct_at  # after BATCH_S, then after twice that
@@ -890,9 +965,8 @@ def test_a_batch_whose_kernels_keep_their_parallel_variants_does_not_back_off():
     start = clock.t
     direct_at = []
     while clock.t < start + 3 * _adaptive.BATCH_S + 0.5:
-        clock.reads, at = 0, clock.t
-        run()
-        if clock.reads == 2:
+        at = clock.t
+        if _ran_directly(batch, run):
             direct_at.append(at - start)
     assert "s0" in calls  # the serial variants were probed (and lost)
     assert all(k.variant() == "parallel" for k in kernels)
@@ -919,9 +993,8 @@ def test_a_batch_whose_kernels_ran_serially_beside_another_thread_backs_off(monk
     assert calls[-1] == "s0"
     direct_at = []
     while clock.t < start + 3 * _adaptive.BATCH_S + 0.5:
-        clock.reads, at = 0, clock.t
-        run()
-        if clock.reads == 2 and at - start >= _adaptive.OVERLAP_S:  # (untimed serial: 2 too)
+        at = clock.t
+        if _ran_directly(batch, run):
             direct_at.append(at - start)
     firsts = [t for k, t in enumerate(direct_at) if k == 0 or t - direct_at[k - 1] > 0.1]
     assert len(firsts) == 2, direct_at  # after about BATCH_S, then twice that
@@ -950,6 +1023,7 @@ def test_a_compiled_graphs_steps_run_as_one_batch(monkeypatch):
     decides for itself again."""
     from tests.test_graph import chain_graph, pool, rand, tile
 
+    monkeypatch.setattr(_adaptive, "SLOW_S", 10.0)  # no run this noisy machine slows is slow
     g = chain_graph(tile((1, 4, 150, 150), (1, 1, 2, 2)), pool((1, 4, 300, 300), (3, 3), (1, 1)))
     cg = dml.compile_graph(g, "cpu")
     kernels = [op.kernel.fn for op in cg.ops]

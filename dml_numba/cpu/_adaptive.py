@@ -16,8 +16,12 @@ more). Then the serial variant is timed too, and the faster runs. On an idle mac
 never built.
 
 No call waits for a compile it did not ask for: the serial variant is built (compiled, or loaded
-from the disk cache) in a background thread the first time it is wanted, and the parallel
-variant keeps running until it is ready. From then on both are timed, the faster recent one
+from the disk cache) in a background thread the first time it is wanted, and until it is ready
+the parallel variant runs in its place on one thread (Numba's ``set_num_threads`` for the call:
+under contention a parallel region waits for cores others hold; a new install's first busy
+machine, where the serial variants are compiled, not loaded, waited seconds to a minute for
+them, MobileNetV2 100-350 ms a call against 35-70 on one thread). From then on both are timed
+(the serial variant afresh once built: its times so far were the interim's), the faster recent one
 runs and the other is tried again after PROBE_CALLS calls and an interval that starts at
 PROBE_S and doubles each time the other variant is confirmed slower (up to PROBE_S_MAX: under
 lasting contention a parallel probe, a scheduler quantum, costs little), back to PROBE_S when
@@ -76,8 +80,23 @@ OVERLAP_S = 0.05
 #: the thread running an :class:`AdaptiveBatch` directly (its kernels' parallel variants, no
 #: bookkeeping of their own), or None
 _direct = None
+#: the direct run's deadline, by its batch's clock: ``(clock, until)``. A kernel of the run that
+#: starts past it ends the run's directness (:func:`_leave_direct`): the run is already slow,
+#: and under contention each of its parallel calls waits for cores others hold (the first run
+#: after the machine turned busy took up to 1.4 s for MobileNetV2's fifty steps)
+_direct_until = (time.perf_counter, float("inf"))
 _ident = threading.get_ident
 _batch_lock = threading.Lock()
+
+
+def _leave_direct() -> None:
+    """The rest of this thread's direct run decided kernel by kernel, as when the batch is not
+    direct (the batch's own share of ``_running`` handed back)."""
+    global _direct, _running
+    with _batch_lock:
+        if _direct is not None and _direct == _ident():
+            _direct = None
+            _running -= 1
 #: calls that ran a serial variant by choice (not a probe's): a kernel that judged its parallel
 #: variant the slower or the cores taken by another thread, in any thread. A batch that handed
 #: the choice to its kernels reads it: unchanged, they all kept what its direct runs run
@@ -140,16 +159,39 @@ def _in_background(build) -> None:
     threading.Thread(target=build, name="dml_numba-build-serial", daemon=True).start()
 
 
-class _SerialBuilder:
-    """The serial variant: built once, on demand, in the background or on the spot."""
+def _one_thread(parallel):
+    """``parallel`` called with its parallel loops on one thread (Numba's ``set_num_threads``
+    for this thread, restored after): what runs as the serial variant while that is built.
+    Under contention a parallel region waits for cores others hold (a scheduler quantum or more
+    at every call, a network's fifty kernels up to a second a call); on one thread it runs as
+    the serial variant does, within a few percent (MobileNetV2 at batch 1: 9.9 ms against 9.3),
+    from the first call: the serial variant's build (a compile where the disk cache lacks it)
+    took seconds to a minute on the busy machine that asked for it."""
+    import numba
 
-    def __init__(self, build, start):
+    def call(*args):
+        n = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            return parallel(*args)
+        finally:
+            numba.set_num_threads(n)
+
+    return call
+
+
+class _SerialBuilder:
+    """The serial variant: built once, on demand, in the background or on the spot; meanwhile
+    (:meth:`request`) the parallel variant on one thread (``interim``)."""
+
+    def __init__(self, build, start, interim=None):
         self._build = build
         self._start = start
         self._lock = threading.Lock()
         self._started = False
         self.fn = None
         self.error = None
+        self.interim = interim
 
     def _run(self):
         try:
@@ -160,13 +202,14 @@ class _SerialBuilder:
         self.fn = fn
 
     def request(self):
-        """The serial variant if it is ready; otherwise start building it and return None."""
+        """The serial variant if it is ready; otherwise start building it and return the
+        interim (None where there is none)."""
         if self.fn is None and not self._started:
             with self._lock:
                 if not self._started:
                     self._started = True
                     self._start(self._run)
-        return self.fn
+        return self.fn if self.fn is not None else self.interim
 
     def now(self):
         """The serial variant, built on the spot (waiting for a build already running)."""
@@ -191,7 +234,10 @@ class AdaptiveKernel:
         self._load = load or LOAD
         self._load.busy(clock())  # the watch's first interval starts no later than here
         self._parallel = parallel
-        self._serial = _SerialBuilder(build_serial, start_build)
+        # the interim calls whatever ``_parallel`` is then (tests slow it down)
+        self._serial = _SerialBuilder(build_serial, start_build,
+                                      _one_thread(lambda *args: self._parallel(*args)))
+        self._interim_timed = False  # the serial variant's times so far are the interim's
         self._clock = clock
         self._avg = {True: None, False: None}
         self._best = None
@@ -216,7 +262,10 @@ class AdaptiveKernel:
     def __call__(self, *args):
         global _running
         if _direct is not None and _direct == _ident():  # a batch decided as one: parallel
-            return self._parallel(*args)
+            run_clock, until = _direct_until
+            if run_clock() < until:
+                return self._parallel(*args)
+            _leave_direct()  # the run is slow already: its other kernels decide for themselves
         clock = self._clock
         now = clock()
         # the common case first, in as few steps as it takes (~1.2 us a call of its own instead
@@ -266,6 +315,8 @@ class AdaptiveKernel:
             if serial is not None:
                 _serial_runs += 1
                 return self._run_untimed(serial, args)
+        if self._interim_timed and self._serial.fn is not None:  # built: timed afresh
+            self._interim_timed, self._avg[False] = False, None
         if not self._probing:
             if self._avg[False] is None:  # serial never timed: only on a sign of contention
                 probe = self._contended or _running > 0 or self._load.busy(now)
@@ -278,12 +329,14 @@ class AdaptiveKernel:
                         _parallel_probe_at[self._clock] = now
             if probe and self._avg[self._use] is not None:
                 other = self._parallel if not self._use else self._serial.request()
-                if other is not None:  # a serial variant still building: parallel meanwhile
+                if other is not None:
                     self._probing, self._probe_best = PROBE_RUN, None
                     self._since = 0
                     self._last_probe = now
         use = not self._use if self._probing else self._use
-        fn = self._parallel if use else self._serial.fn
+        fn = self._parallel if use else self._serial.request()
+        if not use and self._serial.fn is None:
+            self._interim_timed = True
         if not (use or self._probing):
             _serial_runs += 1
         _running += 1
@@ -368,7 +421,7 @@ class AdaptiveBatch:
         return self._until is None and not self._warm
 
     def __call__(self, body, *args):
-        global _direct, _running
+        global _direct, _running, _direct_until
         clock = self._clock
         now = clock()
         with _batch_lock:  # two threads' batches: one runs directly, the other's kernels see it
@@ -379,6 +432,10 @@ class AdaptiveBatch:
             if direct:
                 _direct = _ident()
                 _running += 1
+                best = self._best
+                # slow from then on (``_slow``): its later kernels decide one by one
+                _direct_until = (clock, now + max(SLOWER * best, best + SLOW_S)
+                                 if best is not None else float("inf"))
             elif self._warm:
                 self._warm -= 1
         if not direct:
@@ -386,9 +443,7 @@ class AdaptiveBatch:
         try:
             result = body(*args)
         finally:
-            with _batch_lock:
-                _direct = None
-                _running -= 1
+            _leave_direct()
         self._timed(now, clock() - now)
         return result
 
