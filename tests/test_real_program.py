@@ -475,6 +475,32 @@ def test_the_one_thread_interim_restores_the_thread_count_when_the_kernel_raises
     assert seen == [1] and numba.get_num_threads() == full
 
 
+def test_the_one_thread_interim_leaves_other_threads_their_threads():
+    """Numba's thread count is per calling thread: while one thread runs a kernel on one
+    thread, another's parallel calls keep every thread."""
+    import threading
+
+    import numba
+
+    from dml_numba.cpu._adaptive import _one_thread
+
+    full = numba.get_num_threads()
+    inside, release, seen = threading.Event(), threading.Event(), []
+
+    def held():
+        seen.append(numba.get_num_threads())
+        inside.set()
+        release.wait(10)
+
+    t = threading.Thread(target=_one_thread(held))
+    t.start()
+    assert inside.wait(10)
+    other = numba.get_num_threads()
+    release.set()
+    t.join(10)
+    assert seen == [1] and other == full
+
+
 def test_a_warm_operator_never_stalls_for_the_serial_build(monkeypatch):
     """A real operator whose parallel calls look contended: the serial variant is compiled in
     another thread while the calls go on (some complete during the compile), and the variant is

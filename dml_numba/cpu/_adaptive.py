@@ -16,21 +16,21 @@ more). Then the serial variant is timed too, and the faster runs. On an idle mac
 never built.
 
 No call waits for a compile it did not ask for: the serial variant is built (compiled, or loaded
-from the disk cache) in a background thread the first time it is wanted, and until it is ready
-the parallel variant runs in its place on one thread (Numba's ``set_num_threads`` for the call:
-under contention a parallel region waits for cores others hold; a new install's first busy
-machine, where the serial variants are compiled, not loaded, waited seconds to a minute for
-them, MobileNetV2 100-350 ms a call against 35-70 on one thread). From then on both are timed
-(the serial variant afresh once built: its times so far were the interim's), the faster recent one
-runs and the other is tried again after PROBE_CALLS calls and an interval that starts at
-PROBE_S and doubles each time the other variant is confirmed slower (up to PROBE_S_MAX: under
-lasting contention a parallel probe, a scheduler quantum, costs little), back to PROBE_S when
-it wins (a switch made on a burst of slow calls is undone quickly); the probes of parallel
-variants start PROBE_GAP_S apart across the process (a graph's fifty kernels probing on their
-own would spend most of a busy machine's time waiting for cores). A probe is PROBE_RUN calls,
-the fastest counting (the first call of a variant left alone a while wakes its thread pool),
-and counts as it is where faster than its variant's running average. The bookkeeping costs
-two clock reads a call.
+from the disk cache) in a background thread the first time it is wanted, and until it is ready the
+parallel variant runs in its place on one thread (Numba's ``set_num_threads`` for the call: under
+contention a parallel region waits for cores others hold: in a new install's first busy machine,
+where the serial variants are compiled, not loaded, the worst 20-call windows of
+``bench_contention``'s workloads were 4.8-107x the serial variant's time, 0.95-8.2x with this and
+:class:`AdaptiveBatch`'s deadline). From then on both are timed (the serial variant afresh once
+built: its times so far were the interim's), the faster recent one runs and the other is tried again
+after PROBE_CALLS calls and an interval that starts at PROBE_S and doubles each time the other
+variant is confirmed slower (up to PROBE_S_MAX: under lasting contention a parallel probe, a
+scheduler quantum, costs little), back to PROBE_S when it wins (a switch made on a burst of slow
+calls is undone quickly); the probes of parallel variants start PROBE_GAP_S apart across the process
+(a graph's fifty kernels probing on their own would spend most of a busy machine's time waiting for
+cores). A probe is PROBE_RUN calls, the fastest counting (the first call of a variant left alone a
+while wakes its thread pool), and counts as it is where faster than its variant's running average.
+The bookkeeping costs two clock reads a call.
 
 A run of automatic kernels decided as one (:class:`AdaptiveBatch`: a compiled graph's steps)
 skips each kernel's own bookkeeping while the machine is quiet and is timed as a whole instead.
@@ -82,8 +82,8 @@ OVERLAP_S = 0.05
 _direct = None
 #: the direct run's deadline, by its batch's clock: ``(clock, until)``. A kernel of the run that
 #: starts past it ends the run's directness (:func:`_leave_direct`): the run is already slow,
-#: and under contention each of its parallel calls waits for cores others hold (the first run
-#: after the machine turned busy took up to 1.4 s for MobileNetV2's fifty steps)
+#: and under contention each of its parallel calls waits for cores others hold, while a
+#: kernel deciding for itself runs its serial variant (or the interim, :func:`_one_thread`)
 _direct_until = (time.perf_counter, float("inf"))
 _ident = threading.get_ident
 _batch_lock = threading.Lock()
@@ -164,9 +164,10 @@ def _one_thread(parallel):
     for this thread, restored after): what runs as the serial variant while that is built.
     Under contention a parallel region waits for cores others hold (a scheduler quantum or more
     at every call, a network's fifty kernels up to a second a call); on one thread it runs as
-    the serial variant does, within a few percent (MobileNetV2 at batch 1: 9.9 ms against 9.3),
-    from the first call: the serial variant's build (a compile where the disk cache lacks it)
-    took seconds to a minute on the busy machine that asked for it."""
+    the serial variant does, within a few percent (MobileNetV2 at batch 1, every kernel so:
+    idle 8.6 ms against 8.4, beside two spinning processes 21.6 against 23.0), from the first
+    call, while the serial variant is built (compiled, where the disk cache lacks it, on the
+    busy machine that asked for it)."""
     import numba
 
     def call(*args):
@@ -402,7 +403,15 @@ class AdaptiveBatch:
     else it stays direct. Slow with every kernel keeping its parallel variant is a noisy
     machine (a hypervisor's neighbours), not contention a serial variant relieves: the kernels
     deciding one by one would only cost their bookkeeping, for up to BATCH_S_MAX after the
-    noise is gone. ``clock`` and ``load`` are injectable for tests."""
+    noise is gone. A direct run that passes its deadline (SLOWER times the batch's best and SLOW_S
+    more: a run already slow) hands its later kernels their own choice (:func:`_leave_direct`;
+    one clock read a kernel): a direct run calls the parallel variants as they are, so a
+    machine turning busy mid-run, or a run made on a stale quiet load reading, kept every
+    step's region waiting for cores. ``bench_contention``'s graphs with their serial variants
+    not yet built, worst 20-call window over serial: the two-step graph 1.60 and 1.32 and the
+    36-convolution one 3.49 and 8.21 with the deadline, 3.26 and 18.98, 5.25 and 12.09 with
+    only the interim (before either: 15.97 and 4.81, 8.51 and 30.63; 22.58 and 13.07, 6.75 and
+    12.78). ``clock`` and ``load`` are injectable for tests."""
 
     def __init__(self, *, clock=time.perf_counter, load=None):
         self._clock = clock
