@@ -97,13 +97,7 @@ class PointwiseDepthwiseKernel(ConvolutionKernel):
         w1 = self._packed[0].get(inputs[1], self._pack_pointwise)
         wp = self._packed[1].get(inputs[first], lambda w: pack_filter(dw, w, self.plan))
         args = [flat[0], w1, *flat[2:first], wp, *flat[first + 1:]]
-        return functools.partial(self._slots, args, y.reshape(-1))
-
-    def _slots(self, args, y):
-        import numba
-
-        slots = min(numba.get_num_threads(), self.items)
-        self.fn(*args, y, self.buffer((slots * self.copy_size,)), slots)
+        return functools.partial(self._in_slots, args, y.reshape(-1))
 
     def run(self, inputs, y):
         self._call_on(inputs, y)()

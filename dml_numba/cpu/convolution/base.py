@@ -54,6 +54,16 @@ class ConvolutionKernel(CpuKernel):
             buf = local.buf = line_aligned(shape, self.acc)
         return buf
 
+    def _in_slots(self, args, y, unpadded=None):
+        """``self.fn(*args, y, xp, slots)`` with as many slots as threads now (up to the
+        kernel's ``items``), each with its own ``copy_size`` elements of the scratch ``xp``
+        (``unpadded``, the input read in place, where the kernel copies nothing)."""
+        import numba
+
+        slots = min(numba.get_num_threads(), self.items)
+        xp = self.buffer((slots * self.copy_size,)) if self.copy_size else unpadded
+        self.fn(*args, y, xp, slots)
+
     def __call__(self, inputs, out):
         run_in_accumulator(self.acc, self.run, inputs, out)
 

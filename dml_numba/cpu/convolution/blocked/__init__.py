@@ -97,15 +97,6 @@ class BlockedKernel(ConvolutionKernel):
         if self.plan.addend:
             bias.append(np.ascontiguousarray(inputs[-1]).reshape(-1))
         if self.plan.depthwise or self.plan.staged:  # a padded plane / group per slot
-            return functools.partial(self._slots, x, wp, bias, y.reshape(-1))
+            return functools.partial(self._in_slots, (x, wp, *bias), y.reshape(-1), x)
         xp = self.buffer((self.copy_size,)) if self.copy_size else x
         return functools.partial(self.fn, x, wp, *bias, y.reshape(-1), xp)
-
-    def _slots(self, x, wp, bias, y):
-        """The kernel with as many slots as threads now (up to its planes / groups), each
-        with its own padded copy."""
-        import numba
-
-        slots = min(numba.get_num_threads(), self.items)
-        xp = self.buffer((slots * self.copy_size,)) if self.copy_size else x
-        self.fn(x, wp, *bias, y, xp, slots)
