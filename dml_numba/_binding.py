@@ -184,21 +184,35 @@ def _unbatched(body, *args):
     return body(*args)
 
 
+def _each(runs, fresh, state):
+    for run in runs:
+        run()
+
+
 class HostDevice:
     """Binding for devices that run on NumPy arrays in host memory ("numpy", "cpu").
     ``options``: name -> allowed values of the options every lowering of the device takes;
-    ``batch``: what :meth:`new_batch` makes (None: runs called as they are)."""
+    ``batch``: what :meth:`new_batch` makes (None: runs called as they are); ``steps``: what
+    :meth:`new_steps` makes (None: steps called one by one)."""
 
-    def __init__(self, name: str, options: dict | None = None, batch=None):
+    def __init__(self, name: str, options: dict | None = None, batch=None, steps=None):
         self.name = name
         self.options = dict(options or {})
         self._batch = batch
+        self._steps = steps
 
     def new_batch(self):
         """``batch(body, *args)`` calling ``body(*args)``, for a run of this device's kernels
         decided as one (a compiled graph's steps: the CPU's
         :class:`~dml_numba.cpu._adaptive.AdaptiveBatch`); one per graph."""
         return self._batch() if self._batch is not None else _unbatched
+
+    def new_steps(self):
+        """``steps(runs, fresh, state)`` calling a compiled graph's bound steps ``runs`` in
+        order (``fresh``: the positions bound anew for this call; ``state``: a dict kept with
+        these bindings, for the device), the CPU's as one native call where it can
+        (:class:`~dml_numba.cpu._native.NativeSteps`); one per graph."""
+        return self._steps() if self._steps is not None else _each
 
     def call_plain(self, kernel, owner, plain, made, inputs, out, in_place=False):
         """:meth:`call` where it is plain, decided without its per-argument checks: NumPy

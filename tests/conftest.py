@@ -23,6 +23,10 @@ os.environ["DML_NUMBA_TUNE"] = "off"
 # workers load each other, which would have every operator build its serial variant (the
 # load watch's own tests give it a load of their choosing).
 os.environ["DML_NUMBA_LOAD_WATCH"] = "0"
+# A compiled graph's steps one by one: a native run's function is built in a background thread
+# that would outlive the test whose graph started it (tests/test_native_steps.py turns it on
+# and builds in the calling thread).
+os.environ["DML_NUMBA_NATIVE_STEPS"] = "0"
 # Numba's CUDA simulator must be chosen before numba.cuda is first imported.
 if "NUMBA_ENABLE_CUDASIM" not in os.environ and not shutil.which("nvidia-smi"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"

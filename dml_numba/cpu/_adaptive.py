@@ -89,6 +89,14 @@ _ident = threading.get_ident
 _batch_lock = threading.Lock()
 
 
+def running_directly() -> bool:
+    """Whether this thread is in a batch's direct run, before its deadline."""
+    if _direct is None or _direct != _ident():
+        return False
+    run_clock, until = _direct_until
+    return run_clock() < until
+
+
 def _leave_direct() -> None:
     """The rest of this thread's direct run decided kernel by kernel, as when the batch is not
     direct (the batch's own share of ``_running`` handed back)."""

@@ -36,6 +36,7 @@ class CompiledGraph:
         # the steps run as one batch of the device's (the CPU's: its automatic kernels decided
         # as one run while the machine is quiet); CUDA's launch as they are
         self._batch = None if self._cuda else get_device(device).new_batch()
+        self._run_steps = None if self._cuda else get_device(device).new_steps()
         self._views = [_views(graph, step) for step in steps]
         self._touches = [_touches(step) for step in steps]
         self._uploads = Derived()  # the device copies of frozen host inputs (CUDA)
@@ -137,8 +138,9 @@ class CompiledGraph:
         kept = store.__dict__.setdefault("bound", {})
         entry = kept.get(id(self))
         if entry is None or entry[0] is not bufs:  # bound to this thread's buffers
-            entry = kept[id(self)] = (bufs, [None] * len(self.steps))
+            entry = kept[id(self)] = (bufs, [None] * len(self.steps), {})
         bound = entry[1]
+        runs, fresh = [], []
         for k, refs in enumerate(self._touches):
             step_kept = bound[k]
             if step_kept is not None:
@@ -147,12 +149,15 @@ class CompiledGraph:
                     if (inputs if kind == "input" else results)[i] is not a:
                         break
                 else:
-                    run()
+                    runs.append(run)
                     continue
             run = self._bind(k, inputs, results, bufs)
             arrays = [(inputs if kind == "input" else results)[i] for kind, i in refs]
             bound[k] = (arrays, run) if all(map(is_frozen, arrays)) else None
-            run()
+            if bound[k] is None:
+                fresh.append(k)
+            runs.append(run)
+        self._run_steps(runs, fresh, entry[2])  # the device's state for these bindings
 
     def _bind(self, k, inputs, results, bufs):
         """Step ``k`` as a call of no arguments on these arrays (see :meth:`_run`)."""

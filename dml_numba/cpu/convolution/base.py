@@ -58,11 +58,17 @@ class ConvolutionKernel(CpuKernel):
         """``self.fn(*args, y, xp, slots)`` with as many slots as threads now (up to the
         kernel's ``items``), each with its own ``copy_size`` elements of the scratch ``xp``
         (``unpadded``, the input read in place, where the kernel copies nothing)."""
+        fn, full = self.slots_call(args, y, unpadded)
+        fn(*full)
+
+    def slots_call(self, args, y, unpadded=None):
+        """:meth:`_in_slots` as ``(fn, arguments)``, the slots and scratch settled now (a
+        native run's steps, :mod:`dml_numba.cpu._native`)."""
         import numba
 
         slots = min(numba.get_num_threads(), self.items)
         xp = self.buffer((slots * self.copy_size,)) if self.copy_size else unpadded
-        self.fn(*args, y, xp, slots)
+        return self.fn, (*args, y, xp, slots)
 
     def __call__(self, inputs, out):
         run_in_accumulator(self.acc, self.run, inputs, out)

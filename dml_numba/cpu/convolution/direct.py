@@ -18,7 +18,7 @@ from ...elements import open_window_loops
 from ...elements.convolution import conv_epilogue
 from ...ops._base import FOLDS
 from ...ops.convolution import ConvolutionMode, geometry
-from .._emit import Host, header
+from .._emit import Host, bound_contiguous, header
 from .base import ConvolutionKernel, conv_key
 from .blocked.tile import SIMD_IMPORT, activation_import, vector_activation
 from .direct_rows import (
@@ -285,6 +285,11 @@ class DirectKernel(ConvolutionKernel):
         key = dataclasses.replace(conv_key(desc, options), plan=row_plan(desc, options))
         super().__init__(key, emit,
                          [(self.acc, rank)] * (4 if desc.bias_tensor is not None else 3), options)
+
+    def bound(self, inputs, y):
+        """The kernel itself on the arrays where they are C-contiguous (what :meth:`run`
+        makes them otherwise)."""
+        return bound_contiguous(self, inputs, y)
 
     def run(self, inputs, y):
         if self.key.plan is not None and self.key.plan.lanes:  # vector loads: C-contiguous rows
