@@ -11,6 +11,7 @@ only the first load-and-run of new processes (median of three after one that war
 
     python3 -m benchmarks.bench_cnn [--quick] [--tuned] [--batches 1 8] [--models resnet18 unet]
     python3 -m benchmarks.bench_cnn --first-run     # new processes, warm kernel cache
+    python3 -m benchmarks.bench_cnn --native        # the steps as native calls or one by one
     python3 -m benchmarks.bench_cnn --steps --models mobilenet_v2 --batches 1  # step by step
     python3 -m benchmarks.bench_cnn --device cuda   # on a GPU: against PyTorch (cuDNN)
 
@@ -423,6 +424,71 @@ def run_first(batches=(1, 8), models=tuple(SIZES), repeats: int = 3) -> Table:
     return table
 
 
+def run_native(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 40,
+               rounds: int = 9) -> Table:
+    """A model's steps as native calls (the default, once their function is built) against the
+    same steps one by one (``DML_NUMBA_NATIVE_STEPS=0`` and the plan put aside), and ONNX
+    Runtime, in the same alternation; the share of our calls that ran natively (a run not
+    direct, a busy or noisy machine's, runs its steps one by one either way)."""
+    import numba
+    import onnxruntime as ort
+
+    from dml_numba.onnx import compile_model
+
+    threads = numba.config.NUMBA_NUM_THREADS
+    table = Table(f"A model's steps as native calls against one by one, and ONNX Runtime "
+                  f"({threads} threads each)",
+                  ["model", "input", "native functions (steps)", "one by one ms", "native ms",
+                   "speed-up", "ONNX Runtime ms", "native vs ONNX Runtime",
+                   "native calls (of timed)"])
+    for name in models:
+        size = SIZES[name] // (2 if quick else 1)
+        data = _export(name, size)
+        session = ort.InferenceSession(data, ort_options(threads),
+                                       providers=["CPUExecutionProvider"])
+        for n in batches:
+            shape = (n, 3, size, size)
+            x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+            model = compile_model(data, "cpu", input_shapes={"x": shape})
+            steps, store = model.compiled._run_steps, model._bindings
+            model(x)
+            (entry,) = store.bound.values()
+            deadline = time.perf_counter() + 60
+            while steps.native_runs == 0 and time.perf_counter() < deadline:
+                model(x)  # its plan made in a direct run, its function built in the background
+                time.sleep(0.01)
+            for _ in range(settle):
+                model(x)
+            plan = entry[2].get("native")
+            counted = [0, 0]
+
+            def native():
+                os.environ["DML_NUMBA_NATIVE_STEPS"] = "1"
+                entry[2]["native"] = plan
+                before = steps.native_runs
+                model(x)
+                counted[0] += steps.native_runs - before
+                counted[1] += 1
+
+            def one_by_one():
+                os.environ["DML_NUMBA_NATIVE_STEPS"] = "0"
+                entry[2]["native"] = None
+                model(x)
+
+            try:
+                ours, alone, theirs = blocks_times(
+                    [native, one_by_one, lambda: session.run(None, {"x": x})], rounds=rounds)
+            finally:
+                os.environ.pop("DML_NUMBA_NATIVE_STEPS", None)
+                entry[2]["native"] = plan
+            functions = len(plan.sources) if plan is not None and plan.fn else 0
+            table.add(name, f"{n}x3x{size}x{size}",
+                      f"{functions} ({len(model.compiled.steps)})", f"{alone * 1e3:.2f}",
+                      f"{ours * 1e3:.2f}", f"{alone / ours:.3f}", f"{theirs * 1e3:.2f}",
+                      f"{theirs / ours:.3f}", f"{counted[0]} ({counted[1]})")
+    return table
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="half the image sizes")
@@ -434,12 +500,16 @@ def main(argv=None):
     p.add_argument("--steps", action="store_true",
                    help="each step's time: (cpu) in the network, alone and ONNX Runtime's "
                         "node; (cuda) its kernel and host time, and other algorithms'")
+    p.add_argument("--native", action="store_true",
+                   help="(cpu) the steps as native calls against one by one, and ONNX Runtime")
     p.add_argument("--first-run", action="store_true",
                    help="(cpu) only the first run of new processes with a warm kernel cache")
     a = p.parse_args(argv)
     print(machine())
     if a.first_run:
         table = run_first(a.batches, a.models)
+    elif a.native:
+        table = run_native(a.quick, a.batches, a.models)
     elif a.steps:
         steps = steps_cuda if a.device == "cuda" else steps_cpu
         table = Tables(steps(m, n, a.quick) for m in a.models for n in a.batches)

@@ -86,14 +86,14 @@ class _Call:
     """One step as the native function calls it: the kernel's compiled address, each argument
     an array slot (``("a", slot, dtype, shape)``) or a literal (``("s", text, value)``)."""
 
-    def __init__(self, disp, args, slot_of):
+    def __init__(self, fn, disp, args, slot_of):
         from numba.core import types
 
         tys = tuple(disp.typeof_pyval(a) for a in args)
         cres = disp.overloads.get(tys)
         if cres is None:
             raise LookupError("no overload for these arguments yet")
-        self.disp = disp
+        self.fn, self.disp = fn, disp
         self.segment = None  # the segment calling it (a fresh step's: its slots filled there)
         self.addr = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
         if not self.addr:
@@ -111,7 +111,7 @@ class _Call:
 
     def matches(self, fn, args) -> bool:
         """Whether ``fn(*args)`` is this call on other arrays of the same kinds."""
-        if _dispatcher(fn) is not self.disp or len(args) != len(self.args):
+        if fn is not self.fn and _dispatcher(fn) is not self.disp or len(args) != len(self.args):
             return False
         for a, spec in zip(args, self.args):
             if spec[0] == "a":
@@ -262,7 +262,7 @@ class _Plan(_Seen):
         calls = []
         for k, (fn, args) in enumerate(got, first):
             own = k in self.fresh  # its arrays change each call: slots of their own, not kept
-            calls.append(_Call(_dispatcher(fn), args, functools.partial(slot_of, own=own)))
+            calls.append(_Call(fn, _dispatcher(fn), args, functools.partial(slot_of, own=own)))
             if own:
                 self._fresh_calls.append((calls[-1], k))
         seg = _Segment(first, calls, arrays, alive)
@@ -306,7 +306,7 @@ class _Plan(_Seen):
             ptrs = call.segment.ptrs
             for a, spec in zip(got[1], call.args):
                 if spec[0] == "a":
-                    ptrs[spec[1]] = address(a)
+                    ptrs[spec[1]] = a.__array_interface__["data"][0]
         for item in self.items:
             if type(item) is int:
                 runs[item]()

@@ -1,6 +1,7 @@
 """compile_graph and the compiled graph: plan -> one compiled operator a step -> run."""
 from __future__ import annotations
 
+import operator
 import threading
 
 import numpy as np
@@ -139,7 +140,16 @@ class CompiledGraph:
         entry = kept.get(id(self))
         if entry is None or entry[0] is not bufs:  # bound to this thread's buffers
             entry = kept[id(self)] = (bufs, [None] * len(self.steps), {})
-        bound = entry[1]
+        bound, state = entry[1], entry[2]
+        fast = state.get("kept")
+        if fast is not None:  # the kept bindings' arrays all the same again: checked at once
+            pick, arrays, template, fresh = fast
+            if all(map(operator.is_, pick(inputs), arrays)):
+                runs = list(template)
+                for k in fresh:
+                    runs[k] = self._bind(k, inputs, results, bufs)
+                self._run_steps(runs, fresh, state)
+                return
         runs, fresh = [], []
         for k, refs in enumerate(self._touches):
             step_kept = bound[k]
@@ -157,7 +167,8 @@ class CompiledGraph:
             if bound[k] is None:
                 fresh.append(k)
             runs.append(run)
-        self._run_steps(runs, fresh, entry[2])  # the device's state for these bindings
+        state["kept"] = _kept_check(self._touches, bound, runs, fresh)
+        self._run_steps(runs, fresh, state)  # the device's state for these bindings
 
     def _bind(self, k, inputs, results, bufs):
         """Step ``k`` as a call of no arguments on these arrays (see :meth:`_run`)."""
@@ -277,6 +288,31 @@ class CompiledGraph:
     def __repr__(self):
         return (f"<CompiledGraph of {len(self.graph.nodes)} nodes in {len(self.steps)} steps on "
                 f"{self.device!r}>")
+
+
+def _kept_check(touches, bound, runs, fresh):
+    """What the next call checks instead of each kept binding's arrays one by one: ``(pick,
+    arrays, runs, fresh)``, ``pick(inputs)`` the graph inputs the kept bindings read, to be the
+    same objects as ``arrays`` (kept alive by those bindings: no other object can have their
+    identity meanwhile), ``runs`` the kept bindings' calls in place (None where ``fresh``, the
+    steps bound anew each call). None where a kept binding touches a graph output."""
+    used = {}
+    for k, refs in enumerate(touches):
+        if bound[k] is None:
+            continue
+        for (kind, i), a in zip(refs, bound[k][0]):
+            if kind != "input":
+                return None
+            used[i] = a
+    order = sorted(used)
+    if not order:
+        return (lambda inputs: (), (), [None if k in fresh else r for k, r in enumerate(runs)],
+                tuple(fresh))
+    pick = operator.itemgetter(*order)
+    if len(order) == 1:
+        pick = lambda inputs, one=order[0]: (inputs[one],)  # noqa: E731
+    return (pick, tuple(used[i] for i in order),
+            [None if k in fresh else r for k, r in enumerate(runs)], tuple(fresh))
 
 
 def _nbytes(t) -> int:
