@@ -327,3 +327,30 @@ def test_small_networks_from_pytorch_run_natively_as_their_steps_do(name):
         np.testing.assert_array_equal(m(x), want)
     assert m.compiled._run_steps.native_runs == 2
     assert _plan(m.compiled, m._bindings).sources
+
+
+def test_scalar_arguments_of_every_kind_pass_as_literals():
+    # a kernel taking scalars of NumPy and Python types: the literal is the Python value
+    import numba as nb
+
+    @nb.njit
+    def scaled(x, y, a, b, flag):
+        for i in range(x.size):
+            y[i] = x[i] * a + b if flag else x[i]
+
+    x, y = np.arange(4, dtype=np.float64), np.zeros(4)
+    args = (x, y, np.float32(1.5), 2, True)
+    scaled(*args)
+    runs = [functools.partial(scaled, *args), functools.partial(scaled, y, x, 2.0, np.int64(1),
+                                                                  False)]
+    scaled(*runs[1].args)
+    plan = _native._Plan(runs, [])
+    plan.build()
+    assert plan.error is None, plan.error
+    x[:], y[:] = np.arange(4), 0
+    assert plan.run(runs)
+    np.testing.assert_array_equal(y, np.arange(4) * 1.5 + 2)  # float32(1.5), 2, True
+    np.testing.assert_array_equal(x, y)  # the second call (False) copied y into x
+    spec = [c for c in plan.calls_at(0).args if c[0] == "s"]
+    assert [(type(c[2]), c[3]) for c in spec] == [(float, "float32"), (int, "int64"),
+                                                 (bool, "bool")]

@@ -46,9 +46,9 @@ SUPPORTED = ("0.68.1",)
 SEGMENT = 2
 
 #: the dtypes whose arrays a native run rebuilds (every kernel's accumulator and index types)
-_DTYPES = {np.dtype(t): f"np.{t}" for t in ("float32", "float64", "int64", "int32", "int8",
-                                             "uint8", "int16", "uint16", "uint32", "uint64",
-                                             "bool_")}
+_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int64", "int32", "int8",
+                                          "uint8", "int16", "uint16", "uint32", "uint64",
+                                          "bool"))
 
 
 def enabled() -> bool:
@@ -84,7 +84,8 @@ def call_of(run):
 
 class _Call:
     """One step as the native function calls it: the kernel's compiled address, each argument
-    an array slot (``("a", slot, dtype, shape)``) or a literal (``("s", text, value)``)."""
+    an array slot (``("a", slot, dtype, shape)``) or a literal (``("s", text, value, Numba
+    type name)``, the value a Python number)."""
 
     def __init__(self, fn, disp, args, slot_of):
         from numba.core import types
@@ -107,7 +108,8 @@ class _Call:
             else:
                 if not isinstance(ty, (types.Boolean, types.Integer, types.Float)):
                     raise LookupError("an argument the native run does not pass")
-                self.args.append(("s", f"{ty}({a!r})", a, str(ty)))
+                value = a.item() if isinstance(a, np.generic) else a
+                self.args.append(("s", f"{ty}({value!r})", value, str(ty)))
 
     def matches(self, fn, args) -> bool:
         """Whether ``fn(*args)`` is this call on other arrays of the same kinds."""
@@ -211,7 +213,7 @@ class _Segment:
     their addresses, and the data addresses of the arrays they take (``ptrs``: the kept
     steps' filled in now, the fresh steps' at each call)."""
 
-    def __init__(self, first: int, calls, arrays, alive):
+    def __init__(self, first: int, calls, alive):
         self.first, self.calls = first, calls
         self.source = emit(calls)
         self.addrs = np.array([c.addr for c in calls], np.int64)
@@ -248,15 +250,14 @@ class _Plan(_Seen):
         self.error = None
 
     def _segment(self, first: int, got) -> _Segment:
-        index, arrays, alive = {}, [], []
+        index, alive = {}, []  # a slot per array (by identity; a fresh step's own: None)
 
         def slot_of(a, own: bool):
             if own or id(a) not in index:
                 if not own:
-                    index[id(a)] = len(arrays)
-                arrays.append((a.dtype, a.shape))
+                    index[id(a)] = len(alive)
                 alive.append(None if own else a)
-                return len(arrays) - 1
+                return len(alive) - 1
             return index[id(a)]
 
         calls = []
@@ -265,7 +266,7 @@ class _Plan(_Seen):
             calls.append(_Call(fn, _dispatcher(fn), args, functools.partial(slot_of, own=own)))
             if own:
                 self._fresh_calls.append((calls[-1], k))
-        seg = _Segment(first, calls, arrays, alive)
+        seg = _Segment(first, calls, alive)
         for call, k in self._fresh_calls:
             if first <= k < first + len(calls):
                 call.segment = seg
