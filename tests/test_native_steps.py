@@ -199,6 +199,13 @@ def test_no_native_run_outside_a_direct_run_or_when_turned_off(monkeypatch):
     for _ in range(3):
         cg(x, *ws)
     assert _plan(cg) is None and cg._run_steps.native_runs == 0
+    monkeypatch.setenv("DML_NUMBA_NATIVE_STEPS", "1")  # a plan made and used...
+    cg(x, *ws)
+    cg(x, *ws)
+    assert cg._run_steps.native_runs == 1
+    monkeypatch.setenv("DML_NUMBA_NATIVE_STEPS", "0")  # ...and not used once the switch is off
+    np.testing.assert_array_equal(cg(x, *ws), _one_by_one(cg, x, *ws))
+    assert cg._run_steps.native_runs == 1
 
 
 def test_a_failed_build_leaves_the_steps_one_by_one(monkeypatch):

@@ -332,13 +332,13 @@ class NativeSteps:
 
     def __call__(self, runs, fresh, state) -> None:
         plan = state.get("native")
-        direct = _adaptive.running_directly()
+        direct = _adaptive.running_directly() and enabled()
         if direct and plan is not None and plan.fn is not None and plan.run(runs):
             self.native_runs += 1
             return
         for run in runs:
             run()
-        if direct and enabled() and (plan is None or plan.stale(runs, fresh)):
+        if direct and (plan is None or plan.stale(runs, fresh)):
             failed = state.get("not_native")
             if failed is not None and not failed.stale(runs, fresh):
                 return  # these steps are not all one kernel call each: not again
