@@ -361,3 +361,42 @@ def test_scalar_arguments_of_every_kind_pass_as_literals():
     spec = [c for c in plan.calls_at(0).args if c[0] == "s"]
     assert [(type(c[2]), c[3]) for c in spec] == [(float, "float32"), (int, "int64"),
                                                  (bool, "bool")]
+
+
+def _deadline_batch(budget_s):
+    """A batch that runs directly with ``budget_s`` seconds left before its deadline, on a
+    clock that stands still (Python reads it; the native function reads the C library's)."""
+    def batch(body, *args):
+        _adaptive._direct = _adaptive._ident()
+        _adaptive._direct_until = (lambda: 100.0, 100.0 + budget_s)
+        _adaptive._running += 1
+        try:
+            return body(*args)
+        finally:
+            _adaptive._leave_direct()
+    return batch
+
+
+@pytest.mark.parametrize("budget_s, native_calls", [(3600.0, 4), (1e-9, 1)])
+def test_a_native_run_past_its_deadline_hands_its_later_steps_their_own_choice(
+        monkeypatch, budget_s, native_calls):
+    cg, ws, x = _native_graph(GRAPH), _filters(), rand((1, 3, 9, 9))
+    cg(x, *ws)  # the plan, built
+    want = _one_by_one(cg, x, *ws)
+    left = []
+    leave = _adaptive._leave_direct
+    monkeypatch.setattr(_adaptive, "_leave_direct", lambda: (left.append(_adaptive._direct),
+                                                             leave()))
+    made = []
+    plan = _plan(cg)
+    (seg,) = plan.items
+    inner = seg.fn
+    monkeypatch.setattr(seg, "fn", lambda *a: made.append(inner(*a)) or made[-1])
+    _patch.setattr(cg, "_batch", _deadline_batch(budget_s))
+    running = _adaptive._running
+    np.testing.assert_array_equal(cg(x, *ws), want)
+    assert made == [native_calls]  # the calls the native function made before the deadline
+    # past it, the run is no longer direct for the later steps (the batch's share handed back
+    # once); within it, only the batch's own ending
+    assert left[0] is not None and (len(left) == 2) == (native_calls < 4)
+    assert _adaptive._direct is None and _adaptive._running == running

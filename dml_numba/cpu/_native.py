@@ -11,8 +11,9 @@ one more Numba function of them (:func:`emit`): each kernel called at its compil
 address, in Numba's own calling convention, on arrays rebuilt from data addresses, so the run
 crosses from Python into native code once. The function's source depends only on the steps'
 shapes, types and scalar arguments (the addresses are its arguments), so it is disk-cached as
-every kernel is; it is built in the background the first time a graph's direct run finds
-every step native, and until it is there the steps run one by one.
+every kernel is; it is built in the background the first time a graph's direct run finds two
+or more such steps in a row (each such run one function), and until it is there the steps run
+one by one.
 
 What it relies on, checked at each call before anything runs (else the steps run one by one):
 the kept steps' bindings are the same objects it was built from (a model's weights and the
@@ -21,9 +22,11 @@ each call (those touching the caller's input or output) are the same kernels on 
 same types and sizes, C-contiguous, with the same scalar arguments; the thread count is the
 one it was built with (the per-thread scratch and the slot counts baked in). It never
 decides serial or parallel itself: it runs only where the batch runs directly, calling what a
-direct run calls. A direct run so made cannot hand its later steps their own choice past its
-deadline (:func:`~dml_numba.cpu._adaptive._leave_direct`): it is timed as a whole, as the
-batch times every direct run.
+direct run calls, and keeps the direct run's deadline (``_adaptive._direct_until``): before
+each call after a native function's first it reads the C library's monotonic clock, and past
+the run's budget it returns the number of calls made; the run then leaves its directness
+(:func:`~dml_numba.cpu._adaptive._leave_direct`) and its later steps decide for themselves,
+as they would one by one.
 
 It reaches into Numba's internals (a dispatcher's overloads and their compiled symbols, the
 calling convention), so it is used only with the Numba versions it was written and tested
@@ -34,6 +37,7 @@ from __future__ import annotations
 import functools
 import operator
 import threading
+import time
 
 import numpy as np
 
@@ -42,6 +46,10 @@ from .._binding import address
 from . import _adaptive
 
 SUPPORTED = ("0.68.1",)
+#: the C library's clock a native run reads its deadline on (relative: a budget), and the
+#: budget of a run without a deadline
+_CLOCK = getattr(time, "CLOCK_MONOTONIC", -1)
+_FOREVER = 1 << 62
 #: the fewest consecutive one-call steps made one native call (one alone gains little)
 SEGMENT = 2
 
@@ -54,7 +62,8 @@ _DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int64", "int32"
 def enabled() -> bool:
     import numba
 
-    return numba.__version__ in SUPPORTED and _env.flag("DML_NUMBA_NATIVE_STEPS", True)
+    return (numba.__version__ in SUPPORTED and _CLOCK >= 0
+            and _env.flag("DML_NUMBA_NATIVE_STEPS", True))
 
 
 def _dispatcher(fn):
@@ -141,8 +150,8 @@ def emit(calls) -> str:
         lines.append(f"#   call {k}: {call.text()}")
     lines += ["import numba", "from dml_numba.cpu._native_calls import run_calls", "", "",
               "@numba.njit(cache=__dml_disk_cache__, nogil=True)",
-              "def kernel(addrs, ptrs):",
-              f"    run_calls(addrs, ptrs, {repr(spec)!r})"]
+              "def kernel(addrs, ptrs, clock, budget_ns):",
+              f"    return run_calls(addrs, ptrs, clock, budget_ns, {repr(spec)!r})"]
     return "\n".join(lines) + "\n"
 
 
@@ -165,7 +174,8 @@ def _compile(source: str):
     with _built_lock:
         fn = _built.get(source)
         if fn is None:
-            sig = (types.Array(types.int64, 1, "C"), types.Array(types.int64, 1, "C"))
+            sig = (types.Array(types.int64, 1, "C"), types.Array(types.int64, 1, "C"),
+                   types.int64, types.int64)
 
             def finish(mod):  # from the disk cache without Numba's start-up where it is there
                 if not (mod.__dict__["__dml_disk_cache__"] and load_cached(mod.kernel, sig)):
@@ -308,11 +318,19 @@ class _Plan(_Seen):
             for a, spec in zip(got[1], call.args):
                 if spec[0] == "a":
                     ptrs[spec[1]] = a.__array_interface__["data"][0]
+        clock, until = _adaptive._direct_until
         for item in self.items:
             if type(item) is int:
                 runs[item]()
-            else:
-                item.fn(item.addrs, item.ptrs)
+                continue
+            budget = until - clock()
+            done = item.fn(item.addrs, item.ptrs, _CLOCK, int(min(budget * 1e9, _FOREVER))) \
+                if budget > 0 else 0
+            if done < len(item.calls):  # past the run's deadline: the rest one by one
+                _adaptive._leave_direct()
+                for k in range(item.first + done, len(runs)):
+                    runs[k]()
+                return True
         return True
 
 
