@@ -37,7 +37,8 @@ class CompiledGraph:
         # the steps run as one batch of the device's (the CPU's: its automatic kernels decided
         # as one run while the machine is quiet); CUDA's launch as they are
         self._batch = None if self._cuda else get_device(device).new_batch()
-        self._run_steps = None if self._cuda else get_device(device).new_steps()
+        # the bound steps called in order (the CPU's as native calls where they can)
+        self._run_steps = _one_by_one if self._cuda else get_device(device).new_steps()
         self._views = [_views(graph, step) for step in steps]
         self._touches = [_touches(step) for step in steps]
         self._uploads = Derived()  # the device copies of frozen host inputs (CUDA)
@@ -288,6 +289,11 @@ class CompiledGraph:
     def __repr__(self):
         return (f"<CompiledGraph of {len(self.graph.nodes)} nodes in {len(self.steps)} steps on "
                 f"{self.device!r}>")
+
+
+def _one_by_one(runs, fresh, state) -> None:
+    for run in runs:
+        run()
 
 
 def _kept_check(touches, bound, runs, fresh):
