@@ -11,6 +11,8 @@ size is that tensor.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import _interop
@@ -184,9 +186,21 @@ def _unbatched(body, *args):
     return body(*args)
 
 
-def _each(runs, fresh, state):
+def run_each(runs, fresh=(), state=None) -> None:
+    """A compiled graph's bound steps called one by one, in order (the default of
+    :meth:`HostDevice.new_steps`, and every other device's)."""
     for run in runs:
         run()
+
+
+def picker(indices):
+    """``pick(seq)``: the tuple of ``seq``'s items at ``indices`` (``operator.itemgetter``,
+    a tuple even of one index or none)."""
+    if not indices:
+        return lambda seq: ()
+    if len(indices) == 1:
+        return lambda seq, i=indices[0]: (seq[i],)
+    return operator.itemgetter(*indices)
 
 
 class HostDevice:
@@ -212,7 +226,7 @@ class HostDevice:
         order (``fresh``: the positions bound anew for this call; ``state``: a dict kept with
         these bindings, for the device), the CPU's as one native call where it can
         (:class:`~dml_numba.cpu._native.NativeSteps`); one per graph."""
-        return self._steps() if self._steps is not None else _each
+        return self._steps() if self._steps is not None else run_each
 
     def call_plain(self, kernel, owner, plain, made, inputs, out, in_place=False):
         """:meth:`call` where it is plain, decided without its per-argument checks: NumPy

@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 from .. import _env
-from .._binding import address
+from .._binding import address, picker
 from . import _adaptive
 
 SUPPORTED = ("0.68.1",)
@@ -197,7 +197,7 @@ class _Seen:
         self.fresh = tuple(fresh)
         self.kept = tuple(k for k in range(len(runs)) if k not in set(self.fresh))
         self._kept_runs = tuple(runs[k] for k in self.kept)
-        self._pick = operator.itemgetter(*self.kept) if self.kept else None
+        self._pick = picker(self.kept)
 
     def holds(self, runs) -> bool:
         """Whether ``runs`` keeps the same bindings (and the thread count is the same)."""
@@ -205,12 +205,7 @@ class _Seen:
 
         if self.threads != numba.get_num_threads():
             return False
-        if self._pick is None:
-            return True
-        now = self._pick(runs)
-        if len(self.kept) == 1:
-            now = (now,)
-        return all(map(operator.is_, now, self._kept_runs))
+        return all(map(operator.is_, self._pick(runs), self._kept_runs))
 
     def stale(self, runs, fresh) -> bool:
         """Whether ``runs`` (``fresh`` bound anew) are other steps than these."""

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _interop
 from .._api import CompiledOperator, check_allocatable, compile_operator
-from .._binding import address, overlaps
+from .._binding import address, overlaps, picker, run_each
 from .._cache import cache, graph_key
 from .._errors import ValidationError
 from .._frozen import Derived, is_frozen
@@ -38,7 +38,7 @@ class CompiledGraph:
         # as one run while the machine is quiet); CUDA's launch as they are
         self._batch = None if self._cuda else get_device(device).new_batch()
         # the bound steps called in order (the CPU's as native calls where they can)
-        self._run_steps = _one_by_one if self._cuda else get_device(device).new_steps()
+        self._run_steps = run_each if self._cuda else get_device(device).new_steps()
         self._views = [_views(graph, step) for step in steps]
         self._touches = [_touches(step) for step in steps]
         self._uploads = Derived()  # the device copies of frozen host inputs (CUDA)
@@ -291,11 +291,6 @@ class CompiledGraph:
                 f"{self.device!r}>")
 
 
-def _one_by_one(runs, fresh, state) -> None:
-    for run in runs:
-        run()
-
-
 def _kept_check(touches, bound, runs, fresh):
     """What the next call checks instead of each kept binding's arrays one by one: ``(pick,
     arrays, runs, fresh)``, ``pick(inputs)`` the graph inputs the kept bindings read, to be the
@@ -311,13 +306,7 @@ def _kept_check(touches, bound, runs, fresh):
                 return None
             used[i] = a
     order = sorted(used)
-    if not order:
-        return (lambda inputs: (), (), [None if k in fresh else r for k, r in enumerate(runs)],
-                tuple(fresh))
-    pick = operator.itemgetter(*order)
-    if len(order) == 1:
-        pick = lambda inputs, one=order[0]: (inputs[one],)  # noqa: E731
-    return (pick, tuple(used[i] for i in order),
+    return (picker(order), tuple(used[i] for i in order),
             [None if k in fresh else r for k, r in enumerate(runs)], tuple(fresh))
 
 
