@@ -249,6 +249,32 @@ def test_a_step_that_is_not_one_kernel_call_runs_between_native_segments():
         np.testing.assert_array_equal(out.reshape(1, 4, 9, 9), _one_by_one(cg, x, *ws))
     with pytest.raises(LookupError):  # no two one-call steps in a row: nothing to make native
         _native._Plan([middle, runs[0], middle], [1])
+    for call, k in plan._fresh_calls:  # each fresh step's slots are filled in its own segment
+        assert call.segment is next(item for item in plan.items if type(item) is not int
+                                    and item.first <= k < item.first + len(item.calls))
+
+
+def test_a_build_that_fails_after_its_first_segment_is_not_run(monkeypatch):
+    cg, ws, x = _native_graph(GRAPH), _filters(), rand((1, 3, 9, 9))
+    runs, fresh = _captured_runs(cg, x, ws)
+    runs = runs[:2] + [functools.partial(int)] + runs[2:]  # two segments
+    fresh = [k + (k >= 2) for k in fresh]
+    plan = _native._Plan(runs, fresh)
+    built, real = [], _native._compile
+
+    def second_fails(source):
+        if built:
+            raise RuntimeError("no compiler for the second")
+        built.append(source)
+        return real(source)
+
+    monkeypatch.setattr(_native, "_compile", second_fails)
+    plan.build()
+    assert isinstance(plan.error, RuntimeError) and len(built) == 1 and not plan.built
+    steps, state = _native.NativeSteps(start_build=lambda build: None), {"native": plan}
+    _direct(steps, runs, fresh, state)
+    assert steps.native_runs == 0
+    assert state["native"] is plan  # run one by one: the plan kept (not rebuilt each call)
 
 
 def test_what_a_fresh_step_must_keep_to_run_natively():

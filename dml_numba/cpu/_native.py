@@ -249,9 +249,9 @@ class _Plan(_Seen):
                 continue
             self.items.append(self._segment(k, got[k:end]))
             k = end
-        if not any(isinstance(item, _Segment) for item in self.items):
+        self._segments = [item for item in self.items if isinstance(item, _Segment)]
+        if not self._segments:
             raise LookupError("no run of steps that are one kernel call each")
-        self.fn = None  # set (True) once every segment's function is built
         self.error = None
 
     def _segment(self, first: int, got) -> _Segment:
@@ -265,38 +265,42 @@ class _Plan(_Seen):
                 return len(alive) - 1
             return index[id(a)]
 
-        calls = []
+        calls, own_calls = [], []
         for k, (fn, args) in enumerate(got, first):
             own = k in self.fresh  # its arrays change each call: slots of their own, not kept
             calls.append(_Call(fn, _dispatcher(fn), args, functools.partial(slot_of, own=own)))
             if own:
-                self._fresh_calls.append((calls[-1], k))
+                own_calls.append((calls[-1], k))
         seg = _Segment(first, calls, alive)
-        for call, k in self._fresh_calls:
-            if first <= k < first + len(calls):
-                call.segment = seg
+        for call, _ in own_calls:
+            call.segment = seg
+        self._fresh_calls.extend(own_calls)
         return seg
 
     def calls_at(self, k: int) -> _Call:
         """The native call of step ``k`` (in a segment)."""
-        for item in self.items:
-            if isinstance(item, _Segment) and item.first <= k < item.first + len(item.calls):
-                return item.calls[k - item.first]
+        for seg in self._segments:
+            if seg.first <= k < seg.first + len(seg.calls):
+                return seg.calls[k - seg.first]
         raise KeyError(k)
 
     @property
     def sources(self) -> list:
         """The generated source of each native function, in order."""
-        return [item.source for item in self.items if isinstance(item, _Segment)]
+        return [seg.source for seg in self._segments]
+
+    @property
+    def built(self) -> bool:
+        """Whether every segment's function is built (:meth:`build` builds them in order and
+        stops at a failure: the last one's is set last)."""
+        return self._segments[-1].fn is not None
 
     def build(self) -> None:
-        """Compile (or load from the disk cache) every segment's function; a failure is kept
-        in ``error`` and the steps keep running one by one."""
+        """Compile (or load from the disk cache) every segment's function, in order; a
+        failure is kept in ``error`` and the steps keep running one by one."""
         try:
-            for item in self.items:
-                if isinstance(item, _Segment):
-                    item.fn = _compile(item.source)
-            self.fn = True
+            for seg in self._segments:
+                seg.fn = _compile(seg.source)
         except Exception as exc:  # noqa: BLE001 - kept: the steps run one by one
             self.error = exc
 
@@ -346,7 +350,7 @@ class NativeSteps:
     def __call__(self, runs, fresh, state) -> None:
         plan = state.get("native")
         direct = _adaptive.running_directly() and enabled()
-        if direct and plan is not None and plan.fn is not None and plan.run(runs):
+        if direct and plan is not None and plan.built and plan.run(runs):
             self.native_runs += 1
             return
         for run in runs:
