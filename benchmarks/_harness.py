@@ -42,25 +42,46 @@ def paired_times(fn_a, fn_b, *, repeat: int = 9) -> tuple[float, float]:
     return statistics.median(a), statistics.median(b)
 
 
-def blocks_times(fns, *, rounds: int = 5, calls: int = 5, rest: float = 0.1) -> list[float]:
-    """Medians of each of ``fns`` sampled in alternating blocks of ``calls`` calls (the
-    first of each block dropped), ``rest`` seconds apart: for peers with thread pools of their
-    own. Alternating single calls times each against the other's pool still spinning after its
-    call (ONNX Runtime's and OpenMP's both spin): on two cores a ResNet-18 then took 96 ms
-    against 23 ms alone, and ONNX Runtime 36 ms against 19 ms. ONNX Runtime's worker spins
-    about 50 ms after its last run (a 2-core machine, 2 threads: 50 ms of CPU time in any
-    sleep of 50 ms or more after a run), hence the rest of 0.1 s. Blocks still see the same
-    drifting machine, each engine as a program using only it would."""
+def blocks_samples(fns, *, rounds: int = 5, calls: int = 5,
+                   rest: float = 0.1) -> list[list[list[float]]]:
+    """Each of ``fns`` sampled in alternating blocks of ``calls`` calls (the first of each
+    block dropped), ``rest`` seconds apart: for peers with thread pools of their own.
+    Alternating single calls times each against the other's pool still spinning after its call
+    (ONNX Runtime's and OpenMP's both spin): on two cores a ResNet-18 then took 96 ms against
+    23 ms alone, and ONNX Runtime 36 ms against 19 ms. ONNX Runtime's worker spins about 50 ms
+    after its last run (a 2-core machine, 2 threads: 50 ms of CPU time in any sleep of 50 ms or
+    more after a run), hence the rest of 0.1 s. Blocks still see the same drifting machine,
+    each engine as a program using only it would. Each round starts one function later than
+    the one before (none always timed first after the rest). The samples per function and
+    round (``[fn][round]``: that block's times)."""
     samples = [[] for _ in fns]
-    for _ in range(rounds):
-        for fn, into in zip(fns, samples):
+    for r in range(rounds):
+        for i in [(j + r) % len(fns) for j in range(len(fns))]:
             time.sleep(rest)
+            block = []
             for k in range(calls + 1):
                 t0 = time.perf_counter()
-                fn()
+                fns[i]()
                 if k:
-                    into.append(time.perf_counter() - t0)
-    return [statistics.median(s) for s in samples]
+                    block.append(time.perf_counter() - t0)
+            samples[i].append(block)
+    return samples
+
+
+def samples_median(rounds) -> float:
+    """The median of every sample of one function's rounds (:func:`blocks_samples`)."""
+    return statistics.median(t for block in rounds for t in block)
+
+
+def paired_ratio(theirs, ours) -> tuple[float, float, float]:
+    """The median and quartiles over rounds of ``theirs``' block median over ``ours``'
+    (per-round samples from :func:`blocks_samples`): each round's two blocks saw the same
+    phase of a drifting machine, so the ratio of the two is steadier than a ratio of medians
+    taken over all rounds (a shared 2-core VM's speed changes by 1.5x for seconds at a
+    time)."""
+    ratios = sorted(statistics.median(t) / statistics.median(o) for t, o in zip(theirs, ours))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return statistics.median(ratios), q[0], q[2]
 
 
 def machine() -> str:

@@ -1,7 +1,9 @@
 """ONNX CNNs exported by PyTorch (ResNet-18, MobileNetV2 at 224 x 224, a U-Net at 256 x 256;
 random weights, eval mode, ``torch.onnx.export`` at opset 17) through ``compile_model`` on the
 "cpu" device, against ONNX Runtime's CPU provider with the same thread count, in one run
-(alternating blocks of calls, medians: :func:`benchmarks._harness.blocks_times`), once both have
+(alternating blocks of calls, fifteen rounds, medians: :func:`benchmarks._harness.blocks_samples`;
+the paired speed-up is the median over rounds of each round's ratio, with its quartiles:
+:func:`benchmarks._harness.paired_ratio`), once both have
 settled: each kernel's serial and parallel variants are timed against each other over its first
 calls (``settle`` calls, reported apart); and the first load-and-run of a new process with a
 warm kernel cache. ``--tuned``: each model tuned first (``tune="quick"`` in new processes until
@@ -31,7 +33,16 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._harness import Table, Tables, blocks_times, machine, median_time, paired_times
+from benchmarks._harness import (
+    Table,
+    Tables,
+    blocks_samples,
+    machine,
+    median_time,
+    paired_ratio,
+    paired_times,
+    samples_median,
+)
 
 SIZES = {"resnet18": 224, "mobilenet_v2": 224, "unet": 256}
 
@@ -354,7 +365,7 @@ def tune_in_new_processes(path: str, shape, most: int = 8) -> list[float]:
 
 
 def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 40,
-        tuned: bool = False) -> Table:
+        tuned: bool = False, rounds: int = 15) -> Table:
     import numba
     import onnxruntime as ort
 
@@ -364,7 +375,8 @@ def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 
     table = Table(f"ONNX CNNs on the CPU against ONNX Runtime ({threads} threads each)"
                   + (", tuned" if tuned else ""),
                   ["model", "input", "dml_numba ms", "ONNX Runtime ms", "speed-up",
-                   "max rel. error", "first calls ms (mean)", "first run, new process (s)"]
+                   "paired speed-up (quartiles)", "max rel. error", "first calls ms (mean)",
+                   "first run, new process (s)"]
                   + (["static choice ms", "tuning processes (s)"] if tuned else []))
     opts = ort_options(threads)
     for name in models:
@@ -394,12 +406,15 @@ def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 
                     for _ in range(settle):
                         static(x)
                     fns.append(lambda: static(x))
-                ours, theirs, *rest = blocks_times(fns, rounds=3 if quick else 5)
+                samples = blocks_samples(fns, rounds=5 if quick else rounds)
+                ours, theirs, *rest = [samples_median(s) for s in samples]
+                paired = paired_ratio(samples[1], samples[0])
                 first = first_run_seconds(path, shape)
                 extra = ([f"{rest[0] * 1e3:.1f}", " ".join(f"{s:.0f}" for s in spent)]
                          if tuned else [])
                 table.add(name, f"{n}x3x{size}x{size}", f"{ours * 1e3:.1f}",
-                          f"{theirs * 1e3:.1f}", f"{theirs / ours:.2f}", f"{err:.1e}",
+                          f"{theirs * 1e3:.1f}", f"{theirs / ours:.2f}",
+                          "{:.2f} ({:.2f}-{:.2f})".format(*paired), f"{err:.1e}",
                           f"{early * 1e3:.1f}", f"{first:.2f} (build here {build:.1f})", *extra)
     return table
 
@@ -440,7 +455,7 @@ def run_native(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle:
                   f"({threads} threads each)",
                   ["model", "input", "native functions (steps)", "one by one ms", "native ms",
                    "speed-up", "ONNX Runtime ms", "native vs ONNX Runtime",
-                   "native calls (of timed)"])
+                   "paired (quartiles)", "native calls (of timed)"])
     for name in models:
         size = SIZES[name] // (2 if quick else 1)
         data = _export(name, size)
@@ -476,16 +491,19 @@ def run_native(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle:
                 model(x)
 
             try:
-                ours, alone, theirs = blocks_times(
+                samples = blocks_samples(
                     [native, one_by_one, lambda: session.run(None, {"x": x})], rounds=rounds)
+                ours, alone, theirs = [samples_median(s) for s in samples]
+                paired = paired_ratio(samples[2], samples[0])
             finally:
                 os.environ.pop("DML_NUMBA_NATIVE_STEPS", None)
                 entry[2]["native"] = plan
-            functions = len(plan.sources) if plan is not None and plan.fn else 0
+            functions = len(plan.sources) if plan is not None and plan.built else 0
             table.add(name, f"{n}x3x{size}x{size}",
                       f"{functions} ({len(model.compiled.steps)})", f"{alone * 1e3:.2f}",
                       f"{ours * 1e3:.2f}", f"{alone / ours:.3f}", f"{theirs * 1e3:.2f}",
-                      f"{theirs / ours:.3f}", f"{counted[0]} ({counted[1]})")
+                      f"{theirs / ours:.3f}", "{:.3f} ({:.3f}-{:.3f})".format(*paired),
+                      f"{counted[0]} ({counted[1]})")
     return table
 
 
