@@ -14,6 +14,12 @@ Placement walks the steps in order (a linear scan): each output takes the lowest
 that fits (first fit, over ranges kept sorted and merged), then the outputs read for the last
 time at that step are freed. Every offset is a multiple of ALIGN bytes (the alignment CUDA's
 allocations give, four cache lines).
+
+A step's output may be a part of another buffer (``Step.into``: a joined tensor written where
+the join would have copied it, :func:`~dml_numba.graph.plan.join_in_place`): the part has no
+bytes of its own; the whole lives from the first step that writes any part of it to the last
+step that reads it or any part, and each part sits at its offset in the whole (a multiple of
+its element size, not necessarily of ALIGN: where the join puts it).
 """
 from __future__ import annotations
 
@@ -29,17 +35,25 @@ def key_of(ref) -> object:
     return ref[1:] if len(ref) > 2 else ref[1]
 
 
+def parts(steps) -> dict:
+    """``{key: (whole key, byte offset)}``: the buffers that are parts of another
+    (``Step.into``)."""
+    return {key_of(s.output): (key_of(s.into[0]), s.into[1]) for s in steps if s.into}
+
+
 def lifetimes(steps) -> dict:
     """``{key: (first, last)}``: the step writing each buffer and the last step reading it
-    (``first`` where nothing reads it)."""
+    (``first`` where nothing reads it); a whole's, of its parts too (a part has none of its
+    own)."""
+    whole = {k: w for k, (w, _) in parts(steps).items()}
     life = {}
     for i, s in enumerate(steps):
         for ref in (s.output, *(r for r, _ in s.more)):
             if ref[0] == "buffer":
-                life[key_of(ref)] = [i, i]
+                life.setdefault(whole.get(key_of(ref), key_of(ref)), [i, i])
         for ref in s.inputs:
             if ref[0] == "buffer":
-                life[key_of(ref)][1] = i
+                life[whole.get(key_of(ref), key_of(ref))][1] = i
     return {k: tuple(v) for k, v in life.items()}
 
 
@@ -48,9 +62,10 @@ def _round(n: int) -> int:
 
 
 def place(steps, nbytes) -> tuple[dict, int]:
-    """``({key: offset}, arena bytes)`` for the buffers of ``steps``; ``nbytes(key)`` is a
-    buffer's size in bytes."""
+    """``({key: offset}, arena bytes)`` for the buffers of ``steps`` (a part's: its whole's
+    and its own offset in it); ``nbytes(key)`` is a buffer's size in bytes."""
     life = lifetimes(steps)
+    within = parts(steps)
     ending: dict[int, list] = {}
     for k, (_, last) in life.items():
         ending.setdefault(last, []).append(k)
@@ -62,7 +77,10 @@ def place(steps, nbytes) -> tuple[dict, int]:
         for ref in (s.output, *(r for r, _ in s.more)):
             if ref[0] != "buffer":
                 continue
-            k, need = key_of(ref), size[key_of(ref)]
+            k = within.get(key_of(ref), (key_of(ref),))[0]
+            if k in offsets:  # a whole, placed with its first part
+                continue
+            need = size[k]
             at = next((j for j, (_, n) in enumerate(free) if n >= need), None)
             if at is not None:
                 offsets[k] = free[at][0]
@@ -79,6 +97,8 @@ def place(steps, nbytes) -> tuple[dict, int]:
                 top += need
         for k in ending.get(i, ()):
             _free(free, offsets[k], size[k])
+    for k, (w, at) in within.items():
+        offsets[k] = offsets[w] + at
     return offsets, top
 
 

@@ -115,6 +115,13 @@ class OperatorDesc:
         ``fused_activation``: the trait the graph's pair rule reads of a node."""
         return False
 
+    def joined_parts(self) -> tuple | None:
+        """Where the output is its inputs placed one after another along an axis, each input
+        copied whole and unchanged (a join's): each input's offset in the output's packed
+        layout, in bytes, where every axis before that one has size 1 (each input one run of
+        the output); else None. The trait the graph's join in place reads."""
+        return None
+
     #: each output batch element depends on the same input batch element alone (and on the
     #: other inputs, filters and biases, whole): Dask blocks may run it on a range of the batch
     batch_separable: ClassVar[bool] = False

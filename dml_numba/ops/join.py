@@ -11,6 +11,7 @@ __all__ = ["JoinOperatorDesc"]
 import re
 from dataclasses import dataclass
 
+from .._dims import prod
 from .._dtypes import ALL_TYPES
 from ..tensor import TensorDesc
 from ._base import (
@@ -74,6 +75,13 @@ class JoinOperatorDesc(OperatorDesc):
         want = first.sizes[:axis] + (total,) + first.sizes[axis + 1:]
         check_output_sizes(c, "output_tensor", out, want,
                            f"the inputs' sizes, summed along axis {axis}")
+
+    def joined_parts(self) -> tuple | None:
+        sizes = self.output_tensor.sizes
+        if any(n != 1 for n in sizes[:self.axis]):
+            return None
+        inner = prod(sizes[self.axis + 1:]) * self.output_tensor.data_type.itemsize
+        return tuple(at * inner for at in self.offsets())
 
     def offsets(self) -> tuple:
         """Where each input starts along the axis."""

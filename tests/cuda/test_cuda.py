@@ -272,6 +272,21 @@ def test_graphs_agree_with_node_by_node(cuda, name):
         np.testing.assert_allclose(o.copy_to_host(), r, rtol=1e-5, atol=1e-6)
 
 
+def test_a_join_done_in_place_on_the_device(cuda):
+    """The skip-connection graph of the host suite: the join is no step, its inputs written
+    into its parts of the device buffer; equal to the nodes on the "numpy" device and to
+    NumPy's concatenate."""
+    from tests.test_join_in_place import _joined_oracle, _skips
+
+    graph, inputs = _skips()
+    cg = dml.compile_graph(graph, "cuda")
+    assert not any(isinstance(s.op, dml.JoinOperatorDesc) for s in cg.steps)
+    for got in (cg(*inputs), cg(*[cuda.to_device(a) for a in inputs]).copy_to_host()):
+        np.testing.assert_allclose(got, dml.compile_graph(graph, "numpy")(*inputs), rtol=1e-5,
+                                   atol=1e-5)
+        np.testing.assert_allclose(got, _joined_oracle(*inputs), rtol=1e-5, atol=1e-5)
+
+
 def test_onnx_model_on_cuda(cuda):
     pytest.importorskip("onnx", reason="the onnx package is in the [test] extra")
     from onnx import TensorProto, helper
