@@ -121,3 +121,27 @@ def test_a_freed_range_merges_with_the_free_range_after_it_too():
     offsets, _ = check(steps, lambda k: sizes[k])
     assert (offsets[0], offsets[1], offsets[9], offsets[8]) == (0, 256, 512, 768)
     assert offsets[2] == 0
+
+
+def _part(out, whole, at, *inputs):
+    """A step writing buffer ``out`` as the part of buffer ``whole`` at byte ``at``."""
+    import dataclasses
+
+    return dataclasses.replace(step(out, *inputs), into=(buffer(whole), at))
+
+
+def test_a_part_sits_in_its_whole_which_lives_from_its_first_part_to_its_last_reader():
+    # nodes 1 and 3 are the parts of node 9 (a join done in place); node 2, written between
+    # them, and node 4, read with the whole, stay clear of it; node 1 is read again by step 2
+    sizes = {0: 512, 1: 1024, 2: 1024, 3: 1024, 9: 2048, 4: 512, 5: 512}
+    steps = [step(0, ("input", 0)), _part(1, 9, 0, 0), step(2, 1), _part(3, 9, 1024, 2),
+             step(4, ("input", 0)), step(5, 9, 4), step(("output", 0), 5)]
+    offsets, total = memory.place(steps, lambda k: sizes[k])
+    life = memory.lifetimes(steps)
+    assert 1 not in life and 3 not in life and life[9] == (1, 5)
+    assert offsets[1] == offsets[9] and offsets[3] == offsets[9] + 1024
+    whole = (offsets[9], offsets[9] + 2048)
+    for k in (2, 4):  # alive while the whole is: outside it
+        assert offsets[k] + sizes[k] <= whole[0] or offsets[k] >= whole[1], k
+    assert offsets[0] + sizes[0] <= whole[0] or offsets[0] >= whole[1]  # read by the first part
+    assert total >= 2048 + 1024 + 512
