@@ -60,7 +60,8 @@ class CompiledGraph:
     def buffers(self) -> dict:
         """This thread's intermediate buffers by node (views of one arena allocated on the first
         call: outputs never alive at once share memory, :mod:`.memory`); the buffer of a node's
-        output ``i`` > 0 by ``(node, i)``."""
+        output ``i`` > 0 by ``(node, i)``. A tensor joined in place is a view of its part of
+        the join's buffer (:func:`~dml_numba.graph.plan.join_in_place`)."""
         return dict(getattr(self._local, "buffers", {}))
 
     # -- calling ------------------------------------------------------------------------------
