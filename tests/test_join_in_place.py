@@ -166,24 +166,24 @@ def _nested():
                                 rand((2, 6, 1, 1), seed=2)]
 
 
-def _twice():
-    """join(a, a): one tensor in two places."""
+def _joined_after_conv(first, second):
+    """x -> conv a; join(first, second) -> 1x1 conv, each source ("in", 0) (the graph's input
+    x) or ("node", 0) (a)."""
     a = conv((1, 2, 6, 6), (2, 2, 3, 3), pads=(1, 1))
-    nodes = [(a, [("in", 0), ("in", 1)]),
-             (_join((1, 2, 6, 6), (1, 2, 6, 6)), [("node", 0), ("node", 0)]),
+    nodes = [(a, [("in", 0), ("in", 1)]), (_join((1, 2, 6, 6), (1, 2, 6, 6)), [first, second]),
              (conv((1, 4, 6, 6), (2, 4, 1, 1)), [("node", 1), ("in", 2)])]
     return _graph(nodes, [2]), [rand((1, 2, 6, 6)), rand((2, 2, 3, 3), seed=1),
                                 rand((2, 4, 1, 1), seed=2)]
+
+
+def _twice():
+    """join(a, a): one tensor in two places."""
+    return _joined_after_conv(("node", 0), ("node", 0))
 
 
 def _with_graph_input():
     """join(x, a): the caller's input is no step's to write."""
-    a = conv((1, 2, 6, 6), (2, 2, 3, 3), pads=(1, 1))
-    nodes = [(a, [("in", 0), ("in", 1)]),
-             (_join((1, 2, 6, 6), (1, 2, 6, 6)), [("in", 0), ("node", 0)]),
-             (conv((1, 4, 6, 6), (2, 4, 1, 1)), [("node", 1), ("in", 2)])]
-    return _graph(nodes, [2]), [rand((1, 2, 6, 6)), rand((2, 2, 3, 3), seed=1),
-                                rand((2, 4, 1, 1), seed=2)]
+    return _joined_after_conv(("in", 0), ("node", 0))
 
 
 #: each precondition's name, and the graphs whose (last) join fails it
