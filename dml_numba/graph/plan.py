@@ -69,10 +69,10 @@ def plan(graph: GraphDesc, fuse: bool = True, device: str = "cpu",
                             tuple(("output", g) for g in outs[1:])))
         steps.append(Step(op, sources, targets[0][0], tuple(sorted(n.covers)), targets[0][1],
                           n.options, tuple(targets[1:])))
-    return join_in_place(steps, graph) if fuse else steps
+    return join_in_place(steps) if fuse else steps
 
 
-def join_in_place(steps, graph: GraphDesc) -> list[Step]:
+def join_in_place(steps) -> list[Step]:
     """``steps`` with each join whose inputs can be computed straight into their parts of its
     buffer removed (the copies it makes saved: a U-Net's skip connections), the steps writing
     its inputs writing there instead (``Step.into``), where every one of
