@@ -41,19 +41,25 @@ def parts(steps) -> dict:
     return {key_of(s.output): (key_of(s.into[0]), s.into[1]) for s in steps if s.into}
 
 
+def _whole(key, within: dict):
+    """The buffer whose bytes ``key`` has: its whole where it is a part (``within``:
+    :func:`parts`), else itself."""
+    return within[key][0] if key in within else key
+
+
 def lifetimes(steps) -> dict:
     """``{key: (first, last)}``: the step writing each buffer and the last step reading it
     (``first`` where nothing reads it); a whole's, of its parts too (a part has none of its
     own)."""
-    whole = {k: w for k, (w, _) in parts(steps).items()}
+    within = parts(steps)
     life = {}
     for i, s in enumerate(steps):
         for ref in (s.output, *(r for r, _ in s.more)):
             if ref[0] == "buffer":
-                life.setdefault(whole.get(key_of(ref), key_of(ref)), [i, i])
+                life.setdefault(_whole(key_of(ref), within), [i, i])
         for ref in s.inputs:
             if ref[0] == "buffer":
-                life[whole.get(key_of(ref), key_of(ref))][1] = i
+                life[_whole(key_of(ref), within)][1] = i
     return {k: tuple(v) for k, v in life.items()}
 
 
@@ -77,7 +83,7 @@ def place(steps, nbytes) -> tuple[dict, int]:
         for ref in (s.output, *(r for r, _ in s.more)):
             if ref[0] != "buffer":
                 continue
-            k = within.get(key_of(ref), (key_of(ref),))[0]
+            k = _whole(key_of(ref), within)
             if k in offsets:  # a whole, placed with its first part
                 continue
             need = size[k]
