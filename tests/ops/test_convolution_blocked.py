@@ -499,7 +499,7 @@ def _slots_on_their_own_lines(kernel) -> None:
     no line lies across two slots, which two cores would pass to each other at every plane."""
     slot = kernel.copy_size
     assert slot % 16 == 0 and re.search(rf"\bx[os] = s \* {slot}\b", kernel.source)
-    for slots in range(1, 9):  # (each a new allocation: none on a line by chance)
+    for slots in range(1, 9):  # (the thread's scratch, grown twice on the way)
         assert kernel.buffer((slots * slot,)).ctypes.data % 64 == 0
 
 

@@ -10,7 +10,7 @@ import dml_numba as dml
 from dml_numba._frozen import freeze
 from dml_numba.cpu import convolution as cpu_conv
 from dml_numba.cpu._emit import Host
-from dml_numba.cpu.convolution import winograd
+from dml_numba.cpu.convolution import base, winograd
 from tests.cases import conv_case
 
 CC, CONV = dml.ConvolutionMode.CROSS_CORRELATION, dml.ConvolutionMode.CONVOLUTION
@@ -238,12 +238,15 @@ def test_the_scratch_is_one_a_thread_shared_by_every_kernel():
     running Winograd kernels at once never share one."""
     import threading
 
-    small, large = winograd.scratch(10), winograd.scratch(1000)
-    again = winograd.scratch(500)
+    def scratch(n):
+        return base.scratch((n,), np.float32)
+
+    small, large = scratch(10), scratch(1000)
+    again = scratch(500)
     assert small.size == 10 and large.size == 1000 and again.size == 500
     assert np.shares_memory(again, large)
     other = []
-    t = threading.Thread(target=lambda: other.append(winograd.scratch(500)))
+    t = threading.Thread(target=lambda: other.append(scratch(500)))
     t.start()
     t.join()
     assert not np.shares_memory(other[0], again)

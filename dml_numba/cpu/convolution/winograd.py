@@ -35,7 +35,6 @@ steps meet in the caches.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from fractions import Fraction as F
 
 import numba
@@ -50,7 +49,7 @@ from ...ops.convolution import ConvolutionDirection, ConvolutionMode
 from .._emit import Host, build_variants, header, outer_loop, resolve_parallel
 from .._share import IMPORT as SHARE_IMPORT
 from .._share import shares
-from .base import ConvolutionKernel, conv_work
+from .base import ConvolutionKernel, conv_work, scratch
 
 #: output tile (M) and input tile (M + 2) of F(4x4, 3x3)
 M, A = 4, 6
@@ -106,20 +105,6 @@ def chunk_bytes(cin: int, cout: int) -> int:
     batch 8 ran 0.92x in chunks of two images instead of one."""
     filter_bytes = P * cin * cout * 4
     return CHUNK_BYTES if filter_bytes <= CHUNK_BYTES else FILTER_SHARE * filter_bytes
-
-
-_local = threading.local()
-
-
-def scratch(size: int) -> np.ndarray:
-    """``size`` floats of the calling thread's scratch, which every Winograd kernel shares (a
-    network's layers run one after another: their transformed tiles meet in the caches where
-    a scratch a layer, ten of them at up to 4 MB, would come from memory each time), grown to
-    the largest asked for."""
-    buf = getattr(_local, "buf", None)
-    if buf is None or buf.size < size:
-        buf = _local.buf = np.empty(size, np.float32)
-    return buf[:size]
 
 
 def takes(desc) -> bool:
@@ -421,7 +406,7 @@ class WinogradKernel(ConvolutionKernel):
     """F(4x4, 3x3) (see the module's docstring): the filter transformed (a frozen filter once),
     then per chunk (images, or an image's band of rows of tiles) the input transform, the 36
     products by BLAS in Numba's threads and the output transform with bias and activation, in
-    the calling thread's scratch (:func:`scratch`, shared by every Winograd kernel). Parallel
+    the calling thread's scratch (:func:`.base.scratch`, shared by every kernel it calls). Parallel
     by the convolution's work, as the other algorithms' kernels."""
 
     algorithm = "winograd"
@@ -501,7 +486,7 @@ class WinogradKernel(ConvolutionKernel):
         bad = np.zeros(1, np.uint8)
         with _blas.one_thread():  # one thread pool at a time: Numba's around BLAS's products
             most = self.chunk * self.band * self.tw  # the columns of the largest chunk
-            buf = scratch(P * (stride(cin * most) + stride(cout * most)))
+            buf = scratch((P * (stride(cin * most) + stride(cout * most)),), np.float32)
             for n0 in range(0, n_, self.chunk):
                 nb = min(n_, n0 + self.chunk) - n0
                 for ty0 in range(0, self.th, self.band):
