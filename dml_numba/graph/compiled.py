@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from .. import _interop
+from .. import _interop, _pages
 from .._api import CompiledOperator, check_allocatable, compile_operator
 from .._binding import address, overlaps, picker, run_each
 from .._cache import cache, graph_key
@@ -103,7 +103,7 @@ class CompiledGraph:
             results[k] = _interop.to_host(o) if o is not None else np.empty(self._out[k].sizes,
                                                                              self._out[k].dtype)
             self._check(results[k], self._out[k], f"out[{k}]")
-        self._batch(self._run, host, results, np.empty, store)
+        self._batch(self._run, host, results, _pages.empty, store)
         return self._finish(results, out, kind)
 
     def _host(self, inputs):

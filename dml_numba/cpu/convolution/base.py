@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 
+from ... import _pages
 from ...ops.convolution import geometry
 from .._emit import CpuKernel, make_key, run_in_accumulator
 
@@ -109,6 +110,6 @@ def line_aligned(shape, dtype) -> np.ndarray:
     batch 8 on 14x14, 0.19 ms on one allocation and 0.27 on another)."""
     dtype = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64))
-    raw = np.empty(count * dtype.itemsize + LINE, np.uint8)
+    raw = _pages.empty(count * dtype.itemsize + LINE, np.uint8)
     start = -raw.ctypes.data % LINE
     return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
