@@ -1,7 +1,8 @@
 """The large working buffers' memory (``dml_numba._pages``): a compiled graph's arena and the
 convolution kernels' scratch, of 4 MiB and more, mapped without the huge-page advice NumPy
-gives its own arrays (whose first write can wait for the kernel to compact memory);
-``DML_NUMBA_HUGE_PAGES=1`` leaves them to NumPy. Results are the same either way."""
+gives its own arrays where Linux's defrag policy makes a write to advised memory wait for
+compaction; NumPy's where it never waits, and as ``DML_NUMBA_HUGE_PAGES`` says where set.
+Results are the same either way."""
 from __future__ import annotations
 
 import mmap
@@ -37,8 +38,44 @@ def _advice(a) -> set:
     raise AssertionError("no mapping holds the array")
 
 
+@pytest.fixture
+def stalling(tmp_path, monkeypatch):
+    """The defrag policy "madvise" (advised memory waits for compaction) and no variable set."""
+    path = tmp_path / "defrag"
+    path.write_text("always defer defer+madvise [madvise] never\n")
+    monkeypatch.setattr(_pages, "DEFRAG", str(path))
+    monkeypatch.delenv("DML_NUMBA_HUGE_PAGES", raising=False)
+    return path
+
+
+@pytest.mark.parametrize("text, theirs", [
+    ("always defer defer+madvise [madvise] never", False),
+    ("always defer [defer+madvise] madvise never", False),
+    ("[always] defer defer+madvise madvise never", False),
+    ("always [defer] defer+madvise madvise never", True),
+    ("always defer defer+madvise madvise [never]", True),
+    (None, True),  # no such file: not Linux, or no transparent huge pages
+])
+def test_the_policy_decides_where_no_variable_is_set(text, theirs, stalling):
+    if text is None:
+        stalling.unlink()
+    else:
+        stalling.write_text(text + "\n")
+    assert _pages.huge_pages() is theirs
+    assert _mapped(_pages.empty((_pages.LARGE,), np.uint8)) is not theirs
+
+
+@pytest.mark.parametrize("value, theirs", [("1", True), ("on", True), ("0", False),
+                                           ("no", False)])
+def test_the_variable_overrides_the_policy(value, theirs, stalling, monkeypatch):
+    for text in ("[madvise]", "[defer]"):
+        stalling.write_text(text + "\n")
+        monkeypatch.setenv("DML_NUMBA_HUGE_PAGES", value)
+        assert _mapped(_pages.empty((_pages.LARGE,), np.uint8)) is not theirs
+
+
 @pytest.mark.parametrize("nbytes", [0, 1, _pages.LARGE - 1])
-def test_smaller_buffers_are_numpy_s(nbytes):
+def test_smaller_buffers_are_numpy_s(nbytes, stalling):
     a = _pages.empty((nbytes,), np.uint8)
     assert a.shape == (nbytes,) and not _mapped(a)
 
@@ -46,8 +83,7 @@ def test_smaller_buffers_are_numpy_s(nbytes):
 @pytest.mark.parametrize("shape, dtype", [((_pages.LARGE,), np.uint8),
                                           ((3, _pages.LARGE // 8 + 1), np.float32),
                                           ((_pages.LARGE // 8,), np.float64)])
-def test_large_buffers_are_mapped_page_aligned_and_writable(shape, dtype, monkeypatch):
-    monkeypatch.delenv("DML_NUMBA_HUGE_PAGES", raising=False)
+def test_large_buffers_are_mapped_page_aligned_and_writable(shape, dtype, stalling):
     a = _pages.empty(shape, dtype)
     assert a.shape == shape and a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable
     assert _mapped(a) and a.ctypes.data % mmap.PAGESIZE == 0
@@ -55,17 +91,15 @@ def test_large_buffers_are_mapped_page_aligned_and_writable(shape, dtype, monkey
     assert (a == 7).all()
 
 
-def test_huge_pages_asked_for_leave_them_to_numpy(monkeypatch):
-    monkeypatch.setenv("DML_NUMBA_HUGE_PAGES", "1")
-    assert not _mapped(_pages.empty((_pages.LARGE,), np.uint8))
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's smaps only")
-def test_large_buffers_carry_no_huge_page_advice(monkeypatch):
+def test_large_buffers_carry_no_huge_page_advice(stalling, monkeypatch):
     """The mapping's flags: no ``hg`` (MADV_HUGEPAGE) on ours; NumPy's own array of the same
-    size carries it where NumPy gives that advice (its default on Linux)."""
-    monkeypatch.delenv("DML_NUMBA_HUGE_PAGES", raising=False)
+    size carries it where NumPy gives that advice (its default on Linux); under the policy
+    "always", ours asks for none (``nh``)."""
     assert "hg" not in _advice(_pages.empty((_pages.LARGE,), np.uint8))
+    stalling.write_text("[always] defer defer+madvise madvise never\n")
+    flags = _advice(_pages.empty((_pages.LARGE,), np.uint8))
+    assert "nh" in flags and "hg" not in flags
     theirs = np.empty(_pages.LARGE, np.uint8)
     if "hg" not in _advice(theirs):
         pytest.skip("NumPy gives no huge-page advice here: nothing to compare with")
@@ -95,9 +129,10 @@ def _big_graph():
 
 
 @pytest.mark.parametrize("huge", ["0", "1"])
-def test_a_graph_s_arena_and_scratch_either_way_same_result(huge, monkeypatch):
-    """The arena (and the convolution's scratch, where it copies) mapped by default and NumPy's
-    with huge pages asked for: the same result, that of the nodes one by one on "numpy"."""
+def test_a_graph_s_arena_and_scratch_either_way_same_result(huge, stalling, monkeypatch):
+    """The arena (and the convolution's scratch, where it copies) mapped under a stalling
+    policy, NumPy's with huge pages asked for: the same result, that of the nodes one by one
+    on "numpy"."""
     monkeypatch.setenv("DML_NUMBA_HUGE_PAGES", huge)
     graph, x, w = _big_graph()
     fused = dml.compile_graph(graph, "cpu")
