@@ -47,11 +47,11 @@ def _whole(key, within: dict):
     return within[key][0] if key in within else key
 
 
-def lifetimes(steps) -> dict:
+def lifetimes(steps, within: dict | None = None) -> dict:
     """``{key: (first, last)}``: the step writing each buffer and the last step reading it
     (``first`` where nothing reads it); a whole's, of its parts too (a part has none of its
-    own)."""
-    within = parts(steps)
+    own; ``within``: :func:`parts`, found here where not given)."""
+    within = parts(steps) if within is None else within
     life = {}
     for i, s in enumerate(steps):
         for ref in (s.output, *(r for r, _ in s.more)):
@@ -70,8 +70,8 @@ def _round(n: int) -> int:
 def place(steps, nbytes) -> tuple[dict, int]:
     """``({key: offset}, arena bytes)`` for the buffers of ``steps`` (a part's: its whole's
     and its own offset in it); ``nbytes(key)`` is a buffer's size in bytes."""
-    life = lifetimes(steps)
     within = parts(steps)
+    life = lifetimes(steps, within)
     ending: dict[int, list] = {}
     for k, (_, last) in life.items():
         ending.setdefault(last, []).append(k)
