@@ -67,3 +67,13 @@ def empty(shape, dtype) -> np.ndarray:
     if policy() == "always" and hasattr(mmap, "MADV_NOHUGEPAGE"):
         mapped.madvise(mmap.MADV_NOHUGEPAGE)
     return np.frombuffer(mapped, dtype, count).reshape(shape)
+
+
+def contiguous(a, dtype) -> np.ndarray:
+    """``np.ascontiguousarray(a, dtype)`` as a new array from :func:`empty` (a packed or
+    transformed filter made on a model's first call: ResNet-18's 512-channel layers at 9.4-38
+    MiB each took 73-306 ms of a first call instead of 17-38 in NumPy's arrays on a host with
+    no free huge page)."""
+    out = empty(np.shape(a), dtype)
+    np.copyto(out, a, casting="same_kind")
+    return out

@@ -145,3 +145,30 @@ def test_a_graph_s_arena_and_scratch_either_way_same_result(huge, stalling, monk
     assert _mapped(arena) == (huge == "0")
     scratch = getattr(base._scratch, "buf", None)  # the convolution's padded copy, if it made one
     assert scratch is None or scratch.nbytes < _pages.LARGE or _mapped(scratch) == (huge == "0")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_contiguous_copies_into_a_buffer_of_its_own(dtype, stalling):
+    """``contiguous``: ``np.ascontiguousarray(a, float32)`` of a transposed view, the same
+    values, mapped from LARGE bytes (a filter packed or transformed on a first call)."""
+    a = np.arange(3 * (_pages.LARGE // 8), dtype=dtype).reshape(3, -1).T
+    c = _pages.contiguous(a, np.float32)
+    assert c.dtype == np.float32 and c.flags.c_contiguous and _mapped(c)
+    np.testing.assert_array_equal(c, a.astype(np.float32))
+    small = _pages.contiguous(a[:10], np.float32)
+    assert not _mapped(small) and (small == a[:10]).all()
+
+
+def test_a_large_packed_filter_is_mapped(stalling):
+    """A blocked kernel's packed filter of 9 MiB (512 -> 512, 3 x 3, ResNet-18's last layers)
+    comes from ``empty``: mapped under a stalling policy, holding the filter's values."""
+    from dml_numba import functional as F
+    from dml_numba.cpu import convolution as cpu_conv
+    from dml_numba.cpu.convolution.blocked.plan import pack_filter
+
+    w = np.random.default_rng(0).standard_normal((512, 512, 3, 3)).astype(np.float32)
+    desc = F.convolution_desc(np.zeros((1, 512, 7, 7), np.float32), w, start_padding=(1, 1),
+                              end_padding=(1, 1))
+    packed = pack_filter(desc, w, cpu_conv.block_plan(desc))
+    assert _mapped(packed) and packed.size >= w.size
+    assert sorted(packed[packed != 0]) == sorted(w.reshape(-1)[w.reshape(-1) != 0])

@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 
+from .... import _pages
 from ...._dims import prod
 from ...._dtypes import DataType
 from ....ops.convolution import ConvolutionDirection, ConvolutionMode, geometry
@@ -581,9 +582,9 @@ def pack_filter(desc, w, plan: BlockPlan) -> np.ndarray:
     nmb = -(-mg // mb)
     if nmb * mb != mg:
         wg = np.concatenate([wg, np.zeros((g, nmb * mb - mg) + wg.shape[2:], wg.dtype)], axis=1)
-    packed = np.ascontiguousarray(
-        wg.reshape(g, nmb, mb, cg, -1).transpose(0, 1, 3, 4, 2), dtype=np.float32).reshape(-1)
+    packed = _pages.contiguous(wg.reshape(g, nmb, mb, cg, -1).transpose(0, 1, 3, 4, 2),
+                               np.float32).reshape(-1)
     if plan.depthwise and plan.pixels:  # the depthwise lanes kernel: [block][tap][lanes]
-        return np.ascontiguousarray(
-            packed.reshape(g // plan.lanes, plan.lanes, -1).transpose(0, 2, 1)).reshape(-1)
+        return _pages.contiguous(packed.reshape(g // plan.lanes, plan.lanes, -1)
+                                 .transpose(0, 2, 1), np.float32).reshape(-1)
     return packed
