@@ -50,9 +50,14 @@ def policy() -> str | None:
 def huge_pages() -> bool:
     """Whether the large buffers are NumPy's arrays, huge pages asked for:
     ``DML_NUMBA_HUGE_PAGES`` where set, else where the asking never waits (:data:`STALLING`)."""
+    return _asks(policy())
+
+
+def _asks(chosen: str | None) -> bool:
+    """:func:`huge_pages` under the defrag policy ``chosen``."""
     if (os.environ.get("DML_NUMBA_HUGE_PAGES") or "").strip():
         return _env.flag("DML_NUMBA_HUGE_PAGES", False)
-    return policy() not in STALLING
+    return chosen not in STALLING
 
 
 def empty(shape, dtype) -> np.ndarray:
@@ -61,10 +66,13 @@ def empty(shape, dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64))
     nbytes = count * dtype.itemsize
-    if nbytes < LARGE or huge_pages():
+    if nbytes < LARGE:
+        return np.empty(shape, dtype)
+    chosen = policy()  # read once
+    if _asks(chosen):
         return np.empty(shape, dtype)
     mapped = mmap.mmap(-1, nbytes)
-    if policy() == "always" and hasattr(mmap, "MADV_NOHUGEPAGE"):
+    if chosen == "always" and hasattr(mmap, "MADV_NOHUGEPAGE"):
         mapped.madvise(mmap.MADV_NOHUGEPAGE)
     return np.frombuffer(mapped, dtype, count).reshape(shape)
 
