@@ -25,6 +25,12 @@ Policy, applied once at import, before Numba starts its pool (``DML_NUMBA_THREAD
 Numba's and OpenMP's own variables win: ``OMP_WAIT_POLICY`` already set is kept, and a
 ``NUMBA_THREADING_LAYER`` that cannot be ``omp`` (``tbb``, ``workqueue``) is left alone.
 
+Where the pool has as many threads as the process has CPUs, GNU OpenMP's workers are each kept
+on a core of their own (:mod:`dml_numba.cpu._affinity`, ``DML_NUMBA_PIN_WORKERS=0`` to leave
+them be): a worker woken after an idle spell was otherwise placed beside the calling thread and
+waited for its spin to run out (a call after 0.1 s of idle took milliseconds, not
+microseconds).
+
 fork: GNU OpenMP cannot run a parallel region in a child forked from a process whose OpenMP
 pool has started (libgomp prints "fork() called from a process already using GNU OpenMP" and
 terminates the child; a ``multiprocessing.Pool`` with the ``fork`` start method loses its
@@ -46,6 +52,9 @@ from ._errors import outside_stacklevel
 
 #: True in a process forked after GNU OpenMP's pool started in its parent (see above)
 FORKED_AFTER_GOMP = False
+#: ``{native thread id: cpu}`` of the workers pinned to a core of their own in this process
+#: (:mod:`dml_numba.cpu._affinity`, which fills it)
+PINNED: dict = {}
 
 
 class ForkWarning(RuntimeWarning):
@@ -116,9 +125,11 @@ def describe() -> str:
     except (ValueError, ImportError):
         pass
     forked = ", forked after GNU OpenMP started: kernels run serially" if FORKED_AFTER_GOMP else ""
+    pinned = (f"{len(PINNED)} workers each on a core of its own" if PINNED
+              else "workers not pinned")
     return (f"threading: policy {policy()}, layer {layer}{forked}, "
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, "
-            f"{_threads()} threads")
+            f"{_threads()} threads, {pinned}")
 
 
 def _threads() -> int:

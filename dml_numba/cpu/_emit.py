@@ -25,6 +25,7 @@ from .._gather import (
     storage_dtype,
 )
 from .._host import Host, planned_for, planning_elsewhere  # noqa: F401 - used by the kernels
+from . import _affinity
 from ._adaptive import AdaptiveKernel, ForkSafeKernel
 from ._warmstart import load_cached, load_on_miss
 
@@ -178,6 +179,7 @@ def build_variants(key: KernelKey, source: str, emit, arg_types, *, automatic: b
     fn = build(key, source, arg_types)
     if not key.parallel or fn is None:  # serial, or only chosen (_diskcache.choosing)
         return fn
+    _affinity.pin_workers()  # this thread's pool: once (see the module)
     serial = dataclasses.replace(key, parallel=False)
     build_serial = lambda: build(serial, emit(serial), arg_types)  # noqa: E731
     return AdaptiveKernel(fn, build_serial) if automatic else ForkSafeKernel(fn, build_serial)

@@ -217,8 +217,12 @@ def test_describe_names_the_policy_layer_fork_wait_and_threads(monkeypatch):
     monkeypatch.setattr(numba, "threading_layer", lambda: "omp")
     monkeypatch.setattr(numba, "get_num_threads", lambda: 6)
     monkeypatch.setattr(_threads, "FORKED_AFTER_GOMP", False)
+    monkeypatch.setattr(_threads, "PINNED", {})
     assert _threads.describe() == ("threading: policy passive, layer omp, "
-                                   "OMP_WAIT_POLICY=PASSIVE, 6 threads")
+                                   "OMP_WAIT_POLICY=PASSIVE, 6 threads, workers not pinned")
+    monkeypatch.setattr(_threads, "PINNED", {101: 1, 102: 2})
+    assert _threads.describe().endswith("6 threads, 2 workers each on a core of its own")
+    monkeypatch.setattr(_threads, "PINNED", {})
     monkeypatch.setattr(_threads, "FORKED_AFTER_GOMP", True)
     monkeypatch.delenv("OMP_WAIT_POLICY")
 
@@ -228,4 +232,4 @@ def test_describe_names_the_policy_layer_fork_wait_and_threads(monkeypatch):
     monkeypatch.setattr(numba, "threading_layer", not_started)
     assert _threads.describe() == (
         "threading: policy passive, layer not started, forked after GNU OpenMP started: "
-        "kernels run serially, OMP_WAIT_POLICY=unset, 6 threads")
+        "kernels run serially, OMP_WAIT_POLICY=unset, 6 threads, workers not pinned")
