@@ -14,6 +14,7 @@ only the first load-and-run of new processes (median of three after one that war
     python3 -m benchmarks.bench_cnn [--quick] [--tuned] [--batches 1 8] [--models resnet18 unet]
     python3 -m benchmarks.bench_cnn --first-run     # new processes, warm kernel cache
     python3 -m benchmarks.bench_cnn --native        # the steps as native calls or one by one
+    python3 -m benchmarks.bench_cnn --gaps          # calls after idle gaps, workers pinned or not
     python3 -m benchmarks.bench_cnn --steps --models mobilenet_v2 --batches 1  # step by step
     python3 -m benchmarks.bench_cnn --device cuda   # on a GPU: against PyTorch (cuDNN)
 
@@ -24,7 +25,9 @@ against ONNX Runtime's CPU provider.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -439,6 +442,77 @@ def run_first(batches=(1, 8), models=tuple(SIZES), repeats: int = 3) -> Table:
     return table
 
 
+GAPS_CHILD = """
+import json, sys, time, statistics
+import numpy as np, numba, onnxruntime as ort
+from benchmarks.bench_cnn import ort_options
+from dml_numba.onnx import compile_model
+path, calls = sys.argv[1], int(sys.argv[4])
+shape, gaps = tuple(json.loads(sys.argv[2])), json.loads(sys.argv[3])
+x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+model = compile_model(path, "cpu", input_shapes={"x": shape})
+session = ort.InferenceSession(path, ort_options(numba.config.NUMBA_NUM_THREADS),
+                               providers=["CPUExecutionProvider"])
+fns = {"ours": lambda: model(x), "ort": lambda: session.run(None, {"x": x})}
+for f in fns.values():
+    for _ in range(20):
+        f()
+out = {}
+for gap in gaps:
+    for name, f in fns.items():
+        time.sleep(0.1)
+        f()
+        times = []
+        for _ in range(calls):
+            time.sleep(gap)
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+        out[f"{name} {gap}"] = statistics.median(times)
+print(json.dumps(out))
+"""
+
+
+def run_gaps(batches=(1,), models=tuple(SIZES), gaps=(0.0, 0.02, 0.1), rounds: int = 3,
+             calls: int = 30) -> Table:
+    """Calls after idle gaps (a server answering requests, a camera's frames): each model's
+    single calls ``gap`` seconds apart, in new processes alternating GNU OpenMP's workers
+    pinned to cores of their own (the default) and not (``DML_NUMBA_PIN_WORKERS=0``), ONNX
+    Runtime's in the same processes (its own blocks, after a rest of 0.1 s: its workers spin
+    about 50 ms after a run); medians over ``rounds`` processes of each setting of the
+    medians of ``calls`` calls."""
+    import numba
+
+    table = Table(f"Calls after idle gaps, median ms ({numba.config.NUMBA_NUM_THREADS} threads)",
+                  ["model", "input", "gap s", "workers pinned", "not pinned",
+                   "ONNX Runtime", "speed-up pinned", "speed-up not pinned"])
+    root = str(Path(__file__).resolve().parents[1])
+    for name in models:
+        size = SIZES[name]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, f"{name}.onnx")
+            Path(path).write_bytes(_export(name, size))
+            for n in batches:
+                shape = [n, 3, size, size]
+                got = {"1": [], "0": []}
+                for _ in range(rounds):
+                    for pin in got:
+                        env = {**os.environ, "DML_NUMBA_PIN_WORKERS": pin}
+                        out = subprocess.run(
+                            [sys.executable, "-c", GAPS_CHILD, path, str(shape),
+                             str(list(gaps)), str(calls)],
+                            capture_output=True, text=True, check=True, env=env, cwd=root)
+                        got[pin].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                for gap in gaps:
+                    med = lambda runs, k: statistics.median(r[f"{k} {gap}"] for r in runs)  # noqa: E731
+                    on, off = med(got["1"], "ours"), med(got["0"], "ours")
+                    ort_ms = med(got["1"] + got["0"], "ort")
+                    table.add(name, "x".join(map(str, shape)), f"{gap:g}", f"{on * 1e3:.2f}",
+                              f"{off * 1e3:.2f}", f"{ort_ms * 1e3:.2f}", f"{ort_ms / on:.2f}",
+                              f"{ort_ms / off:.2f}")
+    return table
+
+
 def run_native(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 40,
                rounds: int = 9) -> Table:
     """A model's steps as native calls (the default, once their function is built) against the
@@ -522,9 +596,13 @@ def main(argv=None):
                    help="(cpu) the steps as native calls against one by one, and ONNX Runtime")
     p.add_argument("--first-run", action="store_true",
                    help="(cpu) only the first run of new processes with a warm kernel cache")
+    p.add_argument("--gaps", action="store_true",
+                   help="(cpu) calls after idle gaps, workers pinned or not, and ONNX Runtime")
     a = p.parse_args(argv)
     print(machine())
-    if a.first_run:
+    if a.gaps:
+        table = run_gaps(a.batches, a.models)
+    elif a.first_run:
         table = run_first(a.batches, a.models)
     elif a.native:
         table = run_native(a.quick, a.batches, a.models)
