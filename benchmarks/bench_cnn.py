@@ -422,23 +422,29 @@ def run(quick: bool = False, batches=(1, 8), models=tuple(SIZES), settle: int = 
     return table
 
 
+def _model_files(models):
+    """``(name, size, path)`` of each model exported to a file that lasts until the next."""
+    for name in models:
+        size = SIZES[name]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, f"{name}.onnx")
+            Path(path).write_bytes(_export(name, size))
+            yield name, size, path
+
+
 def run_first(batches=(1, 8), models=tuple(SIZES), repeats: int = 3) -> Table:
     """The first run of a new process with a warm kernel cache alone (import to result), each
     model and batch ``repeats`` times after one process that warms the cache: the median and
     the range."""
     table = Table("First run of a new process, warm kernel cache (s)",
                   ["model", "input", "median s", "min s", "max s"])
-    for name in models:
-        size = SIZES[name]
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, f"{name}.onnx")
-            Path(path).write_bytes(_export(name, size))
-            for n in batches:
-                shape = (n, 3, size, size)
-                first_run_seconds(path, shape)  # the cache warmed
-                times = sorted(first_run_seconds(path, shape) for _ in range(repeats))
-                table.add(name, f"{n}x3x{size}x{size}", f"{times[len(times) // 2]:.2f}",
-                          f"{times[0]:.2f}", f"{times[-1]:.2f}")
+    for name, size, path in _model_files(models):
+        for n in batches:
+            shape = (n, 3, size, size)
+            first_run_seconds(path, shape)  # the cache warmed
+            times = sorted(first_run_seconds(path, shape) for _ in range(repeats))
+            table.add(name, f"{n}x3x{size}x{size}", f"{times[len(times) // 2]:.2f}",
+                      f"{times[0]:.2f}", f"{times[-1]:.2f}")
     return table
 
 
@@ -487,29 +493,25 @@ def run_gaps(batches=(1,), models=tuple(SIZES), gaps=(0.0, 0.02, 0.1), rounds: i
                   ["model", "input", "gap s", "workers pinned", "not pinned",
                    "ONNX Runtime", "speed-up pinned", "speed-up not pinned"])
     root = str(Path(__file__).resolve().parents[1])
-    for name in models:
-        size = SIZES[name]
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, f"{name}.onnx")
-            Path(path).write_bytes(_export(name, size))
-            for n in batches:
-                shape = [n, 3, size, size]
-                got = {"1": [], "0": []}
-                for _ in range(rounds):
-                    for pin in got:
-                        env = {**os.environ, "DML_NUMBA_PIN_WORKERS": pin}
-                        out = subprocess.run(
-                            [sys.executable, "-c", GAPS_CHILD, path, str(shape),
-                             str(list(gaps)), str(calls)],
-                            capture_output=True, text=True, check=True, env=env, cwd=root)
-                        got[pin].append(json.loads(out.stdout.strip().splitlines()[-1]))
-                for gap in gaps:
-                    med = lambda runs, k: statistics.median(r[f"{k} {gap}"] for r in runs)  # noqa: E731
-                    on, off = med(got["1"], "ours"), med(got["0"], "ours")
-                    ort_ms = med(got["1"] + got["0"], "ort")
-                    table.add(name, "x".join(map(str, shape)), f"{gap:g}", f"{on * 1e3:.2f}",
-                              f"{off * 1e3:.2f}", f"{ort_ms * 1e3:.2f}", f"{ort_ms / on:.2f}",
-                              f"{ort_ms / off:.2f}")
+    for name, size, path in _model_files(models):
+        for n in batches:
+            shape = [n, 3, size, size]
+            got = {"1": [], "0": []}
+            for _ in range(rounds):
+                for pin in got:
+                    env = {**os.environ, "DML_NUMBA_PIN_WORKERS": pin}
+                    out = subprocess.run(
+                        [sys.executable, "-c", GAPS_CHILD, path, str(shape), str(list(gaps)),
+                         str(calls)], capture_output=True, text=True, check=True, env=env,
+                        cwd=root)
+                    got[pin].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            for gap in gaps:
+                med = lambda runs, k: statistics.median(r[f"{k} {gap}"] for r in runs)  # noqa: E731
+                on, off = med(got["1"], "ours"), med(got["0"], "ours")
+                ort_ms = med(got["1"] + got["0"], "ort")
+                table.add(name, "x".join(map(str, shape)), f"{gap:g}", f"{on * 1e3:.2f}",
+                          f"{off * 1e3:.2f}", f"{ort_ms * 1e3:.2f}", f"{ort_ms / on:.2f}",
+                          f"{ort_ms / off:.2f}")
     return table
 
 
