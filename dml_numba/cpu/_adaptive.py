@@ -49,6 +49,11 @@ import time
 
 from .. import _env, _threads
 from .._machine import CpuShare
+from . import _affinity
+
+#: whether this thread's pool was looked at (:func:`_affinity.pin_workers`: a thread calling
+#: kernels another thread built has a pool of its own)
+_pins = _affinity.LOCAL
 
 #: weight of the newest time in the running averages
 ALPHA = 0.25
@@ -275,6 +280,8 @@ class AdaptiveKernel:
             if run_clock() < until:
                 return self._parallel(*args)
             _leave_direct()  # the run is slow already: its other kernels decide for themselves
+        if not getattr(_pins, "done", False):
+            _affinity.pin_workers()
         clock = self._clock
         now = clock()
         # the common case first, in as few steps as it takes (~1.2 us a call of its own instead
@@ -439,6 +446,8 @@ class AdaptiveBatch:
 
     def __call__(self, body, *args):
         global _direct, _running, _direct_until
+        if not getattr(_pins, "done", False):
+            _affinity.pin_workers()
         clock = self._clock
         now = clock()
         with _batch_lock:  # two threads' batches: one runs directly, the other's kernels see it
@@ -497,6 +506,8 @@ class ForkSafeKernel:
         if _threads.FORKED_AFTER_GOMP:
             _threads.warn_forced_parallel_in_fork()
             return self._serial.now()(*args)
+        if not getattr(_pins, "done", False):
+            _affinity.pin_workers()
         return self._parallel(*args)
 
     def __getattr__(self, name):

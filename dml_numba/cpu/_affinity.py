@@ -9,21 +9,22 @@ Measured on a 2-core virtual machine (Zen 4): a 20 us parallel call after 0.1 s 
 7.6 ms (median of 40), the call after it 4.0 ms, the third 0.04; with each worker on a core of
 its own, 0.16, 0.02 and 0.02 ms. The penalty tracks the spin (1.7 ms with a spin of 30,000
 turns, 0.6 with 10,000), and a passive wait (no spin) costs every region a wake-up. MobileNetV2
-at batch 1 called every 0.1 s took 16 ms a call against 4.2 back to back.
+at batch 1 called every 0.1 s took 16 ms a call against 4.2 back to back (5.8 pinned).
 
-So the first time a thread builds a parallel kernel (:func:`pin_workers`, from the CPU
-backend's build), the workers of that thread's pool are each given one core of the process's
-CPU set: worker ``k`` the ``k``-th CPU of the set (the calling thread, number 0 of the team,
-stays where the scheduler puts it, as do the user's other threads: nothing a worker did not
-start inherits a mask). Only where the pool has as many threads as the process has CPUs (Numba's
-default): with fewer threads the woken worker finds an idle core by itself, with more each
-core is shared anyway. Only for GNU OpenMP (the layer whose wait this is), on Linux, and not
-in a child forked after the pool started (:data:`dml_numba._threads.FORKED_AFTER_GOMP`: it
-runs serial kernels). ``DML_NUMBA_PIN_WORKERS=0`` leaves the workers where the scheduler puts
-them.
+So the first time a thread builds or calls a parallel kernel (:func:`pin_workers`, from the
+CPU backend's build and the automatic and forced kernels' calls), the workers of that thread's
+pool are each given one core of the process's CPU set: worker ``k`` the ``k``-th CPU of the
+set (the calling thread, number 0 of the team, stays where the scheduler puts it, as do the
+user's other threads: nothing a worker did not start inherits a mask). Only where the pool has
+as many threads as the process has CPUs (Numba's default): with fewer threads the woken worker
+finds an idle core by itself, with more each core is shared anyway. Only for GNU OpenMP (the
+layer whose wait this is), on Linux, and not in a child forked after the pool started
+(:data:`dml_numba._threads.FORKED_AFTER_GOMP`: it runs serial kernels).
+``DML_NUMBA_PIN_WORKERS=0`` leaves the workers where the scheduler puts them.
 
 libgomp keeps one pool per thread that starts regions: a second Python thread calling parallel
-kernels has workers of its own, pinned the first time that thread builds a kernel.
+kernels (a model built in one thread and served from others) has workers of its own, pinned at
+that thread's first call.
 """
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ from ._warmstart import load_cached
 #: the variable that turns the pinning off (``0``)
 VARIABLE = "DML_NUMBA_PIN_WORKERS"
 
-_local = threading.local()  # ``done``: this thread's pool was looked at
+#: ``done``: this thread's pool was looked at
+LOCAL = threading.local()
 _lock = threading.Lock()
 
 
@@ -110,9 +112,9 @@ def team_ids(threads: int):
 def pin_workers() -> dict:
     """Pin this thread's pool's workers (once per thread; see the module): ``{native id:
     cpu}`` of the workers pinned by this call (empty when none were, or already done)."""
-    if getattr(_local, "done", False):
+    if getattr(LOCAL, "done", False):
         return {}
-    _local.done = True
+    LOCAL.done = True
     if not enabled() or _threads.FORKED_AFTER_GOMP:
         return {}
     import numba
@@ -122,7 +124,10 @@ def pin_workers() -> dict:
     if not where:
         return {}
     with _lock:
-        ids = team_ids(threads)
+        try:
+            ids = team_ids(threads)
+        except Exception:  # noqa: BLE001 - a speed measure: a failure leaves the pool as it is
+            return {}
         if not _threads.gomp_started():  # another layer (tbb, workqueue): its own scheduling
             return {}
         me = threading.get_native_id()

@@ -34,12 +34,24 @@ later = {}
 t = threading.Thread(target=lambda: later.update(cpus=sorted(os.sched_getaffinity(0))))
 t.start(); t.join()
 team = [int(i) for i in _affinity.team_ids(numba.config.NUMBA_NUM_THREADS)]
+served = {}
+
+
+def serve():  # a thread calling the operator it did not build: a pool of its own
+    served["right"] = bool(np.array_equal(op(x), y))
+    served["team"] = [int(i) for i in _affinity.team_ids(numba.config.NUMBA_NUM_THREADS)]
+    served["masks"] = [sorted(os.sched_getaffinity(i)) for i in served["team"]]
+
+
+t = threading.Thread(target=serve)
+t.start(); t.join()
 print(json.dumps({
     "main": threading.get_native_id(),
     "cpus": sorted(os.sched_getaffinity(0)),
     "masks": {t: sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")},
     "pinned": {str(k): v for k, v in _threads.PINNED.items()},
-    "team": team, "later": later["cpus"], "right": right,
+    "team": team, "later": later["cpus"], "right": right and served["right"],
+    "served": served["team"], "served masks": served["masks"],
     "layer": numba.threading_layer(), "describe": _threads.describe(),
 }))
 """
@@ -64,9 +76,12 @@ def test_each_worker_gets_a_core_of_its_own_and_nothing_else_is_narrowed():
     r = _child(NUMBA_NUM_THREADS=str(len(CPUS)))
     assert r["right"] and r["layer"] == "omp"
     cpus = r["cpus"]
-    # the workers (team 1..n-1) on CPUs 1..n-1 of the set, one each
+    # the workers (team 1..n-1) on CPUs 1..n-1 of the set, one each, for the building thread
+    # and for a thread that only calls what it built (its pool its own, pinned at its call)
     assert {int(k): v for k, v in r["pinned"].items()} == {
-        tid: cpus[k] for k, tid in enumerate(r["team"]) if k}
+        tid: cpus[k] for team in (r["team"], r["served"]) for k, tid in enumerate(team) if k}
+    assert not set(r["served"]) & set(r["team"])
+    assert r["served masks"] == [cpus] + [[c] for c in cpus[1:]]
     for k, tid in enumerate(r["team"][1:], 1):
         assert r["masks"][str(tid)] == [cpus[k]]
     # the calling thread (team 0), a thread it starts afterwards and every other thread keep
@@ -76,7 +91,7 @@ def test_each_worker_gets_a_core_of_its_own_and_nothing_else_is_narrowed():
     for tid, mask in r["masks"].items():
         if str(tid) not in r["pinned"]:
             assert mask == cpus, tid
-    assert r["describe"].endswith(f"{len(cpus) - 1} workers each on a core of its own")
+    assert r["describe"].endswith(f"{2 * (len(cpus) - 1)} workers each on a core of its own")
 
 
 @many
@@ -92,6 +107,7 @@ def test_no_thread_is_narrowed(env):
     assert r["right"]
     assert r["pinned"] == {}
     assert all(mask == r["cpus"] for mask in r["masks"].values())
+    assert all(mask == r["cpus"] for mask in r["served masks"])
     assert r["describe"].endswith("workers not pinned")
 
 
@@ -140,3 +156,17 @@ def test_once_per_thread(monkeypatch):
     assert calls == [1]
     assert _in_new_thread(twice) == ({}, {})  # another thread: its own pool, looked at once
     assert calls == [1, 1]
+
+
+def test_a_failure_to_find_the_workers_leaves_the_call_alone(monkeypatch):
+    """Pinning is a matter of speed: whatever goes wrong finding the workers, the caller's
+    kernel call goes on and nothing is pinned."""
+
+    def broken(n):
+        raise RuntimeError("no region here")
+
+    monkeypatch.setattr(_affinity, "team_ids", broken)
+    monkeypatch.setattr(_affinity, "plan", lambda n, cpus: {1: 0})
+    monkeypatch.setattr(_affinity, "enabled", lambda: True)
+    monkeypatch.setattr(_threads, "FORKED_AFTER_GOMP", False)
+    assert _in_new_thread(_affinity.pin_workers) == {}
