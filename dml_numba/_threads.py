@@ -125,8 +125,8 @@ def describe() -> str:
     except (ValueError, ImportError):
         pass
     forked = ", forked after GNU OpenMP started: kernels run serially" if FORKED_AFTER_GOMP else ""
-    pinned = (f"{len(PINNED)} workers each on a core of its own" if PINNED
-              else "workers not pinned")
+    pinned = ("workers not pinned" if not PINNED else "1 worker on a core of its own"
+              if len(PINNED) == 1 else f"{len(PINNED)} workers each on a core of its own")
     return (f"threading: policy {policy()}, layer {layer}{forked}, "
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, "
             f"{_threads()} threads, {pinned}")

@@ -222,6 +222,8 @@ def test_describe_names_the_policy_layer_fork_wait_and_threads(monkeypatch):
                                    "OMP_WAIT_POLICY=PASSIVE, 6 threads, workers not pinned")
     monkeypatch.setattr(_threads, "PINNED", {101: 1, 102: 2})
     assert _threads.describe().endswith("6 threads, 2 workers each on a core of its own")
+    monkeypatch.setattr(_threads, "PINNED", {101: 1})
+    assert _threads.describe().endswith("6 threads, 1 worker on a core of its own")
     monkeypatch.setattr(_threads, "PINNED", {})
     monkeypatch.setattr(_threads, "FORKED_AFTER_GOMP", True)
     monkeypatch.delenv("OMP_WAIT_POLICY")
