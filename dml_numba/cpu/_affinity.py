@@ -32,6 +32,8 @@ import ctypes
 import os
 import threading
 
+import numba
+import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -92,9 +94,6 @@ def plan(threads: int, cpus) -> dict:
 
 def team_ids(threads: int):
     """The native ids of a parallel region's threads on this thread's pool, by team index."""
-    import numba
-    import numpy as np
-
     mod = _diskcache.load_module(SOURCE, "cpu_affinity")
     sig = (numba.types.Array(numba.int64, 1, "C"),)
     if not (mod.__dict__["__dml_disk_cache__"] and load_cached(mod.kernel, sig)):
@@ -117,8 +116,6 @@ def pin_workers() -> dict:
     LOCAL.done = True
     if not enabled() or _threads.FORKED_AFTER_GOMP:
         return {}
-    import numba
-
     threads = numba.config.NUMBA_NUM_THREADS
     where = plan(threads, os.sched_getaffinity(0))
     if not where:
