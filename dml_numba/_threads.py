@@ -53,8 +53,19 @@ from ._errors import outside_stacklevel
 #: True in a process forked after GNU OpenMP's pool started in its parent (see above)
 FORKED_AFTER_GOMP = False
 #: ``{native thread id: cpu}`` of the workers pinned to a core of their own in this process
-#: (:mod:`dml_numba.cpu._affinity`, which fills it)
+#: (:mod:`dml_numba.cpu._affinity`, which fills it; :func:`pinned_now` keeps those still
+#: running: a calling thread's pool ends with it)
 PINNED: dict = {}
+
+
+def pinned_now() -> dict:
+    """:data:`PINNED` less the workers that have ended since (a short-lived calling thread's
+    pool): those whose thread is no longer in ``/proc/self/task`` (Linux's, where workers are
+    pinned; :data:`PINNED` as it is elsewhere)."""
+    if not os.path.isdir("/proc/self/task"):
+        return dict(PINNED)
+    return {tid: cpu for tid, cpu in PINNED.items()
+            if os.path.exists(f"/proc/self/task/{tid}")}
 
 
 class ForkWarning(RuntimeWarning):
@@ -125,8 +136,9 @@ def describe() -> str:
     except (ValueError, ImportError):
         pass
     forked = ", forked after GNU OpenMP started: kernels run serially" if FORKED_AFTER_GOMP else ""
-    pinned = ("workers not pinned" if not PINNED else "1 worker on a core of its own"
-              if len(PINNED) == 1 else f"{len(PINNED)} workers each on a core of its own")
+    live = len(pinned_now())
+    pinned = ("workers not pinned" if not live else "1 worker on a core of its own"
+              if live == 1 else f"{live} workers each on a core of its own")
     return (f"threading: policy {policy()}, layer {layer}{forked}, "
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, "
             f"{_threads()} threads, {pinned}")

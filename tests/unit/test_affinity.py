@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "sched_getaffinity"),
                                 reason="CPU sets are Linux's")
 
 CHILD = r"""
-import json, os, threading
+import json, os, threading, time
 import numpy as np
 import numba
 import dml_numba as dml
@@ -41,17 +41,35 @@ def serve():  # a thread calling the operator it did not build: a pool of its ow
     served["right"] = bool(np.array_equal(op(x), y))
     served["team"] = [int(i) for i in _affinity.team_ids(numba.config.NUMBA_NUM_THREADS)]
     served["masks"] = [sorted(os.sched_getaffinity(i)) for i in served["team"]]
+    served["describe"] = _threads.describe()  # while this thread and its pool run
 
 
 t = threading.Thread(target=serve)
 t.start(); t.join()
+# the served thread's pool (GNU OpenMP's: a pool a calling thread) ends with it: wait (10 s
+# at most) for its workers to go
+deadline = time.monotonic() + 10
+while (numba.threading_layer() == "omp" and time.monotonic() < deadline
+       and any(os.path.exists(f"/proc/self/task/{i}") for i in served["team"][1:])):
+    time.sleep(0.01)
+
+
+def mask(tid):  # None for a thread that ended meanwhile
+    try:
+        return sorted(os.sched_getaffinity(int(tid)))
+    except ProcessLookupError:
+        return None
+
+
+masks = {t: mask(t) for t in os.listdir("/proc/self/task")}
 print(json.dumps({
     "main": threading.get_native_id(),
     "cpus": sorted(os.sched_getaffinity(0)),
-    "masks": {t: sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task")},
+    "masks": {t: m for t, m in masks.items() if m is not None},
     "pinned": {str(k): v for k, v in _threads.PINNED.items()},
     "team": team, "later": later["cpus"], "right": right and served["right"],
     "served": served["team"], "served masks": served["masks"],
+    "serving describe": served["describe"],
     "layer": numba.threading_layer(), "describe": _threads.describe(),
 }))
 """
@@ -91,7 +109,11 @@ def test_each_worker_gets_a_core_of_its_own_and_nothing_else_is_narrowed():
     for tid, mask in r["masks"].items():
         if str(tid) not in r["pinned"]:
             assert mask == cpus, tid
-    assert r["describe"].endswith(f"{2 * (len(cpus) - 1)} workers each on a core of its own")
+    # counted while both pools run; after the serving thread ended, only the building one's
+    assert r["serving describe"].endswith(
+        f"{2 * (len(cpus) - 1)} workers each on a core of its own")
+    assert r["describe"].endswith(f"{len(cpus) - 1} workers each on a core of its own"
+                                  if len(cpus) > 2 else "1 worker on a core of its own")
 
 
 @many
@@ -109,6 +131,7 @@ def test_no_thread_is_narrowed(env):
     assert all(mask == r["cpus"] for mask in r["masks"].values())
     assert all(mask == r["cpus"] for mask in r["served masks"])
     assert r["describe"].endswith("workers not pinned")
+    assert r["serving describe"].endswith("workers not pinned")
 
 
 @pytest.mark.parametrize("threads, cpus, expected", [

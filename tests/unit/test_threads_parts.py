@@ -4,6 +4,7 @@ child's state is set by hand here (the at-fork hook called directly, the flag pa
 nothing is forked."""
 import os
 import sys
+import threading
 import types
 import warnings
 
@@ -220,10 +221,18 @@ def test_describe_names_the_policy_layer_fork_wait_and_threads(monkeypatch):
     monkeypatch.setattr(_threads, "PINNED", {})
     assert _threads.describe() == ("threading: policy passive, layer omp, "
                                    "OMP_WAIT_POLICY=PASSIVE, 6 threads, workers not pinned")
-    monkeypatch.setattr(_threads, "PINNED", {101: 1, 102: 2})
-    assert _threads.describe().endswith("6 threads, 2 workers each on a core of its own")
-    monkeypatch.setattr(_threads, "PINNED", {101: 1})
-    assert _threads.describe().endswith("6 threads, 1 worker on a core of its own")
+    hold = threading.Event()
+    alive = threading.Thread(target=hold.wait)  # a running thread, as a pinned worker
+    alive.start()
+    try:
+        me = threading.get_native_id()
+        monkeypatch.setattr(_threads, "PINNED", {me: 1, alive.native_id: 2})
+        assert _threads.describe().endswith("6 threads, 2 workers each on a core of its own")
+        monkeypatch.setattr(_threads, "PINNED", {me: 1})
+        assert _threads.describe().endswith("6 threads, 1 worker on a core of its own")
+    finally:
+        hold.set()
+        alive.join()
     monkeypatch.setattr(_threads, "PINNED", {})
     monkeypatch.setattr(_threads, "FORKED_AFTER_GOMP", True)
     monkeypatch.delenv("OMP_WAIT_POLICY")
@@ -235,3 +244,29 @@ def test_describe_names_the_policy_layer_fork_wait_and_threads(monkeypatch):
     assert _threads.describe() == (
         "threading: policy passive, layer not started, forked after GNU OpenMP started: "
         "kernels run serially, OMP_WAIT_POLICY=unset, 6 threads, workers not pinned")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"),
+                    reason="no /proc/self/task: workers are pinned on Linux only")
+def test_describe_counts_only_the_pinned_workers_still_running(monkeypatch):
+    """A calling thread's pool ends with the thread: its workers, pinned once, are no longer
+    counted (``dml-numba info`` after many short-lived calling threads)."""
+    import numba
+
+    monkeypatch.setattr(numba, "threading_layer", lambda: "omp")
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
+    hold = threading.Event()
+    alive = threading.Thread(target=hold.wait)
+    alive.start()
+    ended = threading.Thread(target=lambda: None)  # started while the other runs: its own id
+    ended.start()
+    ended.join()
+    try:
+        monkeypatch.setattr(_threads, "PINNED", {alive.native_id: 1, ended.native_id: 1})
+        assert _threads.pinned_now() == {alive.native_id: 1}
+        assert _threads.describe().endswith("2 threads, 1 worker on a core of its own")
+        monkeypatch.setattr(_threads, "PINNED", {ended.native_id: 1})
+        assert _threads.describe().endswith("2 threads, workers not pinned")
+    finally:
+        hold.set()
+        alive.join()
