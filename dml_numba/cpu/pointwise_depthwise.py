@@ -33,7 +33,7 @@ from ..tensor import DataType
 from . import convolution  # noqa: F401 - its lowering first: its options are this one's
 from ._emit import Host, make_key
 from .convolution.base import ConvolutionKernel, conv_work
-from .convolution.blocked.depthwise_lanes import emit_pointwise
+from .convolution.blocked.depthwise_lanes import emit_pointwise, units
 from .convolution.blocked.plan import depthwise_lanes, depthwise_lanes_plan, pack_filter
 from .convolution.blocked.tile import slot_elements, vector_activation
 
@@ -75,7 +75,7 @@ class PointwiseDepthwiseKernel(ConvolutionKernel):
         arrays = 5 + (pw.bias_tensor is not None) + (dw.bias_tensor is not None)  # y, xp too
         super().__init__(key, emit_pointwise, [(self.acc, 1)] * arrays +
                          [(np.dtype(np.int64), 0)], options)
-        self.items = dw.input_tensor.sizes[0] * dw.input_tensor.sizes[1] // plan.lanes
+        self.items = units(dw, plan, pointwise=True)
         self.copy_size = slot_elements(int(np.prod(plan.padded)) * plan.lanes)
         self._packed = (Derived(), Derived())  # the packed filters of frozen (a model's) ones
 

@@ -563,6 +563,27 @@ def test_depthwise_lanes_kernel_against_brute_force(name, lanes):
         np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("fit, rows, band", [
+    (17, 28, 14),  # two bands of 14, not 17 and an overlapping 17 (six rows twice)
+    (4, 14, 4),  # 4 + 4 + 4 + the last overlapping by two: four bands however they are cut
+    (5, 14, 5),  # three bands: 5 + 5 + 4 would do; 5 + 5 + overlapping 5 computes as many
+    (7, 7, 7),  # the whole plane
+    (1, 9, 1),
+])
+def test_depthwise_lanes_bands_even_out(fit, rows, band, monkeypatch):
+    """A band takes as many rows as fit its bytes, evened out over the bands that makes: no
+    more bands, and the last one overlaps the one before by as little as it can."""
+    from dml_numba.cpu.convolution.blocked import depthwise_lanes as dl
+
+    desc, _ = conv_case((1, 16, rows, rows), (16, 1, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 16)
+    plan = planner.depthwise_lanes_plan(desc, Host(16, 2))
+    row = plan.padded[-1] * plan.lanes * 4
+    monkeypatch.setattr(dl, "BAND_BYTES", dl.band_reach(desc, fit) * row)
+    assert dl.band_rows(desc, plan) == band
+    assert -(-rows // band) == -(-rows // fit)  # as many bands as the fit gives
+    assert dl.units(desc, plan) == -(-rows // band)  # one block of 16 channels
+
+
 @pytest.mark.parametrize("name", list(DEPTHWISE_LANES))
 def test_depthwise_lanes_kernel_in_bands_of_rows(name, monkeypatch):
     """The lanes kernel transposes the padded rows a band of output rows reads (within
@@ -585,7 +606,12 @@ def test_depthwise_lanes_kernel_in_bands_of_rows(name, monkeypatch):
         dml.cache.clear()  # (the band is the source's, not the key's)
         assert dl.band_rows(desc, plan) == min(band, oh)
         kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": par}, "blocked", plan)
-        assert f"for rb in range({-(-oh // min(band, oh))}):" in kernel.source
+        bands = -(-oh // min(band, oh))
+        assert f"band of {min(band, oh)} output rows)" in kernel.source
+        # every (image, block of channels, band) an item of its own
+        assert kernel.items == dl.units(desc, plan) == (
+            desc.input_tensor.sizes[0] * desc.input_tensor.sizes[1] // plan.lanes * bands)
+        assert f"takes a share of the {kernel.items} (image" in kernel.source
         y = np.full(desc.output_tensor.sizes, np.nan, F32)
         kernel(list(inputs), y)
         results[band] = y

@@ -31,6 +31,7 @@ from ...._cache import KernelKey
 from ...._dims import prod
 from ...._frozen import Derived, is_frozen
 from ..base import ConvolutionKernel, conv_key
+from . import depthwise_lanes
 from .plan import BlockPlan, needs_copy, pack_filter, pointwise_as_1d
 from .tile import slot_elements
 
@@ -56,7 +57,8 @@ class BlockedKernel(ConvolutionKernel):
         sizes = self.kdesc.input_tensor.sizes
         # the parallel items: a depthwise kernel's planes (blocks of planes with the channels
         # in the lanes), a staged kernel's (image, group) pairs
-        self.items = sizes[0] * desc.group_count // (p.lanes if p.depthwise and p.pixels else 1)
+        self.items = (depthwise_lanes.units(self.kdesc, p) if p.depthwise and p.pixels
+                      else sizes[0] * desc.group_count)
         planes = (1 if p.depthwise else sizes[1] // desc.group_count if p.staged
                   else prod(sizes[:2]))
         self.copy_size = planes * prod(p.padded) if needs_copy(self.kdesc) else 0

@@ -3,9 +3,10 @@ for output rows narrower than a vector, where the plane-by-plane kernel (``depth
 narrows its vectors and overlaps its tiles.
 
 ``kernel(x, wp, [b,] y, xp, slots)``: ``slots`` (p)range iterations share the items (image,
-block of ``lanes`` channels) as :mod:`dml_numba.cpu._share` says. Each copies its block's
-planes, transposed, into its own slot of ``xp``, a band of rows at a time (the padded rows
-a band of output rows reads, within ``BAND_BYTES``, then that band's output: the band stays
+block of ``lanes`` channels, band of output rows: :func:`units`) as :mod:`dml_numba.cpu._share`
+says. Each copies its block's planes, transposed, into its own slot of ``xp``, a band of rows
+at a time (the padded rows a band of output rows reads, within ``BAND_BYTES``, the bands
+evened out, then that band's output: the band stays
 in the first-level cache; a whole 112 x 112 plane of 16 channels is 0.8 MB, which went
 through the second level: MobileNetV2's 96 channels on 112 x 112 at stride 2, in the network
 at batch 1, 0.213 -> 0.175 ms): the padded plane pixel-major, one vector of ``lanes``
@@ -74,8 +75,7 @@ def _emit_module(key, d, first: str, what: str, fill: str, emit_fill) -> str:
     ``emit_fill(w, band)`` writes the body of) filling each band's padded rows, then ``block``
     computing them; ``first``: the arrays the kernel takes before the depthwise filter."""
     plan = key.plan
-    n_, c_ = d.input_tensor.sizes[:2]
-    items = n_ * c_ // plan.lanes
+    items = d.input_tensor.sizes[0] * d.input_tensor.sizes[1] // plan.lanes
     args = f"wp, {'b, ' if d.bias_tensor is not None else ''}y"
     w = SourceWriter()
     loop = header(w, key, imports=(SIMD_IMPORT + ", vstore_transposed" + activation_import(d)
@@ -84,16 +84,17 @@ def _emit_module(key, d, first: str, what: str, fill: str, emit_fill) -> str:
     slot = slot_elements(ph * pw * plan.lanes)
     oh = d.output_tensor.sizes[2]
     band = band_rows(d, plan, POINTWISE_BAND_BYTES if first else None)
+    bands = -(-oh // band)
     with w.block(f"def kernel(x, {first}{args}, xp, slots):"):
-        w(f"# each slot takes a share of the {items} (image, block of {plan.lanes} channels) "
-          f"and {what} into xp[slot * {slot}:], "
-          + ("whole" if band == oh else f"a band of the rows {band} output rows read at a time"))
-        with shares(w, loop, items, "slots"):  # slot s: its own part of xp
+        w(f"# each slot takes a share of the {items * bands} (image, block of {plan.lanes} "
+          f"channels, band of {band} output rows) and {what} into xp[slot * {slot}:], "
+          + ("whole" if band == oh else "the rows of its band"))
+        with shares(w, loop, items * bands, "slots", var="u"):  # slot s: its part of xp
+            w(f"f = u // {bands}  # the (image, block of channels)")
+            w(f"r0 = min((u - f * {bands}) * {band}, {oh - band})  # the band's first output row")
             w(f"xo = s * {slot}")
-            with w.block(f"for rb in range({-(-oh // band)}):"):
-                w(f"r0 = min(rb * {band}, {oh - band})  # the band's first output row")
-                w(fill)
-                w(f"block(xp, {args}, f, xo, r0)")
+            w(fill)
+            w(f"block(xp, {args}, f, xo, r0)")
     helper_header(w)
     with w.block(f"def {fill}:"):
         emit_fill(w, band)
@@ -134,14 +135,25 @@ POINTWISE_BAND_BYTES = 128 * 1024
 def band_rows(d, plan, budget: int | None = None) -> int:
     """Output rows a band computes: as many as keep the padded input rows they read
     (:func:`band_reach`, with 4-byte ``lanes``-channel pixels) within ``budget`` bytes
-    (:data:`BAND_BYTES` by default), at least one; all of them where the whole padded plane
-    fits."""
+    (:data:`BAND_BYTES` by default), at least one, evened out over the bands that takes (the
+    last band overlaps the one before: 28 rows in bands of at most 17 are two of 14, not 17
+    and 17 computing six rows twice); all of them where the whole padded plane fits."""
     oh = d.output_tensor.sizes[2]
     (kh, _), (sh, _), (dh, _) = geometry(d).kernel, d.strides, d.dilations
     row = plan.padded[-1] * plan.lanes * 4
     budget = BAND_BYTES if budget is None else budget  # (read now: tests set it)
-    fit = (budget // row - (kh - 1) * dh - 1) // sh + 1
-    return min(oh, max(1, fit))
+    fit = min(oh, max(1, (budget // row - (kh - 1) * dh - 1) // sh + 1))
+    return -(-oh // -(-oh // fit))
+
+
+def units(d, plan, pointwise: bool = False) -> int:
+    """The kernel's parallel items: (image, block of ``lanes`` channels, band of output rows)
+    (:func:`band_rows`; ``pointwise``: :func:`emit_pointwise`'s bands). Bands are items of
+    their own so that a few blocks still share out evenly (MobileNetV2's 144 channels on 56 x
+    56 at stride 2 and batch 1: nine blocks over two threads ran 1.55x faster than on one)."""
+    band = band_rows(d, plan, POINTWISE_BAND_BYTES if pointwise else None)
+    blocks = d.input_tensor.sizes[0] * d.input_tensor.sizes[1] // plan.lanes
+    return blocks * -(-d.output_tensor.sizes[2] // band)
 
 
 def _runs(size: int, step: int) -> list:
