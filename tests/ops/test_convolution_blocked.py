@@ -879,3 +879,78 @@ def test_a_rows_last_run_takes_fewer_vectors_where_fewer_cover_it(lanes):
         np.testing.assert_allclose(y, leaky(desc, brute_force(desc, *inputs)),
                                    rtol=1e-4, atol=1e-4)
     assert taken
+
+
+#: woven copies (``BlockPlan.woven``): input, output channels, start and end padding,
+#: dilations, batch; rows of one to three pixels (element by element), runs that overlap
+WOVEN = {
+    "16-rows-23": ((2, 16, 20, 23), 16, (1, 1), (1, 1), (1, 1)),
+    "32-asym-dil": ((1, 32, 9, 40), 32, (2, 0), (1, 3), (1, 2)),
+    "one-pixel-rows": ((1, 16, 3, 1), 16, (1, 1), (1, 1), (1, 1)),
+    "two-pixel-rows": ((1, 16, 4, 2), 16, (1, 1), (1, 1), (1, 1)),
+    "three-pixel-rows-32-out": ((1, 16, 5, 3), 32, (1, 2), (0, 1), (1, 1)),
+    "48-in-dil2": ((2, 48, 6, 19), 16, (1, 1), (1, 1), (2, 2)),
+}
+
+
+@pytest.mark.parametrize("name", list(WOVEN))
+def test_woven_copies_give_the_planar_tiles_sums(name):
+    """A channels tile reading the input's padded copy with each block of 16 channels side by
+    side (a pixel's channels in one line) computes what it does from the planar copy, bit for
+    bit (the same sums in the same order), and the definition's; every output written."""
+    xs, cout, start, end, dil = WOVEN[name]
+    desc, inputs = conv_case(xs, (cout, xs[1], 3, 3), (1, 1), dil, start, end, 1)
+    plan = planner.channel_plan(desc, Host(16, 2))
+    assert plan.woven and planner.weaves(desc, plan)
+    ys = {}
+    for woven in (True, False):
+        kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": True}, "blocked",
+                                dataclasses.replace(plan, woven=woven))
+        assert ("woven" in kernel.source.splitlines()[0]) == woven
+        assert ("side by side" in kernel.source) == woven
+        ys[woven] = np.full(desc.output_tensor.sizes, np.nan, F32)
+        kernel(list(inputs), ys[woven])
+    np.testing.assert_array_equal(ys[True], ys[False])
+    np.testing.assert_allclose(ys[True], np.maximum(brute_force(desc, *inputs), 0)
+                               if desc.fused_activation else brute_force(desc, *inputs),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("why, change, host", [
+    ("64 input channels (their planar runs are prefetched)", dict(channels=64), Host(16, 2)),
+    ("a strided layer", dict(strides=(2, 2)), Host(16, 2)),
+    ("two groups", dict(groups=2), Host(16, 2)),
+    ("no padding: the input read in place, no copy", dict(pad=0), Host(16, 2)),
+    ("input channels not a multiple of the lanes", dict(channels=24), Host(16, 2)),
+    ("float16", dict(dtype=np.float16), Host(16, 2)),
+    ("16 registers: a streamed tile", {}, Host(8, 2)),
+])
+def test_what_is_not_woven(why, change, host):
+    """Each condition of ``weaves`` on its own: the plan keeps its planar copy."""
+    c = change.get("channels", 32)
+    g = change.get("groups", 1)
+    p = change.get("pad", 1)
+    desc, _ = conv_case((4, c, 12, 20), (32, c // g, 3, 3), change.get("strides", (1, 1)),
+                        (1, 1), (p, p), (p, p), g, dtype=change.get("dtype", np.float32))
+    plan = planner.channel_plan(desc, host)
+    assert plan is None or not plan.woven, why
+    base, _ = conv_case((4, 32, 12, 20), (32, 32, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)
+    assert planner.channel_plan(base, Host(16, 2)).woven  # the same layer without the change
+
+
+def test_staged_or_folded_plans_read_their_planar_copy():
+    """A woven plan the tuner stages or folds a padding into reads the copy that plan makes
+    (planar): the layout's column step is one, and the kernel is exact."""
+    desc, inputs = conv_case((2, 16, 10, 12), (16, 16, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)
+    plan = planner.channel_plan(desc, Host(16, 2))
+    assert plan.woven and not plan.staged
+    assert planner.Layout.planned(desc, plan).step == 16
+    for changed in (dataclasses.replace(plan, staged=True),
+                    dataclasses.replace(plan, fold="reflect")):
+        assert planner.Layout.planned(desc, changed).step == 1
+        assert not planner.weaves(desc, changed)
+    staged = dataclasses.replace(plan, staged=True)
+    kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": True}, "blocked", staged)
+    y = np.full(desc.output_tensor.sizes, np.nan, F32)
+    kernel(list(inputs), y)
+    np.testing.assert_allclose(y, brute_force(desc, *inputs), rtol=1e-4, atol=1e-4)

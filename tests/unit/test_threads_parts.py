@@ -5,6 +5,7 @@ nothing is forked."""
 import os
 import sys
 import threading
+import time
 import types
 import warnings
 
@@ -261,6 +262,9 @@ def test_describe_counts_only_the_pinned_workers_still_running(monkeypatch):
     ended = threading.Thread(target=lambda: None)  # started while the other runs: its own id
     ended.start()
     ended.join()
+    deadline = time.monotonic() + 10  # join returns before Linux removes the thread
+    while os.path.exists(f"/proc/self/task/{ended.native_id}") and time.monotonic() < deadline:
+        time.sleep(0.01)
     try:
         monkeypatch.setattr(_threads, "PINNED", {alive.native_id: 1, ended.native_id: 1})
         assert _threads.pinned_now() == {alive.native_id: 1}

@@ -34,6 +34,13 @@ walk the taps outermost, holding per tap the smaller of its weight vectors and i
 into a scratch for the row, transposed into the planes a block of ``lanes`` pixels at a time
 after the row's last tile (:func:`row_scratch`).
 
+Woven plans (``plan.woven``: a channels tile of a 2-D layer of unit strides over fewer than 64
+input channels a multiple of the lanes, its copy made whole: :func:`.plan.weaves`): phase 1
+stores each block of ``lanes`` input channels side by side, a padded pixel's channels in one
+line (the depthwise lanes kernel's layout), so that a tile's rows of every input channel are
+a few runs of memory instead of one run a channel a plane apart (the layout's column step,
+``Layout.step``, is the lanes); the tiles' sums are the planar copy's, bit for bit.
+
 Flat plans (unit strides over the last two axes): a tile is a run of ``vectors`` consecutive
 vectors of the padded plane flattened (row by row, padding columns included) instead of rows x
 vectors; taps are constant offsets in the flat plane, the stores skip the padding columns
@@ -126,7 +133,9 @@ def emit(key) -> str:
 def _emit_whole_input_kernel(w, loop, d, lay: Layout, coords, runs: Runs) -> None:
     """The input padded whole first (phase 1), then the tiles in one (p)range (phase 2)."""
     with w.block(f"def kernel(x, wp, {tile_arrays(d, lay)}, xp):"):
-        if needs_copy(d):
+        if lay.step > 1:
+            _emit_woven_phase(w, loop, lay)
+        elif needs_copy(d):
             emit_pad_phase(w, loop, lay.batch * lay.cin, lay.size_in, lay.front, lay.padded,
                            d.strides[-1], geometry(d).padded_sizes()[-1], lanes=lay.lanes,
                            fold=fold_of(lay, d))
@@ -139,6 +148,43 @@ def _emit_whole_input_kernel(w, loop, d, lay: Layout, coords, runs: Runs) -> Non
                 [runs.row_tiles, lay.blocks] if coords[2] == "rt" else
                 [lay.blocks] + list(lay.out[:-2]) + [runs.row_tiles]))
             call_tiles(w, lay, coords, tile_arrays(d, lay))
+
+
+def _emit_woven_phase(w, loop, lay: Layout) -> None:
+    """Phase 1 of a woven plan (:attr:`~.plan.BlockPlan.woven`): each block of ``lanes``
+    channels of an image padded into ``xp`` with its channels side by side (padded pixel
+    ``(i, j)`` of the block's channel ``c`` at ``((block * P0 + i) * P1 + j) * lanes + c``),
+    one padded row per iteration: zeros outside the input, else the row's runs of ``q``
+    pixels (the widest power of two, at most the lanes, the row holds; the last run
+    overlapping the one before) from each of the ``lanes`` planes, transposed (rows of under
+    four pixels element by element)."""
+    L, (h, wd), (top, left), (p0, p1) = lay.step, lay.size_in, lay.front, lay.padded
+    rows, cols = max(0, min(h, p0 - top)), max(0, min(wd, p1 - left))  # what the copy holds
+    vec = Vec(L)
+    w("# phase 1: the input padded, each block of its channels side by side, a row an item")
+    with w.block(f"for r in {loop}({lay.batch * lay.cin // L * p0}):"):
+        w(f"i = r % {p0}  # the padded row")
+        w(f"src = r // {p0} * {L * h * wd} + (i - {top}) * {wd}  # the block's first plane")
+        w(f"dst = r * {p1 * L}")
+        with w.block(f"if i < {top} or i >= {top + rows}:" if rows and cols else "if True:"):
+            with w.block(f"for t in range({p1}):"):
+                w(vec.store("xp", f"dst + t * {L}", vec.zero()))
+        if not (rows and cols):
+            return
+        with w.block("else:"):
+            for c in [c for c in range(p1) if not left <= c < left + cols]:
+                w(vec.store("xp", f"dst + {c * L}", vec.zero()))
+            q = min(L, 1 << (cols.bit_length() - 1))
+            if q < 4:  # rows of under four pixels: element by element
+                with w.block(f"for c in range({cols}):"), w.block(f"for g in range({L}):"):
+                    w(f"xp[dst + (c + {left}) * {L} + g] = x[src + c + g * {h * wd}]")
+                return
+            with w.block(f"for ct in range({-(-cols // q)}):"):
+                w(f"c = min(ct * {q}, {cols - q})  # the run's first pixel")
+                for g0 in range(0, L, q):
+                    vecs = ", ".join(f"vload(x, src + c + {(g0 + k) * h * wd}, {q})"
+                                     for k in range(q))
+                    w(f"vstore_transposed(xp, dst + (c + {left}) * {L} + {g0}, {L}, ({vecs}))")
 
 
 def _emit_staged_kernel(w, loop, d, lay: Layout, coords, outer, runs: Runs) -> None:
@@ -329,7 +375,8 @@ def _channel_spec(w, names, d, lay: Layout, plan, mb: int) -> TileSpec:
               f"({', '.join(chunk)}{',' if len(chunk) == 1 else ''}))")
 
     return TileSpec(
-        lay, mb, 1, [[(t, off + p) for t, off in _last_taps(d, lay)] for p in range(lay.pixels)],
+        lay, mb, 1, [[(t, (off + p) * lay.step) for t, off in _last_taps(d, lay)]
+                     for p in range(lay.pixels)],
         lambda stack, names: leading_tap_offsets(w, names, lay, d, stack),
         lambda r: f"xr{r}", store,
         None if rows_kept else f"(n * {lay.cout} + m0 + m) * {lay.plane_out} + yr0 + j + q",

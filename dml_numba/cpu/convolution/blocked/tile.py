@@ -235,8 +235,13 @@ def _input_channels(names: Names, spec: TileSpec):
         over = (f"range({c0}, {c0} + {spec.cblock})" if cg % spec.cblock == 0
                 else f"range({c0}, min({c0} + {spec.cblock}, {cg}))")
     with names.loop("c", over):
-        names.let("xc", f"{names['xs']} + c * {lay.plane_in}" if spec.staged
-                  else f"({names['n']} * {lay.cin} + {names['g']} * {cg} + c) * {lay.plane_in}")
+        if lay.step > 1:  # a woven copy (one group): block c // lanes, lane c % lanes
+            names.let("xc", f"({names['n']} * {lay.cin // lay.step} + c // {lay.step}) * "
+                            f"{lay.plane_in * lay.step} + c % {lay.step}")
+        else:
+            names.let("xc", f"{names['xs']} + c * {lay.plane_in}" if spec.staged
+                      else f"({names['n']} * {lay.cin} + {names['g']} * {cg} + c) * "
+                           f"{lay.plane_in}")
         names.let("wc", f"(({names['g']} * {lay.blocks} + {names['mbi']}) * {cg} + c) * "
                         f"{prod(lay.kernel) * lay.mb}")
         with ExitStack() as stack:
@@ -520,7 +525,7 @@ def leading_tap_offsets(w, names: Names, lay: Layout, d, stack) -> tuple:
     ko = [f"k{i}" for i in range(lay.rank - 1)]
     for i, k in enumerate(ko):
         stack.enter_context(names.loop(k, f"range({lay.kernel[i]})"))
-    xo = names.let("xo", affine([(names["xc"], 1), (names["j"], 1)] + [
+    xo = names.let("xo", affine([(names["xc"], 1), (names["j"], lay.step)] + [
         (k, d.dilations[i] * lay.pstride[i]) for i, k in enumerate(ko)]))
     wo = names.let("wo", f"wc + ({flat_index(ko, list(lay.kernel[:-1]))}) * "
                          f"{lay.kernel[-1] * lay.mb}" if ko else "wc")
