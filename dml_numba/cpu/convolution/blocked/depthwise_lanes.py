@@ -40,6 +40,7 @@ from ....ops.convolution import geometry
 from ..._emit import header, helper_header
 from ..._share import IMPORT as SHARE_IMPORT
 from ..._share import shares
+from .padding import emit_lane_row
 from .tile import (
     SIMD_IMPORT,
     Vec,
@@ -174,20 +175,10 @@ def _emit_rows(w, d, plan, band: int, sizes, what: str, fill) -> None:
     top, left = d.start_padding
     sh = d.strides[0]
     rows, cols = max(0, min(h, ph - top)), max(0, min(wd, pw - left))  # the plane the windows read
-    vec = Vec(L)
-    zero_cols = [c for c in range(pw) if not left <= c < left + cols]
     with w.block(f"for i in range({band_reach(d, band)}):"):
         w(f"r = r0 * {sh} + i - {top}  # {what} (padded row r0 * {sh} + i)")
         w(f"dst = xo + i * {pw * L}")
-        with w.block(f"if r < 0 or r >= {rows}:" if rows and cols else "if True:"):
-            with w.block(f"for t in range({pw}):"):
-                w(vec.store("xp", f"dst + t * {L}", vec.zero()))
-        if not (rows and cols):
-            return
-        with w.block("else:"):
-            for c in zero_cols:
-                w(vec.store("xp", f"dst + {c * L}", vec.zero()))
-            fill(w, left, cols)
+        emit_lane_row(w, f"r < 0 or r >= {rows}" if rows else None, pw, L, left, cols, fill)
 
 
 def _emit_pad(w, d, plan, band: int) -> None:

@@ -57,7 +57,7 @@ from ....ops.convolution import geometry
 from ..._emit import header, helper_header
 from ..._share import IMPORT as SHARE_IMPORT
 from ..._share import shares
-from .padding import emit_pad_phase
+from .padding import emit_lane_row, emit_pad_phase
 from .plan import Layout, chunks_of, fold_of, needs_copy
 from .tile import (
     SIMD_IMPORT,
@@ -154,37 +154,33 @@ def _emit_woven_phase(w, loop, lay: Layout) -> None:
     """Phase 1 of a woven plan (:attr:`~.plan.BlockPlan.woven`): each block of ``lanes``
     channels of an image padded into ``xp`` with its channels side by side (padded pixel
     ``(i, j)`` of the block's channel ``c`` at ``((block * P0 + i) * P1 + j) * lanes + c``),
-    one padded row per iteration: zeros outside the input, else the row's runs of ``q``
+    one padded row per iteration (:func:`.padding.emit_lane_row`): the row's runs of ``q``
     pixels (the widest power of two, at most the lanes, the row holds; the last run
     overlapping the one before) from each of the ``lanes`` planes, transposed (rows of under
     four pixels element by element)."""
     L, (h, wd), (top, left), (p0, p1) = lay.step, lay.size_in, lay.front, lay.padded
     rows, cols = max(0, min(h, p0 - top)), max(0, min(wd, p1 - left))  # what the copy holds
-    vec = Vec(L)
+
+    def fill(w, left, cols):
+        q = min(L, 1 << (cols.bit_length() - 1))
+        if q < 4:  # rows of under four pixels: element by element
+            with w.block(f"for c in range({cols}):"), w.block(f"for g in range({L}):"):
+                w(f"xp[dst + (c + {left}) * {L} + g] = x[src + c + g * {h * wd}]")
+            return
+        with w.block(f"for ct in range({-(-cols // q)}):"):
+            w(f"c = min(ct * {q}, {cols - q})  # the run's first pixel")
+            for g0 in range(0, L, q):
+                vecs = ", ".join(f"vload(x, src + c + {(g0 + k) * h * wd}, {q})"
+                                 for k in range(q))
+                w(f"vstore_transposed(xp, dst + (c + {left}) * {L} + {g0}, {L}, ({vecs}))")
+
     w("# phase 1: the input padded, each block of its channels side by side, a row an item")
     with w.block(f"for r in {loop}({lay.batch * lay.cin // L * p0}):"):
         w(f"i = r % {p0}  # the padded row")
         w(f"src = r // {p0} * {L * h * wd} + (i - {top}) * {wd}  # the block's first plane")
         w(f"dst = r * {p1 * L}")
-        with w.block(f"if i < {top} or i >= {top + rows}:" if rows and cols else "if True:"):
-            with w.block(f"for t in range({p1}):"):
-                w(vec.store("xp", f"dst + t * {L}", vec.zero()))
-        if not (rows and cols):
-            return
-        with w.block("else:"):
-            for c in [c for c in range(p1) if not left <= c < left + cols]:
-                w(vec.store("xp", f"dst + {c * L}", vec.zero()))
-            q = min(L, 1 << (cols.bit_length() - 1))
-            if q < 4:  # rows of under four pixels: element by element
-                with w.block(f"for c in range({cols}):"), w.block(f"for g in range({L}):"):
-                    w(f"xp[dst + (c + {left}) * {L} + g] = x[src + c + g * {h * wd}]")
-                return
-            with w.block(f"for ct in range({-(-cols // q)}):"):
-                w(f"c = min(ct * {q}, {cols - q})  # the run's first pixel")
-                for g0 in range(0, L, q):
-                    vecs = ", ".join(f"vload(x, src + c + {(g0 + k) * h * wd}, {q})"
-                                     for k in range(q))
-                    w(f"vstore_transposed(xp, dst + (c + {left}) * {L} + {g0}, {L}, ({vecs}))")
+        emit_lane_row(w, f"i < {top} or i >= {top + rows}" if rows else None, p1, L, left,
+                      cols, fill)
 
 
 def _emit_staged_kernel(w, loop, d, lay: Layout, coords, outer, runs: Runs) -> None:

@@ -163,3 +163,21 @@ def _emit_fold_phase(w, loop, planes, size_in, front, P, row, plane, base, lanes
         with w.block("else:"):
             emit_run(w, lanes, "dst", P[-1])
 
+
+def emit_lane_row(w, outside, width: int, lanes: int, left: int, cols: int, fill) -> None:
+    """One padded row of a copy whose pixels are vectors of ``lanes`` channels (the depthwise
+    lanes kernel's slots, a woven copy), from ``xp[dst]``: all zeros where ``outside`` (a
+    condition on the row; None: every row is) holds or the plane has no column to copy, else
+    zeros in the ``width`` columns but the ``cols`` from ``left`` on, which ``fill(w, left,
+    cols)`` writes."""
+    whole = outside is None or not cols
+    with w.block("if True:" if whole else f"if {outside}:"):
+        with w.block(f"for t in range({width}):"):
+            w(f"vstore(xp, dst + t * {lanes}, vzero({lanes}))")
+    if whole:
+        return
+    with w.block("else:"):
+        for c in range(width):
+            if not left <= c < left + cols:
+                w(f"vstore(xp, dst + {c * lanes}, vzero({lanes}))")
+        fill(w, left, cols)
