@@ -51,6 +51,12 @@ def _info(args) -> int:
     from ._threads import describe
 
     print(describe())
+    from llvmlite import binding as ll
+
+    from . import _blas
+    from ._host import vector_lanes
+
+    print(_blas.describe(vector_lanes(), ll.get_host_cpu_name()))
     _print_wisdom()
     if getattr(args, "cuda_kernels", False):
         _cuda_kernels()

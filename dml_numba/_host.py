@@ -35,6 +35,10 @@ class Host:
 
     lanes: int
     threads: int
+    #: BLAS's multiply-add rate against the generated kernels' (1.0: the same, where a host is
+    #: described); None (:meth:`current`): this machine's, looked up only where it decides a
+    #: choice (:func:`dml_numba.cpu.convolution.choice.rated`)
+    blas: float | None = 1.0
 
     @classmethod
     def current(cls) -> Host:
@@ -44,7 +48,7 @@ class Host:
             return pinned
         import numba
 
-        return cls(vector_lanes(), numba.config.NUMBA_NUM_THREADS)
+        return cls(vector_lanes(), numba.config.NUMBA_NUM_THREADS, None)
 
 
 _PINNED: contextvars.ContextVar = contextvars.ContextVar("dml_numba_host", default=None)

@@ -347,3 +347,90 @@ def test_blas_pays_the_switch_of_its_thread_count_on_any_host(
     paid = estimate(desc, "gemm", None, host) - estimate(desc, "gemm", None, host,
                                                           costs=unswitched)
     assert COSTS.blas_switch > 0 and paid == pytest.approx(COSTS.blas_switch)
+
+
+class _Library:
+    """A BLAS library as threadpoolctl describes it (what :mod:`dml_numba._blas` reads)."""
+
+    internal_api = "openblas"
+
+    def __init__(self, architecture):
+        self.architecture = architecture
+
+
+@pytest.fixture
+def blas_libraries(monkeypatch):
+    """Sets the process's BLAS libraries as the test names them; the rates cached before and
+    after are dropped."""
+    from dml_numba import _blas
+
+    def use(*architectures):
+        _blas.rate.cache_clear()
+        monkeypatch.setattr(_blas, "libraries", lambda: [_Library(a) for a in architectures])
+
+    yield use
+    _blas.rate.cache_clear()
+
+
+@pytest.mark.parametrize("architectures,lanes,cpu,want", [
+    (("Haswell", "Haswell"), 16, "znver5", 0.5),      # OPENBLAS_CORETYPE=Haswell on a Zen 5
+    (("SkylakeX",), 16, "znver5", 1.0),               # its AVX-512 kernels
+    (("Haswell",), 16, "znver4", 1.0),                # Zen 4: 512 bits in two 256-bit halves
+    (("Haswell",), 16, "tigerlake", 1.0),             # one 512-bit unit, two 256-bit ones
+    (("Haswell",), 16, "sapphirerapids", 0.5),
+    (("Haswell",), 8, "znver3", 1.0),                 # as wide as the host's vectors
+    (("Nehalem",), 8, "haswell", 0.5),                # SSE kernels on an AVX2 host
+    (("SkylakeX", "Haswell"), 16, "znver5", 0.5),     # the narrowest library decides
+    ((None,), 16, "znver5", 1.0),                     # MKL: no type (its widest)
+    (("SomeFutureCore",), 16, "znver5", 1.0),         # a type not known here
+    ((), 16, "znver5", 1.0),                          # no BLAS found
+])
+def test_blas_rate_from_its_kernels_vector_width(blas_libraries, architectures, lanes, cpu,
+                                                 want):
+    """BLAS's multiply-add rate against the generated kernels: the lanes of the CPU type each
+    library reports (OpenBLAS's core type, which ``OPENBLAS_CORETYPE`` or an older release can
+    set below the machine's) against the host's, unless the CPU runs the narrower vectors at
+    the same rate (Zen 4, Intel's client cores with AVX-512)."""
+    from dml_numba import _blas
+
+    blas_libraries(*architectures)
+    assert _blas.rate(lanes, cpu) == want
+    assert f"{want:g}x" in _blas.describe(lanes, cpu)
+
+
+def test_blas_rate_moves_winograd_to_the_tiles_and_is_looked_up_only_where_blas_leads(
+        blas_libraries, monkeypatch):
+    """ResNet-18's 64 -> 64 layer on 56 x 56 at batch 8: Winograd (its products BLAS's) leads
+    the tiles at BLAS's full rate and falls behind at half (measured on a Zen 5 whose OpenBLAS
+    ran its Haswell kernels: the network 1.07x faster with the tiles there, 0.90x where its
+    AVX-512 kernels ran). The machine's rate is looked up (SciPy's BLAS loaded, 0.16 s of a
+    new process) only where a BLAS algorithm leads at the full rate: a slower BLAS can only
+    fall behind, so elsewhere (MobileNetV2's layers, every layer the tiles win) nothing is
+    asked."""
+    from dml_numba import _blas
+    from dml_numba._host import Host
+
+    x, w = np.zeros((8, 64, 56, 56), np.float32), np.zeros((64, 64, 3, 3), np.float32)
+    desc = dml.functional.convolution_desc(x, w, np.zeros((1, 64, 1, 1), np.float32),
+                                           start_padding=(1, 1), end_padding=(1, 1)).canonical()
+    assert cpu_conv.choose_algorithm(desc, Host(16, 2, 1.0)) == "winograd"
+    assert cpu_conv.choose_algorithm(desc, Host(16, 2, 0.5)) == "blocked"
+    est = cpu_conv.estimates(desc, Host(16, 2, 0.5))
+    assert est["winograd"] > est["blocked"]
+    asked = []
+    real = _blas.kernel_lanes
+    monkeypatch.setattr(_blas, "kernel_lanes", lambda: asked.append(1) or real())
+    blas_libraries("Haswell")
+    this = Host(16, 2, None)  # this machine's: looked up where it decides
+    assert cpu_conv.choose_algorithm(desc, this) == "blocked"
+    assert cpu_conv.estimates(desc, this)["winograd"] == pytest.approx(est["winograd"])
+    assert asked
+    asked.clear()
+    _blas.rate.cache_clear()
+    pointwise = dml.functional.convolution_desc(
+        np.zeros((1, 16, 112, 112), np.float32), np.zeros((96, 16, 1, 1), np.float32),
+        np.zeros((1, 96, 1, 1), np.float32),
+        fused_activation=dml.ElementWiseClipOperatorDesc(0.0, 6.0)).canonical()
+    assert cpu_conv.choose_algorithm(pointwise, this) == "blocked"
+    cpu_conv.estimates(pointwise, this)
+    assert not asked

@@ -2,19 +2,43 @@
 the variant (:mod:`.variants`) the cost model expects to run ``desc`` fastest on the host,
 among those that can (each blocked tile where the planner has one for it, ``direct`` and
 ``gemm`` always), ties to the simpler kernel. The model reads the host's vector width and
-thread count, so the choice moves with them on machines nobody measured; its constants were
+thread count, so the choice moves with them on machines nobody measured, and BLAS's rate
+against the generated kernels (:func:`rated`: where BLAS runs narrower vectors than the host's
+widest, on a CPU that runs those at a lower rate, a Zen 5 whose OpenBLAS runs its Haswell
+kernels, its products take longer: ResNet-18 at batch 8 leaves Winograd for the tiles on
+its 64- and 512-channel layers, 1.07x); its constants were
 fitted to the crossover grid in ``benchmarks/HISTORY.md`` ("The static choice from the cost
 model")."""
 from __future__ import annotations
 
+import dataclasses
+
+from ... import _blas
+from ..._host import planning_elsewhere
 from .._emit import Host
 from . import variants
 from .blocked.plan import BlockPlan
 from .cost import COSTS, Costs
 from .variants import ALGORITHMS, Variant, estimate
 
+#: the algorithms whose multiply-adds are BLAS's (at the host's ``blas`` rate)
+BLAS_ALGORITHMS = tuple(v.algorithm for v in variants.VARIANTS if v.blas)
+
 __all__ = ["ALGORITHMS", "planned", "tiles", "ranked", "blocked_plan", "options", "cheapest",
            "estimates", "choose", "choose_algorithm"]
+
+
+def rated(host: Host) -> Host:
+    """``host`` with its BLAS rate (``Host.blas``) settled: as given; 1.0 where kernels are
+    planned for another host; else this machine's (:func:`dml_numba._blas.rate`, which loads
+    SciPy's BLAS: asked for only where BLAS's kernels could be the fastest)."""
+    if host.blas is not None:
+        return host
+    if planning_elsewhere():
+        return dataclasses.replace(host, blas=1.0)
+    from llvmlite import binding as ll
+
+    return dataclasses.replace(host, blas=_blas.rate(host.lanes, ll.get_host_cpu_name()))
 
 
 def planned(desc, host: Host) -> list[tuple[Variant, BlockPlan | None]]:
@@ -34,8 +58,15 @@ def ranked(desc, host: Host, costs: Costs = COSTS,
     ties in :data:`~.variants.VARIANTS`' order. ``plans``: :func:`planned`'s list, where
     already planned."""
     found = planned(desc, host) if plans is None else plans
-    times = [(v, p, v.estimate(desc, p, host, costs=costs)) for v, p in found]
-    return sorted(times, key=lambda t: (t[2], variants.VARIANTS.index(t[0])))
+
+    def order(host):
+        times = [(v, p, v.estimate(desc, p, host, costs=costs)) for v, p in found]
+        return sorted(times, key=lambda t: (t[2], variants.VARIANTS.index(t[0])))
+
+    times = order(host)
+    if times and times[0][0].blas and host.blas is None:  # BLAS first at its best rate: its
+        times = order(rated(host))  # real rate decides (slower, it can only fall behind)
+    return times
 
 
 def blocked_plan(desc, host: Host | None = None, costs: Costs = COSTS) -> BlockPlan | None:
@@ -71,8 +102,12 @@ def estimates(desc, host: Host | None = None) -> dict[str, float]:
 
 
 def _times(desc, found: dict[str, BlockPlan | None], host: Host, costs: Costs) -> dict:
-    """Each algorithm of ``found`` with its estimate."""
-    return {a: estimate(desc, a, plan, host, costs=costs) for a, plan in found.items()}
+    """Each algorithm of ``found`` with its estimate (BLAS's rate settled where a BLAS
+    algorithm would be the fastest at the host's own rate, as in :func:`ranked`)."""
+    times = {a: estimate(desc, a, plan, host, costs=costs) for a, plan in found.items()}
+    if times and host.blas is None and min(times, key=times.get) in BLAS_ALGORITHMS:
+        return _times(desc, found, rated(host), costs)
+    return times
 
 
 def choose(desc, host: Host | None = None, among: str | None = None

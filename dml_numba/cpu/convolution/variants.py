@@ -58,6 +58,7 @@ class Variant:
 
     name = ""  # in reports and the cost fit
     algorithm = ""  # the ``algorithm`` option that forces it (its family)
+    blas = False  # its multiply-adds are BLAS's (at the host's ``blas`` rate)
     kernel: type = type(None)  # the kernel class that builds it
     emitters: dict = {}  # key.kernel -> the emitter of that kernel
 
@@ -93,6 +94,12 @@ class Variant:
 
     def __repr__(self):
         return f"<variant {self.name}>"
+
+
+def blas_rate(host: Host) -> float:
+    """BLAS's multiply-add rate on ``host`` against the tiles' (``Host.blas``; unsettled: 1.0,
+    the best it can be, which :func:`~.choice.ranked` settles where BLAS would win)."""
+    return 1.0 if host.blas is None else host.blas
 
 
 def _terms(desc, host: Host, parallel: bool | None, costs: Costs):
@@ -151,6 +158,7 @@ class Gemm(Variant):
     descriptor; BLAS chooses its own blocking (no plan)."""
 
     name = algorithm = "gemm"
+    blas = True
     kernel = GemmKernel
     emitters = GemmKernel.emitters
 
@@ -182,9 +190,9 @@ class Gemm(Variant):
         epilogue = 2 * costs.store * desc.output_tensor.element_count / (
             host.lanes * host.threads) if geo.forward and (
             desc.bias_tensor is not None or desc.fused_activation is not None) else 0.0
-        return costs.gemm * vec + costs.column * columns / host.threads + epilogue \
-            + costs.call * calls + (costs.pool if host.threads > 1 else 0.0) + costs.blas_switch \
-            + costs.gemm_call
+        return costs.gemm * vec / blas_rate(host) + costs.column * columns / host.threads \
+            + epilogue + costs.call * calls + (costs.pool if host.threads > 1 else 0.0) \
+            + costs.blas_switch + costs.gemm_call
 
 
 class Winograd(Variant):
@@ -193,6 +201,7 @@ class Winograd(Variant):
     transforms' vector lanes (the host's)."""
 
     name = algorithm = "winograd"
+    blas = True
     kernel = WinogradKernel
     emitters = WinogradKernel.emitters
 
@@ -216,7 +225,7 @@ class Winograd(Variant):
         th, tw = winograd_tiles(desc)
         t = n_ * th * tw
         p = WINOGRAD_POSITIONS
-        product = costs.winograd * p * cout * cin * t / host.lanes \
+        product = costs.winograd * p * cout * cin * t / host.lanes / blas_rate(host) \
             + costs.winograd_move * p * (cout * cin + (cin + cout) * t)
         transforms = costs.winograd_transform * p * (cin + cout) * t \
             + costs.winograd_row * n_ * (cin + cout) * th + costs.winograd_filter * cout * cin \
