@@ -95,10 +95,17 @@ def machine() -> str:
         pass
     import numba
     import numpy as np
+    from llvmlite import binding as ll
 
-    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"NumPy {np.__version__}, Numba {numba.__version__} ({numba.config.NUMBA_NUM_THREADS} "
-            "threads)")
+    from dml_numba import _blas
+    from dml_numba._host import vector_lanes
+
+    # LLVM's name tells CPUs one model name covers apart (an "AMD EPYC" is a Zen 4 or a Zen 5);
+    # BLAS's kernels can be narrower than the machine's (OpenBLAS's core type)
+    return (f"{cpu} ({ll.get_host_cpu_name()}), {os.cpu_count()} cores, Python "
+            f"{platform.python_version()}, NumPy {np.__version__}, Numba {numba.__version__} "
+            f"({numba.config.NUMBA_NUM_THREADS} threads); "
+            f"{_blas.describe(vector_lanes(), ll.get_host_cpu_name())}")
 
 
 def torch_or_none():
