@@ -17,6 +17,7 @@ While one of our kernels is inside, another thread's own NumPy products run on o
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from contextlib import contextmanager
 
@@ -119,5 +120,10 @@ def describe(lanes: int, cpu: str) -> str:
                      for lib in libraries()) or "none found"
     found = kernel_lanes()
     width = f"{found} float32 lanes" if found is not None else "its widest"
-    return (f"BLAS: {libs}; its kernels {width} on this {lanes}-lane {cpu}: products counted "
+    line = (f"BLAS: {libs}; its kernels {width} on this {lanes}-lane {cpu}: products counted "
             f"at {rate(lanes, cpu):g}x the generated kernels' rate")
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    if rate(lanes, cpu) < 1.0 and forced:  # the usual cause, and what lifts it
+        line += (f" (OPENBLAS_CORETYPE={forced} is set: without it OpenBLAS picks the kernels "
+                 "of this CPU)")
+    return line

@@ -385,8 +385,8 @@ def blas_libraries(monkeypatch):
     (("SomeFutureCore",), 16, "znver5", 1.0),         # a type not known here
     ((), 16, "znver5", 1.0),                          # no BLAS found
 ])
-def test_blas_rate_from_its_kernels_vector_width(blas_libraries, architectures, lanes, cpu,
-                                                 want):
+def test_blas_rate_from_its_kernels_vector_width(blas_libraries, monkeypatch, architectures,
+                                                 lanes, cpu, want):
     """BLAS's multiply-add rate against the generated kernels: the lanes of the CPU type each
     library reports (OpenBLAS's core type, which ``OPENBLAS_CORETYPE`` or an older release can
     set below the machine's) against the host's, unless the CPU runs the narrower vectors at
@@ -396,6 +396,11 @@ def test_blas_rate_from_its_kernels_vector_width(blas_libraries, architectures, 
     blas_libraries(*architectures)
     assert _blas.rate(lanes, cpu) == want
     assert f"{want:g}x" in _blas.describe(lanes, cpu)
+    # where BLAS is slower and the environment forced its core type, the line says so
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    assert ("OPENBLAS_CORETYPE=Haswell is set" in _blas.describe(lanes, cpu)) == (want < 1.0)
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert "is set" not in _blas.describe(lanes, cpu)
 
 
 def test_blas_rate_moves_winograd_to_the_tiles_and_is_looked_up_only_where_blas_leads(
