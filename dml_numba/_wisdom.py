@@ -60,10 +60,16 @@ def machine() -> dict:
     from ._host import Host
 
     host = Host.current()
-    return {"cpu": cpu_model(), "arch": platform.machine(), "lanes": host.lanes,
+    mach = {"cpu": cpu_model(), "arch": platform.machine(), "lanes": host.lanes,
             "threads": host.threads,
             "threading_layer": numba.config.THREADING_LAYER,
             "dml_numba": VERSION, "numba": numba.__version__}
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    if forced:  # OpenBLAS's kernels chosen by hand: the BLAS algorithms measured at another
+        # speed than its own choice's (a Zen 5's Haswell kernels at half its rate); named only
+        # where set, so the wisdom of every other machine keeps its file
+        mach["openblas_coretype"] = forced
+    return mach
 
 
 def digest(obj) -> str:

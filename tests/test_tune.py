@@ -409,6 +409,27 @@ def test_wisdom_is_kept_per_machine(own_cache):
         assert stat.S_IMODE(f.stat().st_mode) & 0o077 == 0
 
 
+def test_wisdom_measured_with_openblas_kernels_chosen_by_hand_is_kept_apart(own_cache,
+                                                                            monkeypatch):
+    """``OPENBLAS_CORETYPE`` sets the kernels OpenBLAS runs (the BLAS algorithms' speed: a Zen
+    5's Haswell kernels run at half its rate), so choices measured under one setting are kept
+    apart from the others'; where it is not set the machine record has no such field (the
+    wisdom of a machine that never set it keeps its file)."""
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    plain = _wisdom.machine()
+    assert "openblas_coretype" not in plain
+    _wisdom.put("k1", _entry())
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    assert _wisdom.machine() == dict(plain, openblas_coretype="Haswell")
+    assert _wisdom.get("k1") is None
+    _wisdom.put("k2", _entry())
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "SkylakeX")
+    assert _wisdom.get("k1") is None and _wisdom.get("k2") is None
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert set(_wisdom.entries()) == {"k1"}
+    assert len(list(own_cache.glob("wisdom-*.json"))) == 2
+
+
 @pytest.mark.parametrize("mode", [0o660, 0o620, 0o646])
 def test_a_wisdom_file_others_can_write_is_removed_and_not_read(own_cache, mode):
     _wisdom.put("k1", _entry())
