@@ -6,7 +6,7 @@ thread count, so the choice moves with them on machines nobody measured, and BLA
 against the generated kernels (:func:`rated`: where BLAS runs narrower vectors than the host's
 widest, on a CPU that runs those at a lower rate, a Zen 5 whose OpenBLAS runs its Haswell
 kernels, its products take longer: ResNet-18 at batch 8 leaves Winograd for the tiles on
-its 64- and 512-channel layers, 1.07x); its constants were
+its 64- and 512-channel layers, 1.03-1.07x); its constants were
 fitted to the crossover grid in ``benchmarks/HISTORY.md`` ("The static choice from the cost
 model")."""
 from __future__ import annotations
