@@ -403,32 +403,36 @@ def test_blas_rate_from_its_kernels_vector_width(blas_libraries, monkeypatch, ar
     assert "is set" not in _blas.describe(lanes, cpu)
 
 
-def test_blas_rate_moves_winograd_to_the_tiles_and_is_looked_up_only_where_blas_leads(
+def test_blas_rate_moves_gemm_to_the_tiles_and_is_looked_up_only_where_blas_leads(
         blas_libraries, monkeypatch):
-    """ResNet-18's 64 -> 64 layer on 56 x 56 at batch 8: Winograd (its products BLAS's) leads
-    the tiles at BLAS's full rate and falls behind at half (measured on a Zen 5 whose OpenBLAS
-    ran its Haswell kernels: the network 1.07x faster with the tiles there, 0.90x where its
-    AVX-512 kernels ran). The machine's rate is looked up (SciPy's BLAS loaded, 0.16 s of a
-    new process) only where a BLAS algorithm leads at the full rate: a slower BLAS can only
-    fall behind, so elsewhere (MobileNetV2's layers, every layer the tiles win) nothing is
-    asked."""
+    """A 1x1 layer of 16 -> 512 channels on 56 x 56 at batch 8 without bias: the gemm
+    algorithm (BLAS's product) leads the tiles at BLAS's full rate and falls behind at half (a
+    Zen 5 whose OpenBLAS runs its Haswell kernels). Winograd's products run on a blocked tile:
+    the rate leaves its estimate alone (ResNet-18's 64 -> 64 layer at batch 8). The machine's
+    rate is looked up (SciPy's BLAS loaded, 0.16 s of a new process) only where a BLAS
+    algorithm leads at the full rate: a slower BLAS can only fall behind, so elsewhere
+    (MobileNetV2's layers, every layer the tiles win) nothing is asked."""
     from dml_numba import _blas
     from dml_numba._host import Host
 
-    x, w = np.zeros((8, 64, 56, 56), np.float32), np.zeros((64, 64, 3, 3), np.float32)
-    desc = dml.functional.convolution_desc(x, w, np.zeros((1, 64, 1, 1), np.float32),
-                                           start_padding=(1, 1), end_padding=(1, 1)).canonical()
-    assert cpu_conv.choose_algorithm(desc, Host(16, 2, 1.0)) == "winograd"
+    x, w = np.zeros((8, 16, 56, 56), np.float32), np.zeros((512, 16, 1, 1), np.float32)
+    desc = dml.functional.convolution_desc(x, w).canonical()
+    assert cpu_conv.choose_algorithm(desc, Host(16, 2, 1.0)) == "gemm"
     assert cpu_conv.choose_algorithm(desc, Host(16, 2, 0.5)) == "blocked"
     est = cpu_conv.estimates(desc, Host(16, 2, 0.5))
-    assert est["winograd"] > est["blocked"]
+    assert est["gemm"] > est["blocked"]
+    x, w = np.zeros((8, 64, 56, 56), np.float32), np.zeros((64, 64, 3, 3), np.float32)
+    wino = dml.functional.convolution_desc(x, w, np.zeros((1, 64, 1, 1), np.float32),
+                                           start_padding=(1, 1), end_padding=(1, 1)).canonical()
+    assert cpu_conv.estimates(wino, Host(16, 2, 0.5))["winograd"] == pytest.approx(
+        cpu_conv.estimates(wino, Host(16, 2, 1.0))["winograd"])
     asked = []
     real = _blas.kernel_lanes
     monkeypatch.setattr(_blas, "kernel_lanes", lambda: asked.append(1) or real())
     blas_libraries("Haswell")
     this = Host(16, 2, None)  # this machine's: looked up where it decides
     assert cpu_conv.choose_algorithm(desc, this) == "blocked"
-    assert cpu_conv.estimates(desc, this)["winograd"] == pytest.approx(est["winograd"])
+    assert cpu_conv.estimates(desc, this)["gemm"] == pytest.approx(est["gemm"])
     assert asked
     asked.clear()
     _blas.rate.cache_clear()

@@ -100,6 +100,15 @@ def test_winograd_agrees_with_brute_force(name, monkeypatch):
         cin, cout = desc.input_tensor.sizes[1], desc.output_tensor.sizes[1]
         assert winograd.P * cin * cout * 4 > winograd.CHUNK_BYTES
         assert (kernel.chunk, kernel.band) == (3, th)
+    # the products: a blocked tile's kernel per chunk column count (a full chunk's, the last
+    # chunk's), each run on its chunks (a kernel of the wrong width would fail the check below)
+    n_ = desc.input_tensor.sizes[0]
+    counts = {("images", 2): {2 * th * tw, th * tw}, ("rows", 2): {2 * tw, tw}}
+    assert set(kernel.products) == counts.get(chunk, {n_ * th * tw})
+    for cols, products in kernel.products.items():
+        assert products.algorithm == "blocked"
+        assert products.desc == winograd.products_desc(desc, cols)
+        assert set(products.compiled_keys()) <= set(kernel.compiled_keys())
     y = np.full(desc.output_tensor.sizes, np.nan, np.float32)  # every element written
     kernel(inputs, y)
     _check(desc, y, inputs)
@@ -147,23 +156,28 @@ def test_the_public_option_runs_it_and_says_so():
 
 
 def test_a_models_filter_is_transformed_once_and_a_callers_each_call(monkeypatch):
+    """A frozen (a model's) filter is transformed, and its transform packed for the products'
+    tile, once; a caller's filter each call."""
+    from dml_numba.cpu.convolution import blocked
+
     desc, (x, w, b) = _case("7x9-pad1-relu-L8")
     kernel = winograd.WinogradKernel(desc, {"parallel": False}, plan=winograd.WinogradPlan(8))
-    made = []
-    real = kernel.transformed
+    made, packed = [], []
+    real, pack = kernel.transformed, blocked.pack_filter
     monkeypatch.setattr(kernel, "transformed", lambda wt: made.append(1) or real(wt))
+    monkeypatch.setattr(blocked, "pack_filter", lambda *a: packed.append(1) or pack(*a))
     y = np.empty(desc.output_tensor.sizes, np.float32)
     frozen = freeze(w.copy())
     for _ in range(3):
         kernel([x, frozen, b], y)
-    assert len(made) == 1
+    assert len(made) == len(packed) == 1
     _check(desc, y, [x, frozen, b])
     # a caller's filter may change between calls: transformed each call, and right after a change
     mine = w.copy()
     kernel([x, mine, b], y)
     mine *= -2
     kernel([x, mine, b], y)
-    assert len(made) == 3
+    assert len(made) == len(packed) == 3
     _check(desc, y, [x, mine, b])
 
 
@@ -222,14 +236,6 @@ def test_the_static_choice_takes_it_on_wide_layers_only():
             assert cpu_conv.choose_algorithm(d, host) == "winograd"
         for d in (desc(8, 8, 32), desc(3, 16, 256), desc(512, 512, 7), desc(32, 32, 8)):
             assert cpu_conv.choose_algorithm(d, host) != "winograd"
-
-
-def test_positions_are_apart_in_the_caches():
-    """The 36 positions' matrices sit :func:`~winograd.stride` floats apart: never a multiple of
-    a page (all 36 in one cache set), always room for the matrix."""
-    for size in (1, 16, 1008, 1024, 4096, 12544, 262144):
-        s = winograd.stride(size)
-        assert s >= size and (s * 4) % 4096 == winograd.PAD * 4
 
 
 def test_the_scratch_is_one_a_thread_shared_by_every_kernel():

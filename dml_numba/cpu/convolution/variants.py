@@ -201,7 +201,6 @@ class Winograd(Variant):
     transforms' vector lanes (the host's)."""
 
     name = algorithm = "winograd"
-    blas = True
     kernel = WinogradKernel
     emitters = WinogradKernel.emitters
 
@@ -215,8 +214,8 @@ class Winograd(Variant):
         raise ValueError("the winograd variant's kernels are named by their helpers")
 
     def estimate(self, desc, plan, host, *, parallel=None, costs=COSTS):
-        """Its 36 products (a quarter of the direct sum's multiply-adds for whole tiles) at
-        BLAS's rate, their operands and results through memory, the input's and output's
+        """Its 36 products (a quarter of the direct sum's multiply-adds for whole tiles, on a
+        blocked tile), their operands and results through memory, the input's and output's
         transforms per element and per row of tiles, the filter's transform, the input read and
         the output written, each shared out over the threads, and four parallel calls."""
         _, threads, pool = _terms(desc, host, parallel, costs)
@@ -225,7 +224,7 @@ class Winograd(Variant):
         th, tw = winograd_tiles(desc)
         t = n_ * th * tw
         p = WINOGRAD_POSITIONS
-        product = costs.winograd * p * cout * cin * t / host.lanes / blas_rate(host) \
+        product = costs.winograd * p * cout * cin * t / host.lanes \
             + costs.winograd_move * p * (cout * cin + (cin + cout) * t)
         transforms = costs.winograd_transform * p * (cin + cout) * t \
             + costs.winograd_row * n_ * (cin + cout) * th + costs.winograd_filter * cout * cin \

@@ -5,7 +5,7 @@ output takes 36 multiplies per input channel where the direct sum takes 144.
 For a 2-D FORWARD convolution of float32 with a 3x3 filter, unit strides and dilations, one
 group (:func:`takes`), with any zero padding. The output is cut into tiles of 4 x 4 (the last
 row and column of tiles cropped); the input tile behind each is 6 x 6, read as zeros outside the
-input. Four generated kernels, each over plain arrays:
+input. Three generated kernels, each over plain arrays, and a blocked tile for the products:
 
 * ``winograd-filter``: ``u[p, k, c] = (G g G^T)[i, j]`` for ``p = 6 i + j``, ``g`` the 3x3
   filter of (k, c) (flipped for CONVOLUTION mode), the input channels in vectors; a model's own
@@ -13,13 +13,15 @@ input. Four generated kernels, each over plain arrays:
 * ``winograd-input``: ``v[p, c, n, t] = (B^T d B)[i, j]``, ``d`` the 6 x 6 input tile ``t`` of
   channel ``c``; per (image, channel) and row of tiles: the six input rows split by phase
   (x mod 4), so that both passes of the transform run along contiguous arrays (in vectors);
-* ``winograd-product``: for each of the 36 positions, ``m[p] = u[p] @ v[p]`` (K x C by C x
-  tiles), by BLAS in the threads of Numba's parallel loop (:mod:`dml_numba._blas`), the
-  positions (and slabs of output channels where they are fewer than the threads) its items;
+* the products: for each of the 36 positions, ``m[p] = u[p] @ v[p]`` (K x C by C x tiles),
+  all 36 as one 1x1 convolution of 36 groups (:func:`products_desc`) run by the blocked tile
+  the static choice takes for it (the host's widest vectors: BLAS's kernels may be narrower,
+  as OpenBLAS's Haswell kernels on a 512-bit core, which ran these products 1.4 to 2.4 times
+  slower), its packed filter kept with a frozen filter's transform;
 * ``winograd-output``: ``y = act(A^T m A + bias)`` per (image, output channel) and row of
   tiles, the same two passes, cropped to the output.
 
-The input, product and output kernels' threads claim their items (:mod:`dml_numba.cpu._share`:
+The input and output kernels' threads claim their items (:mod:`dml_numba.cpu._share`:
 each its own share of the even split first, then what the others left).
 
 The transforms' constants are exact in float32 but for G's (1/6, 1/12, 1/24); the result
@@ -37,15 +39,15 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction as F
 
-import numba
 import numpy as np
 
-from ... import _blas, _pages
+from ... import _pages
 from ..._cache import KernelKey
 from ..._codegen import SourceWriter
-from ..._frozen import Derived
+from ..._frozen import Derived, freeze, is_frozen
 from ...elements.convolution import conv_epilogue
 from ...ops.convolution import ConvolutionDirection, ConvolutionMode
+from ...tensor import TensorDesc
 from .._emit import Host, build_variants, header, outer_loop, resolve_parallel
 from .._share import IMPORT as SHARE_IMPORT
 from .._share import shares
@@ -73,18 +75,6 @@ class WinogradPlan:
     @property
     def label(self) -> str:
         return f"f4x3 L{self.lanes}" + (" +r" if self.addend else "")
-
-
-#: what a position's matrix is padded by in the flat arrays (floats), so that the 36 positions,
-#: written and read together by the transforms, fall in different sets of the caches (a
-#: power-of-two stride would put them all in one)
-PAD = 16
-
-
-def stride(size: int) -> int:
-    """The distance between two positions' matrices of ``size`` floats in a flat array:
-    ``size`` rounded up to 4 KB, plus :data:`PAD`."""
-    return -(-size // 1024) * 1024 + PAD
 
 
 #: bound on one chunk's transformed input and output together (a chunk: images, or one image's
@@ -248,7 +238,7 @@ def emit_filter(key) -> str:
                 for i in range(A):
                     for j in range(A):
                         expr = ln.combination(G[j], [f"t{i}{b}" for b in range(3)])
-                        w(ln.store("u", f"{(i * A + j) * stride(cout * cin)} + k * {cin} + c",
+                        w(ln.store("u", f"{(i * A + j) * cout * cin} + k * {cin} + c",
                                    expr))
 
             vector_loop(w, "c", 0, cin, lanes, consts, step)
@@ -321,29 +311,6 @@ def emit_input(key) -> str:
     return _module(key, body)
 
 
-def emit_product(key) -> str:
-    """m[p][m0:m1] = u[p][m0:m1] @ v[p] for each position p and slab of output channels (the
-    parallel loop's items), by BLAS (``np.dot`` into m); in each flat array, the positions'
-    matrices :func:`stride` apart (``vs``, ``ms``: v's and m's, of ``cols`` columns)."""
-    d = key.desc
-    cout, cin = d.filter_tensor.sizes[:2]
-    su = stride(cout * cin)
-    w = SourceWriter()
-    loop = header(w, key, imports=(SHARE_IMPORT,))
-    with w.block("def kernel(u, v, vs, m, ms, cols, slabs):"):
-        w(f"step = ({cout} + slabs - 1) // slabs")
-        with shares(w, loop, f"{P} * slabs", var="q"):
-            w("p = q // slabs")
-            w("m0 = (q - p * slabs) * step")
-            w(f"m1 = min({cout}, m0 + step)")
-            with w.block("if m0 < m1:"):
-                w(f"up = u[p * {su} + m0 * {cin}:p * {su} + m1 * {cin}].reshape((m1 - m0, {cin}))")
-                w(f"vp = v[p * vs:p * vs + {cin} * cols].reshape(({cin}, cols))")
-                w("mp = m[p * ms + m0 * cols:p * ms + m1 * cols].reshape((m1 - m0, cols))")
-                w("np.dot(up, vp, mp)")
-    return w.text()
-
-
 def emit_output(key) -> str:
     """y[n0 + nn, k, 4 ty + a, 4 t + b] = act((A^T m A)[a, b] + bias[k]), cropped to the
     output; an item (image of the chunk, output channel), its band's rows of tiles in turn."""
@@ -402,16 +369,31 @@ def emit_output(key) -> str:
     return _module(key, body)
 
 
+def products_desc(desc, cols: int):
+    """The 36 products of a chunk of ``cols`` tiles as one convolution: 1x1, 1-D, of 36 groups
+    (position p's group: input channels ``p C ..``, output channels ``p K ..``), the transformed
+    input ``v`` (1, 36 C, cols) its input, the transformed filter ``u`` (36 K, C, 1) its
+    filter, ``m`` (1, 36 K, cols) its output."""
+    cin, cout = desc.input_tensor.sizes[1], desc.output_tensor.sizes[1]
+    t = desc.input_tensor.data_type
+    return dataclasses.replace(
+        desc, input_tensor=TensorDesc(t, (1, P * cin, cols)),
+        filter_tensor=TensorDesc(t, (P * cout, cin, 1)), bias_tensor=None,
+        output_tensor=TensorDesc(t, (1, P * cout, cols)),
+        mode=ConvolutionMode.CROSS_CORRELATION, strides=(1,), dilations=(1,), start_padding=(0,),
+        end_padding=(0,), output_padding=(0,), group_count=P, fused_activation=None)
+
+
 class WinogradKernel(ConvolutionKernel):
     """F(4x4, 3x3) (see the module's docstring): the filter transformed (a frozen filter once),
     then per chunk (images, or an image's band of rows of tiles) the input transform, the 36
-    products by BLAS in Numba's threads and the output transform with bias and activation, in
-    the calling thread's scratch (:func:`.base.scratch`, shared by every kernel it calls). Parallel
-    by the convolution's work, as the other algorithms' kernels."""
+    products (a blocked tile's kernel, one per chunk column count) and the output transform with
+    bias and activation, in the calling thread's scratch (:func:`.base.scratch`, shared by every
+    kernel it calls). Parallel by the convolution's work, as the other algorithms' kernels."""
 
     algorithm = "winograd"
     emitters = {"winograd-filter": emit_filter, "winograd-input": emit_input,
-                "winograd-product": emit_product, "winograd-output": emit_output}
+                "winograd-output": emit_output}
 
     def __init__(self, desc, options, plan: WinogradPlan | None = None):
         if not takes(desc):
@@ -435,25 +417,44 @@ class WinogradKernel(ConvolutionKernel):
         self.filter = self._helper("winograd-filter", [(f32, 4), (f32, 1)])
         self.input = self._helper("winograd-input", [(f32, 1)] + [(i64, 0)] * 4 + [(f32, 1),
                                                                                   (i64, 0)])
-        self.product = self._helper("winograd-product", [(f32, 1), (f32, 1), (i64, 0),
-                                                         (f32, 1), (i64, 0), (i64, 0), (i64, 0)])
         self.output = self._helper("winograd-output", [(f32, 1)] + [(i64, 0)] * 5 + bias_arg
                                    + [(f32, 1), (np.dtype(np.uint8), 1)])
         self.options = {k: v for k, v in options.items() if k != "algorithm"}
+        # the products' kernel per chunk column count: the tile the static choice takes for
+        # them (the direct loop nest where no tile applies)
+        self.products = {cols: self._direct_kernel(products_desc(desc, cols))
+                         for cols in self.column_counts()}
+        for kernel in self.products.values():
+            self._keys.extend(kernel.compiled_keys())
         self._direct = None  # the direct sum's kernel, built when a call needs it
         self.source = "\n".join(self._sources)
         self._transformed = Derived()  # the transformed filter of a frozen (a model's) filter
 
+    def column_counts(self) -> set:
+        """The chunks' column counts (tiles): a full chunk's, the last images' and the last
+        band's."""
+        n_ = self.desc.input_tensor.sizes[0]
+        return {(min(n_, n0 + self.chunk) - n0) * min(self.band, self.th - ty0) * self.tw
+                for n0 in range(0, n_, self.chunk) for ty0 in range(0, self.th, self.band)}
+
     def _helper(self, name, arg_types):
         plan = self.plan if name == "winograd-output" else dataclasses.replace(self.plan,
                                                                                addend=False)
-        key = KernelKey("cpu", self.desc, name, self.parallel,
-                        plan=None if name == "winograd-product" else plan)
+        key = KernelKey("cpu", self.desc, name, self.parallel, plan=plan)
         source = self.emitters[name](key)
         self._keys.append(key)
         self._sources.append(source)
         return build_variants(key, source, lambda k: self.emitters[k.kernel](k), arg_types,
                               automatic=False)
+
+    def _direct_kernel(self, desc):
+        """The kernel of the direct sum of ``desc``: the blocked tile the static choice would
+        take, else the direct loop nest."""
+        from .choice import choose
+        from .variants import build
+
+        algorithm, plan = choose(desc, among="blocked")
+        return build(desc, self.options, "direct" if plan is None else algorithm, plan)
 
     def variant(self) -> str:
         return "winograd"
@@ -467,15 +468,21 @@ class WinogradKernel(ConvolutionKernel):
         return WinogradKernel(desc, self.options, dataclasses.replace(self.plan, addend=True))
 
     def transformed(self, wt) -> np.ndarray:
-        """``u`` of the filter ``wt``: 36 matrices (K, C), :func:`stride` apart."""
+        """``u`` of the filter ``wt``: 36 matrices (K, C) one after another, flat."""
         k, c = wt.shape[:2]
-        u = _pages.empty(P * stride(k * c), np.float32)  # 38 MiB for 512 -> 512
+        u = _pages.empty(P * k * c, np.float32)  # 38 MiB for 512 -> 512
         self.filter(np.ascontiguousarray(wt), u)
         return u
 
+    def _filter_of(self, wt):
+        """The products' filter (36 K, C, 1) from ``wt``: frozen where ``wt`` is (a model's),
+        so that the products' kernels pack it once."""
+        u = self.transformed(wt).reshape(-1, wt.shape[1], 1)
+        return freeze(u) if is_frozen(wt) else u
+
     def run(self, inputs, y):
         x = np.ascontiguousarray(inputs[0]).reshape(-1)
-        u = self._transformed.get(inputs[1], self.transformed)
+        u = self._transformed.get(inputs[1], self._filter_of)
         bias = (np.ascontiguousarray(inputs[2]).reshape(-1),) if (
             self.desc.bias_tensor is not None) else ()
         if self.plan.addend:
@@ -484,19 +491,19 @@ class WinogradKernel(ConvolutionKernel):
         cout = y.shape[1]
         yf = y.reshape(-1)
         bad = np.zeros(1, np.uint8)
-        with _blas.one_thread():  # one thread pool at a time: Numba's around BLAS's products
-            most = self.chunk * self.band * self.tw  # the columns of the largest chunk
-            buf = scratch((P * (stride(cin * most) + stride(cout * most)),), np.float32)
-            for n0 in range(0, n_, self.chunk):
-                nb = min(n_, n0 + self.chunk) - n0
-                for ty0 in range(0, self.th, self.band):
-                    rows = min(self.band, self.th - ty0)
-                    cols = nb * rows * self.tw
-                    vs, ms = stride(cin * cols), stride(cout * cols)
-                    v, m = buf[:P * vs], buf[P * vs:P * (vs + ms)]
-                    self.input(x, n0, nb, ty0, rows, v, vs)
-                    self.product(u, v, vs, m, ms, cols, self._slabs(cout))
-                    self.output(m, ms, n0, nb, ty0, rows, *bias, yf, bad)
+        most = self.chunk * self.band * self.tw  # the columns of the largest chunk
+        buf = scratch((P * (cin + cout) * most,), np.float32)
+        for n0 in range(0, n_, self.chunk):
+            nb = min(n_, n0 + self.chunk) - n0
+            for ty0 in range(0, self.th, self.band):
+                rows = min(self.band, self.th - ty0)
+                cols = nb * rows * self.tw
+                vs, ms = cin * cols, cout * cols
+                v, m = buf[:P * vs], buf[P * vs:P * (vs + ms)]
+                self.input(x, n0, nb, ty0, rows, v, vs)
+                self.products[cols].run([v.reshape(1, P * cin, cols), u],
+                                        m.reshape(1, P * cout, cols))
+                self.output(m, ms, n0, nb, ty0, rows, *bias, yf, bad)
         if bad[0]:  # infinities, NaN or overflow: the direct sum's result, as every kernel's
             self.direct_sum()(inputs, y)
 
@@ -508,25 +515,13 @@ class WinogradKernel(ConvolutionKernel):
         addition in place after it)."""
         if self._direct is None:
             from ...ops.fused_add import FusedAddDesc
-            from ...tensor import TensorDesc
             from ..fused_add import FusedAddKernel
-            from .choice import choose
-            from .variants import build
 
             desc = dataclasses.replace(self.desc, fused_activation=None) if self.plan.addend \
                 else self.desc
-            algorithm, plan = choose(desc, among="blocked")
-            if plan is None:
-                algorithm = "direct"
-            self._direct = build(desc, self.options, algorithm, plan)
+            self._direct = self._direct_kernel(desc)
             if self.plan.addend:
                 out = self.desc.output
                 self._direct = FusedAddKernel.around(FusedAddDesc(
                     self.desc, TensorDesc(out.data_type, out.sizes)), self._direct, self.parallel)
         return self._direct
-
-    def _slabs(self, rows: int) -> int:
-        """Slabs of output channels a position is cut into: one where the 36 positions already
-        give every thread items."""
-        threads = numba.get_num_threads() if self.parallel else 1
-        return 1 if P >= 4 * threads else max(1, min(rows, -(-4 * threads // P)))
