@@ -48,12 +48,13 @@ class Costs:
     #: stride-2 layers took 0.09-0.14 ms more in the network than alone, ~1.2 M of these units
     #: at their rate)
     blas_switch: float = 0.0
-    #: Winograd's F(4x4, 3x3) (``winograd``): its products by BLAS per vector multiply-add, per
-    #: element of the products' operands and results, per element of the transformed input and
-    #: output, per row of tiles a channel (the transforms' fixed cost), per filter element
-    #: (the filter's transform, made each call unless the filter is a model's own), per element
-    #: of the input read and the output written (planes beyond the caches); not fitted with the
-    #: others: measured on their own (``benchmarks/HISTORY.md``)
+    #: Winograd's F(4x4, 3x3) (``winograd``): its products per vector multiply-add (measured
+    #: when BLAS ran them; on the blocked tiles since, a refit on layers alone ran the networks
+    #: slower: kept), per element of the products' operands and results, per element of the
+    #: transformed input and output, per row of tiles a channel (the transforms' fixed cost),
+    #: per filter element (the filter's transform, made each call unless the filter is a
+    #: model's own), per element of the input read and the output written (planes beyond the
+    #: caches); not fitted with the others: measured on their own (``benchmarks/HISTORY.md``)
     winograd: float = 0.95
     winograd_move: float = 2.65
     winograd_transform: float = 2.7
