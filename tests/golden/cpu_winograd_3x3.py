@@ -84,41 +84,41 @@ def kernel(wt, u):
             t51 = g21
             t52 = g22
             vstore(u, 0 + k * 64 + c, vfma(t00, V16q0, vz16))
-            vstore(u, 4112 + k * 64 + c, vfma(t02, V16q1, vfma(t01, V16q1, vfma(t00, V16q1, vz16))))
-            vstore(u, 8224 + k * 64 + c, vfma(t02, V16q1, vfma(t01, V16q2, vfma(t00, V16q1, vz16))))
-            vstore(u, 12336 + k * 64 + c, vfma(t02, V16q2, vfma(t01, V16q4, vfma(t00, V16q3, vz16))))
-            vstore(u, 16448 + k * 64 + c, vfma(t02, V16q2, vfma(t01, V16q5, vfma(t00, V16q3, vz16))))
-            vstore(u, 20560 + k * 64 + c, t02)
-            vstore(u, 24672 + k * 64 + c, vfma(t10, V16q0, vz16))
-            vstore(u, 28784 + k * 64 + c, vfma(t12, V16q1, vfma(t11, V16q1, vfma(t10, V16q1, vz16))))
-            vstore(u, 32896 + k * 64 + c, vfma(t12, V16q1, vfma(t11, V16q2, vfma(t10, V16q1, vz16))))
-            vstore(u, 37008 + k * 64 + c, vfma(t12, V16q2, vfma(t11, V16q4, vfma(t10, V16q3, vz16))))
-            vstore(u, 41120 + k * 64 + c, vfma(t12, V16q2, vfma(t11, V16q5, vfma(t10, V16q3, vz16))))
-            vstore(u, 45232 + k * 64 + c, t12)
-            vstore(u, 49344 + k * 64 + c, vfma(t20, V16q0, vz16))
-            vstore(u, 53456 + k * 64 + c, vfma(t22, V16q1, vfma(t21, V16q1, vfma(t20, V16q1, vz16))))
-            vstore(u, 57568 + k * 64 + c, vfma(t22, V16q1, vfma(t21, V16q2, vfma(t20, V16q1, vz16))))
-            vstore(u, 61680 + k * 64 + c, vfma(t22, V16q2, vfma(t21, V16q4, vfma(t20, V16q3, vz16))))
-            vstore(u, 65792 + k * 64 + c, vfma(t22, V16q2, vfma(t21, V16q5, vfma(t20, V16q3, vz16))))
-            vstore(u, 69904 + k * 64 + c, t22)
-            vstore(u, 74016 + k * 64 + c, vfma(t30, V16q0, vz16))
-            vstore(u, 78128 + k * 64 + c, vfma(t32, V16q1, vfma(t31, V16q1, vfma(t30, V16q1, vz16))))
-            vstore(u, 82240 + k * 64 + c, vfma(t32, V16q1, vfma(t31, V16q2, vfma(t30, V16q1, vz16))))
-            vstore(u, 86352 + k * 64 + c, vfma(t32, V16q2, vfma(t31, V16q4, vfma(t30, V16q3, vz16))))
-            vstore(u, 90464 + k * 64 + c, vfma(t32, V16q2, vfma(t31, V16q5, vfma(t30, V16q3, vz16))))
-            vstore(u, 94576 + k * 64 + c, t32)
-            vstore(u, 98688 + k * 64 + c, vfma(t40, V16q0, vz16))
-            vstore(u, 102800 + k * 64 + c, vfma(t42, V16q1, vfma(t41, V16q1, vfma(t40, V16q1, vz16))))
-            vstore(u, 106912 + k * 64 + c, vfma(t42, V16q1, vfma(t41, V16q2, vfma(t40, V16q1, vz16))))
-            vstore(u, 111024 + k * 64 + c, vfma(t42, V16q2, vfma(t41, V16q4, vfma(t40, V16q3, vz16))))
-            vstore(u, 115136 + k * 64 + c, vfma(t42, V16q2, vfma(t41, V16q5, vfma(t40, V16q3, vz16))))
-            vstore(u, 119248 + k * 64 + c, t42)
-            vstore(u, 123360 + k * 64 + c, vfma(t50, V16q0, vz16))
-            vstore(u, 127472 + k * 64 + c, vfma(t52, V16q1, vfma(t51, V16q1, vfma(t50, V16q1, vz16))))
-            vstore(u, 131584 + k * 64 + c, vfma(t52, V16q1, vfma(t51, V16q2, vfma(t50, V16q1, vz16))))
-            vstore(u, 135696 + k * 64 + c, vfma(t52, V16q2, vfma(t51, V16q4, vfma(t50, V16q3, vz16))))
-            vstore(u, 139808 + k * 64 + c, vfma(t52, V16q2, vfma(t51, V16q5, vfma(t50, V16q3, vz16))))
-            vstore(u, 143920 + k * 64 + c, t52)
+            vstore(u, 4096 + k * 64 + c, vfma(t02, V16q1, vfma(t01, V16q1, vfma(t00, V16q1, vz16))))
+            vstore(u, 8192 + k * 64 + c, vfma(t02, V16q1, vfma(t01, V16q2, vfma(t00, V16q1, vz16))))
+            vstore(u, 12288 + k * 64 + c, vfma(t02, V16q2, vfma(t01, V16q4, vfma(t00, V16q3, vz16))))
+            vstore(u, 16384 + k * 64 + c, vfma(t02, V16q2, vfma(t01, V16q5, vfma(t00, V16q3, vz16))))
+            vstore(u, 20480 + k * 64 + c, t02)
+            vstore(u, 24576 + k * 64 + c, vfma(t10, V16q0, vz16))
+            vstore(u, 28672 + k * 64 + c, vfma(t12, V16q1, vfma(t11, V16q1, vfma(t10, V16q1, vz16))))
+            vstore(u, 32768 + k * 64 + c, vfma(t12, V16q1, vfma(t11, V16q2, vfma(t10, V16q1, vz16))))
+            vstore(u, 36864 + k * 64 + c, vfma(t12, V16q2, vfma(t11, V16q4, vfma(t10, V16q3, vz16))))
+            vstore(u, 40960 + k * 64 + c, vfma(t12, V16q2, vfma(t11, V16q5, vfma(t10, V16q3, vz16))))
+            vstore(u, 45056 + k * 64 + c, t12)
+            vstore(u, 49152 + k * 64 + c, vfma(t20, V16q0, vz16))
+            vstore(u, 53248 + k * 64 + c, vfma(t22, V16q1, vfma(t21, V16q1, vfma(t20, V16q1, vz16))))
+            vstore(u, 57344 + k * 64 + c, vfma(t22, V16q1, vfma(t21, V16q2, vfma(t20, V16q1, vz16))))
+            vstore(u, 61440 + k * 64 + c, vfma(t22, V16q2, vfma(t21, V16q4, vfma(t20, V16q3, vz16))))
+            vstore(u, 65536 + k * 64 + c, vfma(t22, V16q2, vfma(t21, V16q5, vfma(t20, V16q3, vz16))))
+            vstore(u, 69632 + k * 64 + c, t22)
+            vstore(u, 73728 + k * 64 + c, vfma(t30, V16q0, vz16))
+            vstore(u, 77824 + k * 64 + c, vfma(t32, V16q1, vfma(t31, V16q1, vfma(t30, V16q1, vz16))))
+            vstore(u, 81920 + k * 64 + c, vfma(t32, V16q1, vfma(t31, V16q2, vfma(t30, V16q1, vz16))))
+            vstore(u, 86016 + k * 64 + c, vfma(t32, V16q2, vfma(t31, V16q4, vfma(t30, V16q3, vz16))))
+            vstore(u, 90112 + k * 64 + c, vfma(t32, V16q2, vfma(t31, V16q5, vfma(t30, V16q3, vz16))))
+            vstore(u, 94208 + k * 64 + c, t32)
+            vstore(u, 98304 + k * 64 + c, vfma(t40, V16q0, vz16))
+            vstore(u, 102400 + k * 64 + c, vfma(t42, V16q1, vfma(t41, V16q1, vfma(t40, V16q1, vz16))))
+            vstore(u, 106496 + k * 64 + c, vfma(t42, V16q1, vfma(t41, V16q2, vfma(t40, V16q1, vz16))))
+            vstore(u, 110592 + k * 64 + c, vfma(t42, V16q2, vfma(t41, V16q4, vfma(t40, V16q3, vz16))))
+            vstore(u, 114688 + k * 64 + c, vfma(t42, V16q2, vfma(t41, V16q5, vfma(t40, V16q3, vz16))))
+            vstore(u, 118784 + k * 64 + c, t42)
+            vstore(u, 122880 + k * 64 + c, vfma(t50, V16q0, vz16))
+            vstore(u, 126976 + k * 64 + c, vfma(t52, V16q1, vfma(t51, V16q1, vfma(t50, V16q1, vz16))))
+            vstore(u, 131072 + k * 64 + c, vfma(t52, V16q1, vfma(t51, V16q2, vfma(t50, V16q1, vz16))))
+            vstore(u, 135168 + k * 64 + c, vfma(t52, V16q2, vfma(t51, V16q4, vfma(t50, V16q3, vz16))))
+            vstore(u, 139264 + k * 64 + c, vfma(t52, V16q2, vfma(t51, V16q5, vfma(t50, V16q3, vz16))))
+            vstore(u, 143360 + k * 64 + c, t52)
 
 # Generated by dml_numba 0.1.0 for convolution_winograd-input f4x3 L16; do not edit.
 # key: parallel=True
@@ -306,61 +306,6 @@ def kernel(x, n0, nb, ty0, rows, v, ps):
                             vstore(v, 34 * ps + vb + t, vadd(vfma(h3, V8q4, vfma(h2, V8q3, vfma(h1, V8q5, vz8))), h4))
                             vstore(v, 35 * ps + vb + t, vadd(vfma(h3, V8q1, vfma(h1, V8q0, vz8)), h5))
 
-# Generated by dml_numba 0.1.0 for convolution_winograd-product; do not edit.
-# key: parallel=True
-#   ConvolutionOperatorDesc
-#     input_tensor = FLOAT32 (8, 64, 56, 56)
-#     filter_tensor = FLOAT32 (64, 64, 3, 3)
-#     bias_tensor = FLOAT32 (1, 64, 1, 1)
-#     output_tensor = FLOAT32 (8, 64, 56, 56)
-#     mode = CROSS_CORRELATION
-#     direction = FORWARD
-#     strides = (1, 1)
-#     dilations = (1, 1)
-#     start_padding = (1, 1)
-#     end_padding = (1, 1)
-#     output_padding = (0, 0)
-#     group_count = 1
-#     fused_activation = ActivationReluOperatorDesc()
-import math
-from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
-import numba
-import numpy as np
-from dml_numba.cpu._share import claim, threads
-
-
-@numba.njit(inline='always')
-def where(c, a, b):  # the activations' select, for scalars
-    return a if c else b
-
-
-@numba.njit(parallel=True, cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
-def kernel(u, v, vs, m, ms, cols, slabs):
-    step = (64 + slabs - 1) // slabs
-    slots_ = max(1, min(threads(), 36 * slabs))
-    claims_ = np.empty(slots_ * 8, np.int64)  # each share's next run of items
-    for v_ in range(slots_):
-        claims_[v_ * 8] = 0
-    run_ = max(1, -(-((36 * slabs) // slots_) // 16))  # items a claim
-    for s_ in numba.prange(slots_):
-        for v_ in range(slots_):
-            own_ = (s_ + v_) % slots_  # its own share first, then what the others left
-            lo_ = own_ * (36 * slabs) // slots_
-            hi_ = (own_ + 1) * (36 * slabs) // slots_
-            while True:
-                c_ = lo_ + claim(claims_, own_ * 8) * run_
-                if c_ >= hi_:
-                    break
-                for q in range(c_, min(c_ + run_, hi_)):
-                    p = q // slabs
-                    m0 = (q - p * slabs) * step
-                    m1 = min(64, m0 + step)
-                    if m0 < m1:
-                        up = u[p * 4112 + m0 * 64:p * 4112 + m1 * 64].reshape((m1 - m0, 64))
-                        vp = v[p * vs:p * vs + 64 * cols].reshape((64, cols))
-                        mp = m[p * ms + m0 * cols:p * ms + m1 * cols].reshape((m1 - m0, cols))
-                        np.dot(up, vp, mp)
-
 # Generated by dml_numba 0.1.0 for convolution_winograd-output f4x3 L16; do not edit.
 # key: parallel=True
 #   ConvolutionOperatorDesc
@@ -526,3 +471,152 @@ def kernel(m, ps, n0, nb, ty0, rows, b, y, bad):
                                     y[yr + ox] = v
                     if not fine:
                         bad[0] = 1
+
+# Generated by dml_numba 0.1.0 for convolution_blocked-channels 16 32 1 14px; do not edit.
+# key: parallel=True
+#   ConvolutionOperatorDesc
+#     input_tensor = FLOAT32 (1, 2304, 196)
+#     filter_tensor = FLOAT32 (2304, 64, 1)
+#     bias_tensor = None
+#     output_tensor = FLOAT32 (1, 2304, 196)
+#     mode = CROSS_CORRELATION
+#     direction = FORWARD
+#     strides = (1,)
+#     dilations = (1,)
+#     start_padding = (0,)
+#     end_padding = (0,)
+#     output_padding = (0,)
+#     group_count = 36
+#     fused_activation = None
+import math
+from math import erf, exp, expm1, fabs, log1p, tanh  # the activation functions
+import numba
+import numpy as np
+from dml_numba.cpu._simd import vadd, vbroadcast, vfma, vinsert, vload, vrelu, vshuffle, vsplat, vstore, vzero, prefetch, vstore_transposed
+from dml_numba.cpu._share import claim, threads
+
+
+@numba.njit(inline='always')
+def where(c, a, b):  # the activations' select, for scalars
+    return a if c else b
+
+
+@numba.njit(parallel=True, cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
+def kernel(x, wp, y, xp):
+    xp = x  # nothing to pad
+    # phase 2: register-blocked tiles
+    slots_ = max(1, min(threads(), 72))
+    claims_ = np.empty(slots_ * 8, np.int64)  # each share's next run of items
+    for v_ in range(slots_):
+        claims_[v_ * 8] = 0
+    run_ = max(1, -(-(72 // slots_) // 16))  # items a claim
+    for s_ in numba.prange(slots_):
+        for v_ in range(slots_):
+            own_ = (s_ + v_) % slots_  # its own share first, then what the others left
+            lo_ = own_ * 72 // slots_
+            hi_ = (own_ + 1) * 72 // slots_
+            while True:
+                c_ = lo_ + claim(claims_, own_ * 8) * run_
+                if c_ >= hi_:
+                    break
+                for f in range(c_, min(c_ + run_, hi_)):
+                    n = 0
+                    rt = 0
+                    mbi = f % 2
+                    t0 = f // 2
+                    g = t0
+                    tile32(xp, wp, y, n, g, mbi, rt)
+
+
+@numba.njit(cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
+def tile32(xp, wp, y, n, g, mbi, rt):
+    m0 = g * 64 + mbi * 32
+    xr0 = 0
+    yr0 = 0
+    for jt in range(14):
+        j = min(jt * 14, 182)
+        a0_0 = vzero(16)
+        a0_1 = vzero(16)
+        a0_2 = vzero(16)
+        a0_3 = vzero(16)
+        a0_4 = vzero(16)
+        a0_5 = vzero(16)
+        a0_6 = vzero(16)
+        a0_7 = vzero(16)
+        a0_8 = vzero(16)
+        a0_9 = vzero(16)
+        a0_10 = vzero(16)
+        a0_11 = vzero(16)
+        a0_12 = vzero(16)
+        a0_13 = vzero(16)
+        a1_0 = vzero(16)
+        a1_1 = vzero(16)
+        a1_2 = vzero(16)
+        a1_3 = vzero(16)
+        a1_4 = vzero(16)
+        a1_5 = vzero(16)
+        a1_6 = vzero(16)
+        a1_7 = vzero(16)
+        a1_8 = vzero(16)
+        a1_9 = vzero(16)
+        a1_10 = vzero(16)
+        a1_11 = vzero(16)
+        a1_12 = vzero(16)
+        a1_13 = vzero(16)
+        for c in range(64):
+            xc = (n * 2304 + g * 64 + c) * 196
+            wc = ((g * 2 + mbi) * 64 + c) * 32
+            xo = xc + j
+            wo = wc
+            w0_0 = vload(wp, wo + 0, 16)
+            w0_1 = vload(wp, wo + 16, 16)
+            xq = xo + xr0
+            if c < 32:
+                prefetch(xp, xq + 6272)
+                prefetch(xp, xq + 6285)
+                prefetch(wp, wo + 1024)
+                prefetch(wp, wo + 1040)
+            s0 = vbroadcast(xp, xq, 16)
+            a0_0 = vfma(w0_0, s0, a0_0)
+            a1_0 = vfma(w0_1, s0, a1_0)
+            s1 = vbroadcast(xp, xq + 1, 16)
+            a0_1 = vfma(w0_0, s1, a0_1)
+            a1_1 = vfma(w0_1, s1, a1_1)
+            s2 = vbroadcast(xp, xq + 2, 16)
+            a0_2 = vfma(w0_0, s2, a0_2)
+            a1_2 = vfma(w0_1, s2, a1_2)
+            s3 = vbroadcast(xp, xq + 3, 16)
+            a0_3 = vfma(w0_0, s3, a0_3)
+            a1_3 = vfma(w0_1, s3, a1_3)
+            s4 = vbroadcast(xp, xq + 4, 16)
+            a0_4 = vfma(w0_0, s4, a0_4)
+            a1_4 = vfma(w0_1, s4, a1_4)
+            s5 = vbroadcast(xp, xq + 5, 16)
+            a0_5 = vfma(w0_0, s5, a0_5)
+            a1_5 = vfma(w0_1, s5, a1_5)
+            s6 = vbroadcast(xp, xq + 6, 16)
+            a0_6 = vfma(w0_0, s6, a0_6)
+            a1_6 = vfma(w0_1, s6, a1_6)
+            s7 = vbroadcast(xp, xq + 7, 16)
+            a0_7 = vfma(w0_0, s7, a0_7)
+            a1_7 = vfma(w0_1, s7, a1_7)
+            s8 = vbroadcast(xp, xq + 8, 16)
+            a0_8 = vfma(w0_0, s8, a0_8)
+            a1_8 = vfma(w0_1, s8, a1_8)
+            s9 = vbroadcast(xp, xq + 9, 16)
+            a0_9 = vfma(w0_0, s9, a0_9)
+            a1_9 = vfma(w0_1, s9, a1_9)
+            s10 = vbroadcast(xp, xq + 10, 16)
+            a0_10 = vfma(w0_0, s10, a0_10)
+            a1_10 = vfma(w0_1, s10, a1_10)
+            s11 = vbroadcast(xp, xq + 11, 16)
+            a0_11 = vfma(w0_0, s11, a0_11)
+            a1_11 = vfma(w0_1, s11, a1_11)
+            s12 = vbroadcast(xp, xq + 12, 16)
+            a0_12 = vfma(w0_0, s12, a0_12)
+            a1_12 = vfma(w0_1, s12, a1_12)
+            s13 = vbroadcast(xp, xq + 13, 16)
+            a0_13 = vfma(w0_0, s13, a0_13)
+            a1_13 = vfma(w0_1, s13, a1_13)
+        vstore_transposed(y, (n * 2304 + m0 + 0) * 196 + yr0 + j + 0, 196, (a0_0, a0_1, a0_2, a0_3, a0_4, a0_5, a0_6, a0_7, a0_8, a0_9, a0_10, a0_11, a0_12, a0_13))
+        vstore_transposed(y, (n * 2304 + m0 + 16) * 196 + yr0 + j + 0, 196, (a1_0, a1_1, a1_2, a1_3, a1_4, a1_5, a1_6, a1_7, a1_8, a1_9, a1_10, a1_11, a1_12, a1_13))

@@ -427,7 +427,7 @@ class WinogradKernel(ConvolutionKernel):
         for kernel in self.products.values():
             self._keys.extend(kernel.compiled_keys())
         self._direct = None  # the direct sum's kernel, built when a call needs it
-        self.source = "\n".join(self._sources)
+        self.source = "\n".join(self._sources + [k.source for k in self.products.values()])
         self._transformed = Derived()  # the transformed filter of a frozen (a model's) filter
 
     def column_counts(self) -> set:
