@@ -150,7 +150,7 @@ def where(c, a, b):  # the activations' select, for scalars
 
 
 @numba.njit(parallel=True, cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
-def kernel(x, n0, nb, ty0, rows, v, ps):
+def kernel(x, n0, nb, ty0, rows, v, ps, cs):
     vz8 = vzero(8)
     vz16 = vzero(16)
     q0 = numba.float32(4.0)
@@ -220,7 +220,7 @@ def kernel(x, n0, nb, ty0, rows, v, ps):
                             vstore(e, 180 + s, vadd(vfma(d3, V16q5, vfma(d2, V16q3, vfma(d1, V16q4, vz16))), d4))
                             vstore(e, 240 + s, vadd(vfma(d3, V16q4, vfma(d2, V16q3, vfma(d1, V16q5, vz16))), d4))
                             vstore(e, 300 + s, vadd(vfma(d3, V16q1, vfma(d1, V16q0, vz16)), d5))
-                        vb = ((c * nb + nn) * rows + tr) * 14
+                        vb = c * cs + (nn * rows + tr) * 14
                         for t0 in range(0, 14, 8):
                             t = min(t0, 6)
                             h0 = vload(e, 0 + t, 8)
@@ -336,7 +336,7 @@ def where(c, a, b):  # the activations' select, for scalars
 
 
 @numba.njit(parallel=True, cache=__dml_disk_cache__, nogil=True, boundscheck=False, error_model='numpy')
-def kernel(m, ps, n0, nb, ty0, rows, b, y, bad):
+def kernel(m, ps, cs, n0, nb, ty0, rows, b, y, bad):
     vz8 = vzero(8)
     q0 = numba.float32(-1.0)
     V8q0 = vsplat(q0, 8)
@@ -374,7 +374,7 @@ def kernel(m, ps, n0, nb, ty0, rows, b, y, bad):
                     fine = True
                     for tr in range(rows):
                         ty = ty0 + tr
-                        mb = ((k * nb + nn) * rows + tr) * 14
+                        mb = k * cs + (nn * rows + tr) * 14
                         for t0 in range(0, 14, 8):
                             t = min(t0, 6)
                             m0 = vload(m, 0 * ps + mb + t, 8)

@@ -55,6 +55,9 @@ CASES = {
     "12x12-64ch-L8": ((1, 64, 12, 12), (64, 64, 3, 3), (1, 1), (1, 1), CC, True, None, 8, None),
     "6x6-24ch-batch3-filter-bound-L8": ((3, 24, 6, 6), (24, 24, 3, 3), (1, 1), (1, 1), CC,
                                         True, None, 8, ("filter", 1)),
+    # 16 tiles of 64 channels: a page between positions, the rows one column longer
+    "16x16-64ch-rows-a-page-L16": ((1, 64, 16, 16), (8, 64, 3, 3), (1, 1), (1, 1), CC, True,
+                                   None, 16, None),
 }
 
 
@@ -105,9 +108,11 @@ def test_winograd_agrees_with_brute_force(name, monkeypatch):
     n_ = desc.input_tensor.sizes[0]
     counts = {("images", 2): {2 * th * tw, th * tw}, ("rows", 2): {2 * tw, tw}}
     assert set(kernel.products) == counts.get(chunk, {n_ * th * tw})
+    if name == "16x16-64ch-rows-a-page-L16":
+        assert kernel.widths == {16: 17}
     for cols, products in kernel.products.items():
         assert products.algorithm == "blocked"
-        assert products.desc == winograd.products_desc(desc, cols)
+        assert products.desc == winograd.products_desc(desc, kernel.widths[cols])
         assert set(products.compiled_keys()) <= set(kernel.compiled_keys())
     y = np.full(desc.output_tensor.sizes, np.nan, np.float32)  # every element written
     kernel(inputs, y)
@@ -240,6 +245,20 @@ def test_the_static_choice_takes_it_on_wide_layers_only():
             assert cpu_conv.choose_algorithm(d, host) == "winograd"
         for d in (desc(8, 8, 32), desc(3, 16, 256), desc(512, 512, 7), desc(32, 32, 8)):
             assert cpu_conv.choose_algorithm(d, host) != "winograd"
+
+
+def test_rows_keep_the_positions_apart_in_the_caches():
+    """The transformed tiles' rows are a column longer exactly where the 36 positions'
+    matrices (C or K rows apart) would lie a multiple of a page apart (all in one cache set),
+    unless a row count of a page or more makes every length a multiple."""
+    page = winograd.PAGE
+    for cols in (1, 4, 9, 16, 17, 49, 64, 98, 128, 196, 256, 1024):
+        for cin, cout in ((3, 5), (16, 16), (64, 8), (128, 128), (256, 512), (1024, 1024)):
+            w = winograd.width(cols, cin, cout)
+            fixable = [r for r in (cin, cout) if (r * 4) % page]
+            apart = any((r * cols * 4) % page == 0 for r in fixable)
+            assert w == cols + apart, (cols, cin, cout)
+            assert all((r * w * 4) % page for r in fixable), (cols, cin, cout)
 
 
 def test_the_scratch_is_one_a_thread_shared_by_every_kernel():
