@@ -438,8 +438,8 @@ class WinogradKernel(ConvolutionKernel):
         f32, i64 = np.dtype(np.float32), np.dtype(np.int64)
         bias_arg = [(f32, 1)] * ((desc.bias_tensor is not None) + self.plan.addend)
         self.filter = self._helper("winograd-filter", [(f32, 4), (f32, 1)])
-        self.input = self._helper("winograd-input", [(f32, 1)] + [(i64, 0)] * 4 + [(f32, 1),
-                                                                                  (i64, 0), (i64, 0)])
+        self.input = self._helper("winograd-input",
+                                  [(f32, 1)] + [(i64, 0)] * 4 + [(f32, 1), (i64, 0), (i64, 0)])
         self.output = self._helper("winograd-output", [(f32, 1)] + [(i64, 0)] * 6 + bias_arg
                                    + [(f32, 1), (np.dtype(np.uint8), 1)])
         self.options = {k: v for k, v in options.items() if k != "algorithm"}
