@@ -48,16 +48,21 @@ class Costs:
     #: stride-2 layers took 0.09-0.14 ms more in the network than alone, ~1.2 M of these units
     #: at their rate)
     blas_switch: float = 0.0
-    #: Winograd's F(4x4, 3x3) (``winograd``): its products per vector multiply-add (measured
-    #: when BLAS ran them; on the blocked tiles since, a refit on layers alone ran the networks
-    #: slower: kept), per element of the products' operands and results, per element of the
-    #: transformed input and output, per row of tiles a channel (the transforms' fixed cost),
-    #: per filter element (the filter's transform, made each call unless the filter is a
-    #: model's own), per element of the input read and the output written (planes beyond the
-    #: caches); not fitted with the others: measured on their own (``benchmarks/HISTORY.md``)
+    #: Winograd's F(4x4, 3x3) (``winograd``): its products per vector multiply-add, per
+    #: element of the products' operands and results, per vector of the transformed input and
+    #: output (the transforms run in the host's vectors), per row of tiles a channel (the
+    #: transforms' fixed cost), per filter element (the filter's transform, made each call
+    #: unless the filter is a model's own), per element of the input read and the output
+    #: written (planes beyond the caches); not fitted with the others: measured on their own
+    #: (``benchmarks/HISTORY.md``). The moves and transforms fitted again (from 2.65 and 2.7 an
+    #: element, on an 8-lane host) once the products ran on the blocked tiles (their filter
+    #: packed once, no longer by BLAS each call) and the positions' rows were kept apart in the
+    #: caches: 29 layers of the three CNNs alone on a 16-lane host, the 8-lane host's
+    #: measurements still chosen right (``tests/data/crossover.json``), then the networks
+    #: (ResNet-18 at batch 1 0.96x the time, the U-Net at batch 8 0.98x, the rest level)
     winograd: float = 0.95
-    winograd_move: float = 2.65
-    winograd_transform: float = 2.7
+    winograd_move: float = 0.5
+    winograd_transform: float = 32.0
     winograd_row: float = 100.0
     winograd_filter: float = 40.0
     winograd_io: float = 3.8

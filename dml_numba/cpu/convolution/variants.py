@@ -216,7 +216,7 @@ class Winograd(Variant):
     def estimate(self, desc, plan, host, *, parallel=None, costs=COSTS):
         """Its 36 products (a quarter of the direct sum's multiply-adds for whole tiles, on a
         blocked tile), their operands and results through memory, the input's and output's
-        transforms per element and per row of tiles, the filter's transform, the input read and
+        transforms per vector and per row of tiles, the filter's transform, the input read and
         the output written, each shared out over the threads, and four parallel calls."""
         _, threads, pool = _terms(desc, host, parallel, costs)
         n_, cin = desc.input_tensor.sizes[:2]
@@ -226,7 +226,7 @@ class Winograd(Variant):
         p = WINOGRAD_POSITIONS
         product = costs.winograd * p * cout * cin * t / host.lanes \
             + costs.winograd_move * p * (cout * cin + (cin + cout) * t)
-        transforms = costs.winograd_transform * p * (cin + cout) * t \
+        transforms = costs.winograd_transform * p * (cin + cout) * t / host.lanes \
             + costs.winograd_row * n_ * (cin + cout) * th + costs.winograd_filter * cout * cin \
             + costs.winograd_io * (desc.input_tensor.element_count
                                    + desc.output_tensor.element_count)
