@@ -112,6 +112,8 @@ def test_winograd_agrees_with_brute_force(name, monkeypatch):
         assert kernel.widths == {16: 17}
     for cols, products in kernel.products.items():
         assert products.algorithm == "blocked"
+        # read in place: a padded copy would take the thread's scratch, where v and m lie
+        assert products.copy_size == 0
         assert products.desc == winograd.products_desc(desc, kernel.widths[cols])
         assert set(products.compiled_keys()) <= set(kernel.compiled_keys())
     y = np.full(desc.output_tensor.sizes, np.nan, np.float32)  # every element written

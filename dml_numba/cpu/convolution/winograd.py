@@ -444,7 +444,9 @@ class WinogradKernel(ConvolutionKernel):
                                    + [(f32, 1), (np.dtype(np.uint8), 1)])
         self.options = {k: v for k, v in options.items() if k != "algorithm"}
         # the products' kernel per chunk column count: the tile the static choice takes for
-        # them (the direct loop nest where no tile applies)
+        # them (the direct loop nest where no tile applies); a 1x1 convolution of unit stride
+        # with no padding, read in place: no padded copy in the thread's scratch, where v and
+        # m lie
         self.widths = {cols: width(cols, cin, cout) for cols in self.column_counts()}
         self.products = {cols: self._direct_kernel(products_desc(desc, w))
                          for cols, w in self.widths.items()}
