@@ -288,3 +288,63 @@ def test_the_scratch_is_one_a_thread_shared_by_every_kernel():
         winograd.WinogradKernel(desc, {"parallel": False},
                                 plan=winograd.WinogradPlan(8))(inputs, y)
         _check(desc, y, inputs)
+
+
+@pytest.mark.parametrize("name", ["16x16-pad2-clip-L16-bands", "16x16-64ch-rows-a-page-L16"])
+def test_a_bound_call_settles_once_and_each_call_is_right(name, monkeypatch):
+    """A compiled graph's step (``bind``: a C-contiguous input, a model's frozen filter) is
+    settled once, the filter transformed and packed at the binding, and each call runs the
+    kernels alone: right on new input data each time (chunks of bands of rows; rows one
+    column longer, whose padding column is zeroed each call, since the scratch under it is
+    every kernel's: filled with NaN between the calls here); a call whose sums are not finite
+    is the direct sum's and the next finite one is Winograd's again (the flag reset each
+    call); a caller's filter (not frozen) is settled each call, so a change between calls is
+    seen."""
+    from dml_numba.cpu.convolution import blocked
+
+    desc, (x, w, b) = _case(name)
+    chunk = CASES[name][8]
+    if chunk is not None:
+        th, tw = winograd.tiles(desc)
+        row = winograd.P * (desc.input_tensor.sizes[1] + desc.output_tensor.sizes[1]) * tw * 4
+        monkeypatch.setattr(winograd, "CHUNK_BYTES", chunk[1] * row)
+    kernel = winograd.WinogradKernel(desc, {"parallel": False},
+                                     plan=winograd.WinogradPlan(CASES[name][7]))
+    assert (len(kernel.column_counts()) > 1) == (chunk is not None)  # bands: several chunks
+    made, packed, direct = [], [], []
+    real, pack, real_direct = kernel.transformed, blocked.pack_filter, kernel.direct_sum
+    monkeypatch.setattr(kernel, "transformed", lambda wt: made.append(1) or real(wt))
+    monkeypatch.setattr(blocked, "pack_filter", lambda *a: packed.append(1) or pack(*a))
+    monkeypatch.setattr(kernel, "direct_sum", lambda: direct.append(1) or real_direct())
+    x = x.copy()
+    y = np.full(desc.output_tensor.sizes, np.nan, np.float32)
+    frozen = freeze(w.copy())
+    call = kernel.bind([x, frozen, b], y)
+    assert len(made) == 1 and len(packed) == len(kernel.products)
+    rng = np.random.default_rng(5)
+    cin, cout = desc.input_tensor.sizes[1], desc.output_tensor.sizes[1]
+    for _ in range(3):
+        x[...] = rng.standard_normal(x.shape)
+        base.scratch((winograd.P * (cin + cout) * max(kernel.widths.values()),),
+                     np.float32)[...] = np.nan
+        call()
+        _check(desc, y, [x, frozen, b])
+        if name == "16x16-64ch-rows-a-page-L16":  # the padding column the products read
+            v = base.scratch((winograd.P * cin * 17,), np.float32).reshape(-1, 17)
+            assert (v[:, 16] == 0).all()
+    assert len(made) == 1 and len(packed) == len(kernel.products) and not direct
+    x[0, 0, 2, 3] = np.inf
+    call()
+    assert len(direct) == 1
+    np.testing.assert_array_equal(
+        y, dml.compile_operator(desc, "cpu", algorithm="blocked")(x, frozen, b))
+    x[0, 0, 2, 3] = 0.0
+    call()
+    assert len(direct) == 1
+    _check(desc, y, [x, frozen, b])
+    # a caller's filter: settled each call (no step keeps it)
+    mine = w.copy()
+    call = kernel.bind([x, mine, b], y)
+    mine *= -2
+    call()
+    _check(desc, y, [x, mine, b])

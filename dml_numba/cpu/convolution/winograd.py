@@ -41,6 +41,7 @@ steps meet in the caches.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from fractions import Fraction as F
 
 import numpy as np
@@ -506,7 +507,25 @@ class WinogradKernel(ConvolutionKernel):
         u = self.transformed(wt).reshape(-1, wt.shape[1], 1)
         return freeze(u) if is_frozen(wt) else u
 
+    def bound(self, inputs, y):
+        """The kernel's call on these arrays (a compiled graph's step), what they decide
+        settled now where the input is C-contiguous and the filter frozen (a model's): the
+        flat views, the filter's transform and its tiles' packing, each chunk's arguments, its
+        views of this thread's scratch and its products' bound call; each call then runs the
+        kernels alone (ResNet-18 at batch 1 spent 0.24-0.27 ms of its ~9 in its nine Winograd
+        layers' Python between their kernels, settling these each call). Else each call
+        settles them, as :meth:`run` does."""
+        if not (inputs[0].flags.c_contiguous and is_frozen(inputs[1])):
+            return functools.partial(self.run, inputs, y)
+        return self._call_on(inputs, y)
+
     def run(self, inputs, y):
+        self._call_on(inputs, y)()
+
+    def _call_on(self, inputs, y):
+        """The call on these arrays as one of no arguments: per chunk (images, or an image's
+        band of rows of tiles), the input transform, the products and the output transform,
+        then the direct sum where a sum was not finite."""
         x = np.ascontiguousarray(inputs[0]).reshape(-1)
         u = self._transformed.get(inputs[1], self._filter_of)
         bias = (np.ascontiguousarray(inputs[2]).reshape(-1),) if (
@@ -518,6 +537,7 @@ class WinogradKernel(ConvolutionKernel):
         yf = y.reshape(-1)
         bad = np.zeros(1, np.uint8)
         buf = scratch((P * (cin + cout) * max(self.widths.values()),), np.float32)
+        chunks = []
         for n0 in range(0, n_, self.chunk):
             nb = min(n_, n0 + self.chunk) - n0
             for ty0 in range(0, self.th, self.band):
@@ -526,14 +546,27 @@ class WinogradKernel(ConvolutionKernel):
                 cs = self.widths[cols]
                 vs, ms = cin * cs, cout * cs
                 v, m = buf[:P * vs], buf[P * vs:P * (vs + ms)]
-                if cs > cols:  # the rows' padding read by the products: zeros, not whatever
-                    v.reshape(P * cin, cs)[:, cols:] = 0.0  # was there (a denormal is slow)
-                self.input(x, n0, nb, ty0, rows, v, vs, cs)
-                self.products[cols].run([v.reshape(1, P * cin, cs), u],
-                                        m.reshape(1, P * cout, cs))
-                self.output(m, ms, cs, n0, nb, ty0, rows, *bias, yf, bad)
-        if bad[0]:  # infinities, NaN or overflow: the direct sum's result, as every kernel's
-            self.direct_sum()(inputs, y)
+                # the rows' padding read by the products: zeros, not whatever was there (a
+                # denormal is slow), written each call (the scratch is every kernel's)
+                pad = v.reshape(P * cin, cs)[:, cols:] if cs > cols else None
+                products = self.products[cols].bind([v.reshape(1, P * cin, cs), u],
+                                                    m.reshape(1, P * cout, cs))
+                chunks.append((pad, (x, n0, nb, ty0, rows, v, vs, cs), products,
+                               (m, ms, cs, n0, nb, ty0, rows, *bias, yf, bad)))
+        transform_input, transform_output = self.input, self.output
+
+        def call():
+            bad[0] = 0
+            for pad, at_input, products, at_output in chunks:
+                if pad is not None:
+                    pad[...] = 0.0
+                transform_input(*at_input)
+                products()
+                transform_output(*at_output)
+            if bad[0]:  # infinities, NaN or overflow: the direct sum's result, as every
+                self.direct_sum()(inputs, y)  # kernel's
+
+        return call
 
     def direct_sum(self):
         """The kernel of the direct sum for this descriptor (the blocked tile the static choice
