@@ -268,6 +268,59 @@ def test_a_step_bound_once_follows_its_arrays_and_keeps_none_of_the_callers(algo
     assert [ref() for ref in refs] == [None, None, None]
 
 
+def test_the_steps_bound_on_a_thread_share_one_scratch_buffer():
+    # two Winograd steps, the second taking more of the thread's scratch than the first (its
+    # transformed output 64 channels wide): the graph grows the scratch to the larger need
+    # before binding either, so that the first step's views are not left on a buffer the
+    # second replaced (each bound step keeps the views it was bound with); every call right
+    import threading
+
+    from dml_numba._frozen import freeze
+    from dml_numba.cpu.convolution import base, winograd
+
+    c1 = conv((1, 4, 8, 8), (4, 4, 3, 3), pads=(1, 1))
+    c2 = conv((1, 4, 8, 8), (64, 4, 3, 3), pads=(1, 1))
+    g = dml.GraphDesc(3, 1, (N(c1), N(c2)), (IN(0, 0, 0), IN(1, 0, 1), IN(2, 1, 1)),
+                      (OUT(1, 0, 0),), (MID(0, 0, 1, 0),))
+    cg = dml.compile_graph(g, "cpu", algorithm="winograd")
+    needs = [op.kernel.scratch_bytes() for op in cg.ops]
+    assert 0 < needs[0] < needs[1]
+    w1, w2 = freeze(rand((4, 4, 3, 3), seed=1)), freeze(rand((64, 4, 3, 3), seed=2))
+    seen, failed = [], []
+
+    def run():  # a thread of its own: its scratch starts empty
+        real = base.scratch
+
+        def scratch(shape, dtype):
+            view = real(shape, dtype)
+            seen.append(base._scratch.buf)
+            return view
+
+        base.scratch = winograd.scratch = scratch  # the graph's reserve, the kernels' views
+        try:
+            for seed in range(3):
+                x = rand((1, 4, 8, 8), seed=seed)
+                mid = brute_conv_forward(x, w1, None, (1, 1), (1, 1), (1, 1),
+                                         out_spatial=(8, 8))
+                want = brute_conv_forward(mid, w2, None, (1, 1), (1, 1), (1, 1),
+                                          out_spatial=(8, 8))
+                # Winograd's rounding: relative to the largest sum
+                np.testing.assert_allclose(cg(x, w1, w2), want, rtol=0,
+                                           atol=3e-5 * np.abs(want).max())
+        except BaseException as exc:  # noqa: BLE001 - raised in the test's own thread
+            failed.append(exc)
+        finally:
+            base.scratch = winograd.scratch = real
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    assert len(seen) >= 2 and all(buf is seen[0] for buf in seen)
+    assert seen[0].nbytes >= needs[1]
+
+
 def test_a_step_bound_once_reads_a_strided_input_at_each_call():
     # the graph's input a strided view (its shape is the graph's): bound each call, read then
     x = rand((1, 2, 6, 12))

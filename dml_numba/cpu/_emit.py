@@ -91,6 +91,11 @@ class CpuKernel:
     def __call__(self, inputs, out):  # pragma: no cover - every kernel overrides it
         raise NotImplementedError
 
+    def scratch_bytes(self) -> int:
+        """Bytes of the calling thread's scratch (``cpu.convolution.base.scratch``) a call
+        takes at most; 0 for a kernel that takes none."""
+        return 0
+
     def bind(self, inputs, out):
         """``self(inputs, out)`` as a call of no arguments, for calls again on the same arrays
         (a compiled graph's steps). A kernel may settle in :meth:`bound` what the arrays'

@@ -47,6 +47,10 @@ class FusedAddKernel:
         """Whether the operator's kernel adds the addend itself (one pass over memory)."""
         return self.add is None
 
+    def scratch_bytes(self) -> int:
+        """The thread's scratch the operator's kernel takes (the addition takes none)."""
+        return self.kernel.scratch_bytes() if hasattr(self.kernel, "scratch_bytes") else 0
+
     def __call__(self, inputs, out):
         if self.add is None:
             self.kernel(inputs, out)

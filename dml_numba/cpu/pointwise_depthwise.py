@@ -79,6 +79,12 @@ class PointwiseDepthwiseKernel(ConvolutionKernel):
         self.copy_size = slot_elements(int(np.prod(plan.padded)) * plan.lanes)
         self._packed = (Derived(), Derived())  # the packed filters of frozen (a model's) ones
 
+    def scratch_bytes(self) -> int:
+        """A padded block of planes a slot (a thread)."""
+        import numba
+
+        return min(numba.get_num_threads(), self.items) * self.copy_size * self.acc.itemsize
+
     def _pack_pointwise(self, w):
         """[block][input channel][lanes]: each input channel's weight vector of a block."""
         c, cin, lanes = w.shape[0], w.shape[1], self.plan.lanes

@@ -105,6 +105,29 @@ def test_every_call_writes_its_scratch_before_reading_it(cases, order):
         _check(name, desc, y, ref)
 
 
+def test_each_kernel_declares_the_scratch_it_takes(cases):
+    """``scratch_bytes()``, what a compiled graph reserves before binding its steps, is the
+    most of the thread's scratch a call takes: a call in a new thread (its scratch empty)
+    grows it to exactly that."""
+    sizes = {}
+
+    def work():
+        for name in CASES:
+            base._scratch.__dict__.pop("buf", None)
+            desc, kernel, inputs, ref = cases[name]
+            y = np.full(desc.output_tensor.sizes, np.nan, np.float32)
+            kernel.bound(inputs, y)()
+            _check(name, desc, y, ref)
+            sizes[name] = (base._scratch.buf.nbytes, kernel.scratch_bytes())
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert sizes.keys() == CASES.keys()
+    for name, (taken, declared) in sizes.items():
+        assert taken == declared > 0, name
+
+
 def test_another_thread_has_a_scratch_of_its_own(cases):
     """Two threads binding and running the kernels (serial, their calls outside the GIL) at
     once, each in its own order: their scratch views share no memory, and both are right

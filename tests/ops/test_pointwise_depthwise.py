@@ -90,6 +90,31 @@ def test_the_one_kernel_against_the_definition(name, args, kw, hosts):
     assert "def expand(" in kernel.source and "def pad(" not in kernel.source
 
 
+def test_the_kernel_declares_the_scratch_it_takes():
+    """``scratch_bytes()`` (what a compiled graph reserves before binding its steps) is what a
+    call takes of the thread's scratch: a slot a thread. A call in a new thread (its scratch
+    empty) grows it to exactly that."""
+    import threading
+
+    from dml_numba.cpu.convolution import base
+
+    desc, inputs, ref = case((1, 16, 20, 20), 32)
+    kernel = cpu_pair.PointwiseDepthwiseKernel(desc, {}, Host(16, 2))
+    got = []
+
+    def work():
+        y = np.full(desc.output.sizes, np.nan, np.float32)
+        kernel(inputs, y)
+        got.append((y, base._scratch.buf.nbytes))
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    (y, taken), = got
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+    assert taken == kernel.scratch_bytes() > 0
+
+
 def test_bands_of_several_rows_recompute_only_the_rows_they_share():
     """Each band computes the rows its windows read, the row it shares with the band before
     again: a 112-wide layer at stride 2 takes bands of 8 output rows (17 padded rows for 16:

@@ -103,6 +103,16 @@ def scratch(shape, dtype) -> np.ndarray:
     return buf[:need].view(dtype).reshape(shape)
 
 
+def reserve(nbytes: int) -> None:
+    """This thread's scratch grown to ``nbytes`` now, where it is smaller: a compiled graph
+    reserves its steps' largest before binding them, since a bound step keeps views of the
+    buffer it was bound with, and one grown between two bindings would leave the steps bound
+    before it on a buffer of their own (the U-Net at batch 1, its Winograd layers bound one
+    after another as the scratch grew: 4.6% slower than on one buffer)."""
+    if nbytes > 0:
+        scratch((nbytes,), np.uint8)
+
+
 def line_aligned(shape, dtype) -> np.ndarray:
     """``np.empty(shape, dtype)`` starting on a cache line: the slots that parallel iterations
     write (:func:`~.blocked.tile.slot_elements`) then share no line, where a line across two

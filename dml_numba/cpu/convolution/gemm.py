@@ -213,6 +213,20 @@ class GemmKernel(ConvolutionKernel):
     def compiled_keys(self) -> tuple:
         return tuple(self._keys)
 
+    def scratch_bytes(self) -> int:
+        """The columns of a chunk of images (none where the input is its own columns)."""
+        d = self.desc
+        n_, cin = d.input_tensor.sizes[:2]
+        cout = d.output_tensor.sizes[1]
+        g, taps = d.group_count, prod(d.filter_tensor.sizes[2:])
+        if d.direction == ConvolutionDirection.FORWARD:
+            if self.skip_im2col:
+                return 0
+            rows, size = cin // g * taps, prod(d.output_tensor.sizes[2:])
+        else:
+            rows, size = cout // g * taps, prod(d.input_tensor.sizes[2:])
+        return min(n_, self.chunk) * g * rows * size * self.acc.itemsize
+
     def run(self, inputs, y):
         x, w = np.ascontiguousarray(inputs[0]), inputs[1]
         b = inputs[2] if len(inputs) > 2 else None

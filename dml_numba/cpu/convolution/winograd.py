@@ -507,6 +507,11 @@ class WinogradKernel(ConvolutionKernel):
         u = self.transformed(wt).reshape(-1, wt.shape[1], 1)
         return freeze(u) if is_frozen(wt) else u
 
+    def scratch_bytes(self) -> int:
+        """The largest chunk's transformed input and output."""
+        cin, cout = self.desc.input_tensor.sizes[1], self.desc.output_tensor.sizes[1]
+        return P * (cin + cout) * max(self.widths.values()) * 4
+
     def bound(self, inputs, y):
         """The kernel's call on these arrays (a compiled graph's step), what they decide
         settled now where the input is C-contiguous and the filter frozen (a model's): the
@@ -536,7 +541,7 @@ class WinogradKernel(ConvolutionKernel):
         cout = y.shape[1]
         yf = y.reshape(-1)
         bad = np.zeros(1, np.uint8)
-        buf = scratch((P * (cin + cout) * max(self.widths.values()),), np.float32)
+        buf = scratch((self.scratch_bytes() // 4,), np.float32)
         chunks = []
         for n0 in range(0, n_, self.chunk):
             nb = min(n_, n0 + self.chunk) - n0

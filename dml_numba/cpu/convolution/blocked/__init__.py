@@ -77,6 +77,15 @@ class BlockedKernel(ConvolutionKernel):
         return BlockedKernel(desc, self.options, dataclasses.replace(self.plan, addend=True),
                              self.tile)
 
+    def scratch_bytes(self) -> int:
+        """The padded copy of the input: one, or one a slot (a thread) where the copies are
+        per plane or group (:meth:`slots_call`)."""
+        import numba
+
+        slots = min(numba.get_num_threads(), self.items) if (
+            self.plan.depthwise or self.plan.staged) else 1
+        return slots * self.copy_size * self.acc.itemsize
+
     def run(self, inputs, y):
         self._call_on(inputs, y)()
 
