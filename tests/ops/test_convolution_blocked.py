@@ -909,6 +909,8 @@ def test_woven_copies_give_the_planar_tiles_sums(name):
                                 dataclasses.replace(plan, woven=woven))
         assert ("woven" in kernel.source.splitlines()[0]) == woven
         assert ("side by side" in kernel.source) == woven
+        # the woven copy is one image's (each image copied, then its tiles run, in turn)
+        assert kernel.copy_size == (1 if woven else xs[0]) * xs[1] * np.prod(plan.padded)
         ys[woven] = np.full(desc.output_tensor.sizes, np.nan, F32)
         kernel(list(inputs), ys[woven])
     np.testing.assert_array_equal(ys[True], ys[False])

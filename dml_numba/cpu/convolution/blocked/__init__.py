@@ -60,7 +60,7 @@ class BlockedKernel(ConvolutionKernel):
         self.items = (depthwise_lanes.units(self.kdesc, p) if p.depthwise and p.pixels
                       else sizes[0] * desc.group_count)
         planes = (1 if p.depthwise else sizes[1] // desc.group_count if p.staged
-                  else prod(sizes[:2]))
+                  else sizes[1] if p.woven and not p.fold else prod(sizes[:2]))
         self.copy_size = planes * prod(p.padded) if needs_copy(self.kdesc) else 0
         if p.depthwise and p.pixels:  # a block's planes transposed, padded, always
             self.copy_size = prod(p.padded) * p.lanes

@@ -133,9 +133,18 @@ def emit(key) -> str:
 def _emit_whole_input_kernel(w, loop, d, lay: Layout, coords, runs: Runs) -> None:
     """The input padded whole first (phase 1), then the tiles in one (p)range (phase 2)."""
     with w.block(f"def kernel(x, wp, {tile_arrays(d, lay)}, xp):"):
-        if lay.step > 1:
-            _emit_woven_phase(w, loop, lay)
-        elif needs_copy(d):
+        if lay.step > 1:  # woven: an image at a time, its copy while it is in the caches
+            with w.block(f"for n in range({lay.batch}):"):
+                _emit_woven_phase(w, loop, lay)
+                w("# phase 2: the image's register-blocked tiles")
+                count = lay.groups * lay.blocks * prod(lay.out[:-2]) * runs.row_tiles
+                with shares(w, loop, count):
+                    decompose(w, "f", coords[1:], [lay.groups] + (
+                        [runs.row_tiles, lay.blocks] if coords[2] == "rt" else
+                        [lay.blocks] + list(lay.out[:-2]) + [runs.row_tiles]))
+                    call_tiles(w, lay, coords, tile_arrays(d, lay))
+            return
+        if needs_copy(d):
             emit_pad_phase(w, loop, lay.batch * lay.cin, lay.size_in, lay.front, lay.padded,
                            d.strides[-1], geometry(d).padded_sizes()[-1], lanes=lay.lanes,
                            fold=fold_of(lay, d))
@@ -151,9 +160,12 @@ def _emit_whole_input_kernel(w, loop, d, lay: Layout, coords, runs: Runs) -> Non
 
 
 def _emit_woven_phase(w, loop, lay: Layout) -> None:
-    """Phase 1 of a woven plan (:attr:`~.plan.BlockPlan.woven`): each block of ``lanes``
-    channels of an image padded into ``xp`` with its channels side by side (padded pixel
-    ``(i, j)`` of the block's channel ``c`` at ``((block * P0 + i) * P1 + j) * lanes + c``),
+    """Phase 1 of a woven plan (:attr:`~.plan.BlockPlan.woven`) for image ``n``: each block of
+    ``lanes`` channels padded into ``xp`` (one image's copy, read by the image's tiles right
+    after, while it is in the caches: the U-Net at batch 8, its 16- and 32-channel layers on
+    256 x 256 copying 34-67 MB whole, wrote and read the copy through memory) with its
+    channels side by side (padded pixel ``(i, j)`` of the block's channel ``c`` at
+    ``((block * P0 + i) * P1 + j) * lanes + c``),
     one padded row per iteration (:func:`.padding.emit_lane_row`): the row's runs of ``q``
     pixels (the widest power of two, at most the lanes, the row holds; the last run
     overlapping the one before) from each of the ``lanes`` planes, transposed (rows of under
@@ -174,10 +186,11 @@ def _emit_woven_phase(w, loop, lay: Layout) -> None:
                                  for k in range(q))
                 w(f"vstore_transposed(xp, dst + (c + {left}) * {L} + {g0}, {L}, ({vecs}))")
 
-    w("# phase 1: the input padded, each block of its channels side by side, a row an item")
-    with w.block(f"for r in {loop}({lay.batch * lay.cin // L * p0}):"):
+    w("# phase 1: the image padded, each block of its channels side by side, a row an item")
+    with w.block(f"for r in {loop}({lay.cin // L * p0}):"):
         w(f"i = r % {p0}  # the padded row")
-        w(f"src = r // {p0} * {L * h * wd} + (i - {top}) * {wd}  # the block's first plane")
+        w(f"src = (n * {lay.cin // L} + r // {p0}) * {L * h * wd} + (i - {top}) * {wd}"
+          "  # the block's first plane")
         w(f"dst = r * {p1 * L}")
         emit_lane_row(w, f"i < {top} or i >= {top + rows}" if rows else None, p1, L, left,
                       cols, fill)

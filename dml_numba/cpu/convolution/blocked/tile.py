@@ -235,9 +235,8 @@ def _input_channels(names: Names, spec: TileSpec):
         over = (f"range({c0}, {c0} + {spec.cblock})" if cg % spec.cblock == 0
                 else f"range({c0}, min({c0} + {spec.cblock}, {cg}))")
     with names.loop("c", over):
-        if lay.step > 1:  # a woven copy (one group): block c // lanes, lane c % lanes
-            names.let("xc", f"({names['n']} * {lay.cin // lay.step} + c // {lay.step}) * "
-                            f"{lay.plane_in * lay.step} + c % {lay.step}")
+        if lay.step > 1:  # a woven copy (one group, one image): block c // lanes, lane
+            names.let("xc", f"(c // {lay.step}) * {lay.plane_in * lay.step} + c % {lay.step}")
         else:
             names.let("xc", f"{names['xs']} + c * {lay.plane_in}" if spec.staged
                       else f"({names['n']} * {lay.cin} + {names['g']} * {cg} + c) * "
