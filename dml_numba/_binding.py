@@ -207,13 +207,23 @@ class HostDevice:
     """Binding for devices that run on NumPy arrays in host memory ("numpy", "cpu").
     ``options``: name -> allowed values of the options every lowering of the device takes;
     ``batch``: what :meth:`new_batch` makes (None: runs called as they are); ``steps``: what
-    :meth:`new_steps` makes (None: steps called one by one)."""
+    :meth:`new_steps` makes (None: steps called one by one); ``reserve``: what
+    :meth:`before_binding` calls (None: nothing)."""
 
-    def __init__(self, name: str, options: dict | None = None, batch=None, steps=None):
+    def __init__(self, name: str, options: dict | None = None, batch=None, steps=None,
+                 reserve=None):
         self.name = name
         self.options = dict(options or {})
         self._batch = batch
         self._steps = steps
+        self._reserve = reserve
+
+    def before_binding(self, kernels) -> None:
+        """What the calling thread needs before a compiled graph binds the steps of these
+        ``kernels`` to it (the CPU's: its kernel scratch grown to the largest any of them
+        takes, so that every bound step's views are of one buffer)."""
+        if self._reserve is not None:
+            self._reserve(kernels)
 
     def new_batch(self):
         """``batch(body, *args)`` calling ``body(*args)``, for a run of this device's kernels

@@ -141,7 +141,8 @@ class CompiledGraph:
         kept = store.__dict__.setdefault("bound", {})
         entry = kept.get(id(self))
         if entry is None or entry[0] is not bufs:  # bound to this thread's buffers
-            self._reserve_scratch()
+            # the device's preparation of this thread (the CPU's scratch, one buffer for all)
+            get_device(self.device).before_binding([op.kernel for op in self.ops])
             entry = kept[id(self)] = (bufs, [None] * len(self.steps), {})
         bound, state = entry[1], entry[2]
         fast = state.get("kept")
@@ -172,14 +173,6 @@ class CompiledGraph:
             runs.append(run)
         state["kept"] = _kept_check(self._touches, bound, runs, fresh)
         self._run_steps(runs, fresh, state)  # the device's state for these bindings
-
-    def _reserve_scratch(self) -> None:
-        """This thread's kernel scratch grown to the most any step takes, before the steps
-        are bound (each keeps views of the buffer it is bound with: one buffer for all)."""
-        from ..cpu.convolution.base import reserve
-
-        reserve(max((getattr(getattr(op, "kernel", None), "scratch_bytes", lambda: 0)()
-                     for op in self.ops), default=0))
 
     def _bind(self, k, inputs, results, bufs):
         """Step ``k`` as a call of no arguments on these arrays (see :meth:`_run`)."""
