@@ -92,8 +92,8 @@ class CpuKernel:
         raise NotImplementedError
 
     def scratch_bytes(self) -> int:
-        """Bytes of the calling thread's scratch (``cpu.convolution.base.scratch``) a call
-        takes at most; 0 for a kernel that takes none."""
+        """Bytes of the calling thread's scratch (:func:`dml_numba.cpu._scratch.scratch`) a
+        call takes at most; 0 for a kernel that takes none."""
         return 0
 
     def bind(self, inputs, out):
