@@ -61,6 +61,10 @@ class CudaDevice:
         memory: what :meth:`run_checked` launches on."""
         return as_device_array(self.cuda, a)
 
+    def before_binding(self, kernels) -> None:
+        """Nothing: a CUDA kernel takes no host thread's scratch (the host devices' hook,
+        :meth:`dml_numba._binding.HostDevice.before_binding`)."""
+
     def run_checked(self, kernel, inputs, out) -> None:
         """Launch ``kernel`` on Numba device arrays the caller has checked (a compiled graph's
         steps: :meth:`dml_numba.CompiledOperator.run_checked`), on the default stream."""
