@@ -81,9 +81,7 @@ class PointwiseDepthwiseKernel(ConvolutionKernel):
 
     def scratch_bytes(self) -> int:
         """A padded block of planes a slot (a thread)."""
-        import numba
-
-        return min(numba.get_num_threads(), self.items) * self.copy_size * self.acc.itemsize
+        return self.slots() * self.copy_size * self.acc.itemsize
 
     def _pack_pointwise(self, w):
         """[block][input channel][lanes]: each input channel's weight vector of a block."""

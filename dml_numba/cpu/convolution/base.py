@@ -57,12 +57,17 @@ class ConvolutionKernel(CpuKernel):
         fn, full = self.slots_call(args, y, unpadded)
         fn(*full)
 
+    def slots(self) -> int:
+        """The slots a call in slots (:meth:`slots_call`) takes now: a thread each, up to the
+        kernel's ``items``."""
+        import numba
+
+        return min(numba.get_num_threads(), self.items)
+
     def slots_call(self, args, y, unpadded=None):
         """:meth:`_in_slots` as ``(fn, arguments)``, the slots and scratch settled now (a
         native run's steps, :mod:`dml_numba.cpu._native`)."""
-        import numba
-
-        slots = min(numba.get_num_threads(), self.items)
+        slots = self.slots()
         xp = self.buffer((slots * self.copy_size,)) if self.copy_size else unpadded
         return self.fn, (*args, y, xp, slots)
 

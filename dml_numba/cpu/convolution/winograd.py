@@ -517,8 +517,8 @@ class WinogradKernel(ConvolutionKernel):
         settled now where the input is C-contiguous and the filter frozen (a model's): the
         flat views, the filter's transform and its tiles' packing, each chunk's arguments, its
         views of this thread's scratch and its products' bound call; each call then runs the
-        kernels alone (ResNet-18 at batch 1 spent 0.24-0.27 ms of its ~9 in its nine Winograd
-        layers' Python between their kernels, settling these each call). Else each call
+        kernels alone (ResNet-18 at batch 1 spent 0.24-0.27 ms of its ~9 in its ten Winograd
+        steps' Python between their kernels, settling these each call). Else each call
         settles them, as :meth:`run` does."""
         if not (inputs[0].flags.c_contiguous and is_frozen(inputs[1])):
             return functools.partial(self.run, inputs, y)

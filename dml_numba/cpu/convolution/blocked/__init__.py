@@ -80,10 +80,7 @@ class BlockedKernel(ConvolutionKernel):
     def scratch_bytes(self) -> int:
         """The padded copy of the input: one, or one a slot (a thread) where the copies are
         per plane or group (:meth:`slots_call`)."""
-        import numba
-
-        slots = min(numba.get_num_threads(), self.items) if (
-            self.plan.depthwise or self.plan.staged) else 1
+        slots = self.slots() if self.plan.depthwise or self.plan.staged else 1
         return slots * self.copy_size * self.acc.itemsize
 
     def run(self, inputs, y):
