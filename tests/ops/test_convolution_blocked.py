@@ -439,6 +439,44 @@ def test_small_planes_over_many_channels_go_one_run_a_chunk_outside_the_blocks()
         assert not (outer and count == runs), (xs, ws)
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_small_filters_walk_row_tiles_outside_the_channel_blocks(parallel, monkeypatch):
+    """A 2-D layer whose whole filter is at most ROWS_OUTSIDE_FILTER_BYTES (a stem: 3 input
+    channels, stride 2) walks its tiles a row tile at a time, that row tile's channel blocks
+    innermost; bit for bit what the blocks-outside order computes (the same sums in the same
+    order), and the definition's; every output written. A larger filter, a 1-D or a 3-D layer
+    (its outer axes' tiles: no row-tile-outside order) keeps the blocks outside."""
+    desc, inputs = conv_case((2, 3, 30, 34), (32, 3, 3, 3), (2, 2), (1, 1), (1, 1), (1, 1), 1)
+    ys = {}
+    for bound in (forward.ROWS_OUTSIDE_FILTER_BYTES, 0):
+        monkeypatch.setattr(forward, "ROWS_OUTSIDE_FILTER_BYTES", bound)
+        kernel = blocked_kernel(desc, 16, 24, parallel)
+        lay = planner.Layout.of(kernel.key)
+        assert lay.blocks > 1 and -(-lay.out[-2] // lay.rows) > 1
+        assert forward.rows_outside(lay) == bool(bound)
+        # the innermost coordinate of the tiles' loop: the block, or the row tile
+        inner = re.search(r"(\w+) = f % \d+", kernel.source).group(1)
+        assert inner == ("mbi" if bound else "rt"), kernel.source
+        ys[bound] = np.full(desc.output_tensor.sizes, np.nan, F32)
+        kernel(list(inputs), ys[bound])
+    np.testing.assert_array_equal(ys[forward.ROWS_OUTSIDE_FILTER_BYTES], ys[0])
+    np.testing.assert_allclose(ys[0], leaky(desc, brute_force(desc, *inputs)),
+                               rtol=1e-4, atol=1e-4)
+    monkeypatch.undo()
+    big = conv_case((1, 32, 12, 12), (64, 32, 3, 3), (1, 1), (1, 1), (1, 1), (1, 1), 1)
+    assert 4 * 32 * 64 * 9 > forward.ROWS_OUTSIDE_FILTER_BYTES
+    three = conv_case((1, 2, 5, 4, 18), (32, 2, 2, 3, 2), (2, 1, 1), (1, 2, 1), (1, 0, 1),
+                      (0, 1, 1), 1)  # several blocks, a small filter
+    for d, inputs in (big, conv_case(*SHAPES["1d"]), three):
+        kernel = blocked_kernel(d, 16, 24, parallel)
+        lay = planner.Layout.of(kernel.key)
+        assert not forward.rows_outside(lay), d
+        y = np.full(d.output_tensor.sizes, np.nan, F32)
+        kernel(list(inputs), y)
+        np.testing.assert_allclose(y, leaky(d, brute_force(d, *inputs)), rtol=1e-4, atol=1e-4)
+    assert planner.Layout.of(blocked_kernel(three[0], 16, 24, parallel).key).blocks > 1
+
+
 def test_the_planner_takes_passes_where_a_pass_would_not_fit_the_first_level_cache():
     """Passes where one tap's weights and input of a call outgrow PASS_BYTES on a streamed
     plan (16 registers, where they were measured) with enough tiles a call: MobileNetV2's
@@ -607,11 +645,11 @@ def test_depthwise_lanes_kernel_in_bands_of_rows(name, monkeypatch):
         assert dl.band_rows(desc, plan) == min(band, oh)
         kernel = cpu_conv.build(desc, {"algorithm": "blocked", "parallel": par}, "blocked", plan)
         bands = -(-oh // min(band, oh))
-        assert f"band of {min(band, oh)} output rows)" in kernel.source
-        # every (image, block of channels, band) an item of its own
+        # every (band, image, block of channels) an item of its own, the bands outside
         assert kernel.items == dl.units(desc, plan) == (
             desc.input_tensor.sizes[0] * desc.input_tensor.sizes[1] // plan.lanes * bands)
-        assert f"takes a share of the {kernel.items} (image" in kernel.source
+        assert (f"takes a share of the {kernel.items} (band of {min(band, oh)} output rows, "
+                "image") in kernel.source
         y = np.full(desc.output_tensor.sizes, np.nan, F32)
         kernel(list(inputs), y)
         results[band] = y

@@ -130,6 +130,27 @@ def test_bands_of_several_rows_recompute_only_the_rows_they_share():
     assert lanes_kernel.band_rows(desc.depthwise, plan) == 1
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_bands_of_several_images_and_blocks(parallel, monkeypatch):
+    """Items of a band per (image, block of channels), the bands outside: two images of three
+    blocks of 16 channels in bands of two output rows (the last overlapping the one before):
+    every output written (NaN-filled), the definition's values, serial and parallel."""
+    from dml_numba.cpu.convolution.blocked import depthwise_lanes as lanes_kernel
+    from dml_numba.cpu.convolution.blocked.plan import depthwise_lanes_plan
+
+    desc, inputs, ref = case((2, 8, 13, 11), 48)
+    plan = depthwise_lanes_plan(desc.depthwise, Host(16, 2))
+    row = plan.padded[-1] * plan.lanes * 4
+    monkeypatch.setattr(lanes_kernel, "POINTWISE_BAND_BYTES",
+                        lanes_kernel.band_reach(desc.depthwise, 2) * row)
+    dml.cache.clear()  # (the band is the source's, not the key's)
+    kernel = cpu_pair.PointwiseDepthwiseKernel(desc, {"parallel": parallel}, Host(16, 2))
+    assert kernel.items == 2 * 3 * 4  # (7 output rows: bands from rows 0, 2, 4 and 5)
+    y = np.full(desc.output.sizes, np.nan, np.float32)
+    kernel(inputs, y)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("why, kw, option", [
     ("unit strides", dict(strides=(1, 1)), {}),
     ("float16", dict(dtype=np.float16), {}),

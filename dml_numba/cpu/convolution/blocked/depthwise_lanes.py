@@ -87,12 +87,19 @@ def _emit_module(key, d, first: str, what: str, fill: str, emit_fill) -> str:
     band = band_rows(d, plan, POINTWISE_BAND_BYTES if first else None)
     bands = -(-oh // band)
     with w.block(f"def kernel(x, {first}{args}, xp, slots):"):
-        w(f"# each slot takes a share of the {items * bands} (image, block of {plan.lanes} "
-          f"channels, band of {band} output rows) and {what} into xp[slot * {slot}:], "
+        w(f"# each slot takes a share of the {items * bands} (band of {band} output rows, "
+          f"image, block of {plan.lanes} channels) and {what} into xp[slot * {slot}:], "
           + ("whole" if band == oh else "the rows of its band"))
         with shares(w, loop, items * bands, "slots", var="u"):  # slot s: its part of xp
-            w(f"f = u // {bands}  # the (image, block of channels)")
-            w(f"r0 = min((u - f * {bands}) * {band}, {oh - band})  # the band's first output row")
+            # bands outside the blocks: a thread's consecutive items are one band's blocks,
+            # which read the same input rows while its core holds them (the pointwise kernel
+            # reads every input channel's rows for each block: MobileNetV2's 16 -> 96
+            # expansion on 112 x 112 and its stride-2 depthwise layer 0.885x the time with
+            # the blocks outside, the model 0.989x), and each thread reads its share of the
+            # rows once
+            w(f"bi = u // {items}  # the band")
+            w(f"f = u - bi * {items}  # the (image, block of channels)")
+            w(f"r0 = min(bi * {band}, {oh - band})  # the band's first output row")
             w(f"xo = s * {slot}")
             w(fill)
             w(f"block(xp, {args}, f, xo, r0)")
