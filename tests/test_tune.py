@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 import stat
+import time
 import warnings
 
 import numpy as np
@@ -834,6 +835,50 @@ def test_the_cpu_model_and_the_busy_meter(monkeypatch):
     monkeypatch.setattr(_machine, "_cpu_ticks", lambda: next(stopped))
     monkeypatch.setattr(_machine.os, "times", lambda: (0.0, 0.0, 0, 0, 0))
     assert _machine.CpuShare().others() is None  # no time passed
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="no /proc/stat here")
+def test_the_busy_meter_reads_proc_stat_once_an_interval_through_one_descriptor(monkeypatch):
+    """``/proc/stat`` is opened once a process (opening it after an idle spell cost ~0.3 ms of
+    CPU, more than the read) and read afresh each time: ticks advance while this thread spins.
+    A forked child reads through the inherited descriptor. A share reads the ticks once when
+    made and once for ``others``; the share after it (``then``) starts from that reading, so a
+    load watch reads once an interval, not twice."""
+    from dml_numba import _machine
+    from dml_numba.cpu import _adaptive
+
+    a = _machine._cpu_ticks()
+    fd = _machine._STAT_FD
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.15:  # ~15 jiffies of this thread's CPU time
+        pass
+    b = _machine._cpu_ticks()
+    assert _machine._STAT_FD == fd >= 0 and _machine._stat_line().startswith("cpu ")
+    assert b[0] > a[0] and b[1] > a[1]
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's descriptor, read at offset 0
+        os._exit(0 if _machine._cpu_ticks() is not None and _machine._STAT_FD == fd else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+    reads = []
+    ticks = iter([(100 * i, 1000 * i) for i in range(1, 100)])
+
+    def counted():
+        reads.append(1)
+        return next(ticks)
+
+    monkeypatch.setattr(_machine, "_cpu_ticks", counted)
+    share = _machine.CpuShare()
+    assert len(reads) == 1
+    share.others()
+    nxt = share.then()
+    assert len(reads) == 2  # then() read nothing
+    assert nxt._ticks == (200, 2000)  # it starts where others() read
+    watch = _adaptive.LoadWatch(cores=2)
+    del reads[:]
+    for now in (0.0, 0.05, _adaptive.LOAD_S, 0.15, 2 * _adaptive.LOAD_S, 3 * _adaptive.LOAD_S):
+        watch.busy(now)
+    assert len(reads) == 4  # the first share, then one read an interval (three of them)
 
 
 class iter_file(list):

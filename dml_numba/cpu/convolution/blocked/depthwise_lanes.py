@@ -156,9 +156,10 @@ def band_rows(d, plan, budget: int | None = None) -> int:
 
 def units(d, plan, pointwise: bool = False) -> int:
     """The kernel's parallel items: (band of output rows, image, block of ``lanes`` channels),
-    the bands outside (:func:`band_rows`; ``pointwise``: :func:`emit_pointwise`'s bands). Bands are items of
-    their own so that a few blocks still share out evenly (MobileNetV2's 144 channels on 56 x
-    56 at stride 2 and batch 1: nine blocks over two threads ran 1.55x faster than on one)."""
+    the bands outside (:func:`band_rows`; ``pointwise``: :func:`emit_pointwise`'s bands).
+    Bands are items of their own so that a few blocks still share out evenly (MobileNetV2's
+    144 channels on 56 x 56 at stride 2 and batch 1: nine blocks over two threads ran 1.55x
+    faster than on one)."""
     band = band_rows(d, plan, POINTWISE_BAND_BYTES if pointwise else None)
     blocks = d.input_tensor.sizes[0] * d.input_tensor.sizes[1] // plan.lanes
     return blocks * -(-d.output_tensor.sizes[2] // band)
