@@ -60,16 +60,25 @@ _STAT_BYTES = 512
 
 
 def _stat_line() -> str:
-    """The first line of ``/proc/stat`` (its contents made afresh at each read at offset 0)."""
+    """The first line of ``/proc/stat`` (its contents made afresh at each read at offset 0).
+    A held descriptor that no longer reads it (closed behind our back, or its number reused
+    for another file) is opened again, once."""
     global _STAT_FD
-    if _STAT_FD is None:
+    for again in (False, True):
+        if _STAT_FD is None or again:
+            try:
+                _STAT_FD = os.open("/proc/stat", os.O_RDONLY)
+            except OSError:
+                _STAT_FD = -1
+        if _STAT_FD < 0:
+            raise OSError("no /proc/stat")
         try:
-            _STAT_FD = os.open("/proc/stat", os.O_RDONLY)
+            line = os.pread(_STAT_FD, _STAT_BYTES, 0).decode("ascii", "replace")
         except OSError:
-            _STAT_FD = -1
-    if _STAT_FD < 0:
-        raise OSError("no /proc/stat")
-    return os.pread(_STAT_FD, _STAT_BYTES, 0).decode("ascii", "replace").split("\n", 1)[0]
+            continue
+        if line.startswith("cpu "):
+            return line.split("\n", 1)[0]
+    raise OSError("/proc/stat unreadable")
 
 
 def _cpu_ticks() -> tuple[int, int] | None:

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 import stat
+import tempfile
 import time
 import warnings
 
@@ -841,7 +842,8 @@ def test_the_cpu_model_and_the_busy_meter(monkeypatch):
 def test_the_busy_meter_reads_proc_stat_once_an_interval_through_one_descriptor(monkeypatch):
     """``/proc/stat`` is opened once a process (opening it after an idle spell cost ~0.3 ms of
     CPU, more than the read) and read afresh each time: ticks advance while this thread spins.
-    A forked child reads through the inherited descriptor. A share reads the ticks once when
+    A forked child reads through the inherited descriptor; one closed or reused behind its back
+    is opened again. A share reads the ticks once when
     made and once for ``others``; the share after it (``then``) starts from that reading, so a
     load watch reads once an interval, not twice."""
     from dml_numba import _machine
@@ -859,6 +861,14 @@ def test_the_busy_meter_reads_proc_stat_once_an_interval_through_one_descriptor(
     if pid == 0:  # the child: the parent's descriptor, read at offset 0
         os._exit(0 if _machine._cpu_ticks() is not None and _machine._STAT_FD == fd else 1)
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    os.close(fd)  # closed behind its back: opened again
+    assert _machine._cpu_ticks() is not None and _machine._STAT_FD >= 0
+    os.close(_machine._STAT_FD)  # and its number reused for another file: opened again
+    with tempfile.TemporaryFile() as other:
+        other.write(b"not the kernel's statistics\n" * 40)
+        other.flush()
+        assert _machine._cpu_ticks() is not None
+        assert _machine._STAT_FD != other.fileno() and _machine._stat_line().startswith("cpu ")
 
     reads = []
     ticks = iter([(100 * i, 1000 * i) for i in range(1, 100)])

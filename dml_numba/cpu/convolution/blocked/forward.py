@@ -118,7 +118,7 @@ def rows_outside(lay: Layout) -> bool:
     Measured on an AMD EPYC (Zen 5, 2 threads), paired in one process: MobileNetV2's stem (3 ->
     32, 3 x 3, stride 2, 224 x 224) 0.767x the time alone, the model at batch 1 0.981x;
     ResNet-18 at batch 1 0.987x, at batch 8 0.993x; the U-Net level (1.001x at batch 1, 1.002x
-    at batch 8: its 16- and 32-channel layers' tiles read a woven copy of one image)."""
+    at batch 8)."""
     filter_bytes = 4 * (lay.cin // lay.groups) * lay.mg * prod(lay.kernel)
     return lay.rank == 2 and lay.blocks > 1 and filter_bytes <= ROWS_OUTSIDE_FILTER_BYTES
 
