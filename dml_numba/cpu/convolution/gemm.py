@@ -213,19 +213,23 @@ class GemmKernel(ConvolutionKernel):
     def compiled_keys(self) -> tuple:
         return tuple(self._keys)
 
-    def scratch_bytes(self) -> int:
-        """The columns of a chunk of images (none where the input is its own columns)."""
+    def _columns(self, images: int) -> tuple:
+        """The shape of ``images`` images' columns (images, groups, rows, positions): forward,
+        each output position's window of a group's input channels; backward, each input
+        position's taps of a group's output channels."""
         d = self.desc
-        n_, cin = d.input_tensor.sizes[:2]
-        cout = d.output_tensor.sizes[1]
         g, taps = d.group_count, prod(d.filter_tensor.sizes[2:])
         if d.direction == ConvolutionDirection.FORWARD:
-            if self.skip_im2col:
-                return 0
-            rows, size = cin // g * taps, prod(d.output_tensor.sizes[2:])
-        else:
-            rows, size = cout // g * taps, prod(d.input_tensor.sizes[2:])
-        return min(n_, self.chunk) * g * rows * size * self.acc.itemsize
+            return (images, g, d.input_tensor.sizes[1] // g * taps,
+                    prod(d.output_tensor.sizes[2:]))
+        return (images, g, d.output_tensor.sizes[1] // g * taps, prod(d.input_tensor.sizes[2:]))
+
+    def scratch_bytes(self) -> int:
+        """The columns of a chunk of images (none where the input is its own columns)."""
+        if self.desc.direction == ConvolutionDirection.FORWARD and self.skip_im2col:
+            return 0
+        images = min(self.desc.input_tensor.sizes[0], self.chunk)
+        return prod(self._columns(images)) * self.acc.itemsize
 
     def run(self, inputs, y):
         x, w = np.ascontiguousarray(inputs[0]), inputs[1]
@@ -254,7 +258,7 @@ class GemmKernel(ConvolutionKernel):
         else:
             for n0 in range(0, n_, self.chunk):
                 n1 = min(n_, n0 + self.chunk)
-                cols = self.buffer((n1 - n0, g, cin // g * taps, size_out))
+                cols = self.buffer(self._columns(n1 - n0))
                 self.im2col(x, n0, cols)
                 self.product(wg, cols, *bias, yv[n0:n1], self._slabs((n1 - n0) * g, cout // g))
 
@@ -275,6 +279,6 @@ class GemmKernel(ConvolutionKernel):
         xg = x.reshape(n_, g, cig, size_in)
         for n0 in range(0, n_, self.chunk):
             n1 = min(n_, n0 + self.chunk)
-            cols = self.buffer((n1 - n0, g, cog * taps, size_in))
+            cols = self.buffer(self._columns(n1 - n0))
             np.matmul(wt, xg[n0:n1], out=cols)
             self.col2im(*((cols, n0, b, y) if b is not None else (cols, n0, y)))

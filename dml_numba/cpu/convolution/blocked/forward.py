@@ -157,12 +157,7 @@ def _emit_whole_input_kernel(w, loop, d, lay: Layout, coords, runs: Runs) -> Non
             with w.block(f"for n in range({lay.batch}):"):
                 _emit_woven_phase(w, loop, lay)
                 w("# phase 2: the image's register-blocked tiles")
-                count = lay.groups * lay.blocks * prod(lay.out[:-2]) * runs.row_tiles
-                with shares(w, loop, count):
-                    decompose(w, "f", coords[1:], [lay.groups] + (
-                        [runs.row_tiles, lay.blocks] if coords[2] == "rt" else
-                        [lay.blocks] + list(lay.out[:-2]) + [runs.row_tiles]))
-                    call_tiles(w, lay, coords, tile_arrays(d, lay))
+                _emit_tiles(w, loop, d, lay, coords, runs, every_image=False)
             return
         if needs_copy(d):
             emit_pad_phase(w, loop, lay.batch * lay.cin, lay.size_in, lay.front, lay.padded,
@@ -171,12 +166,19 @@ def _emit_whole_input_kernel(w, loop, d, lay: Layout, coords, runs: Runs) -> Non
         else:
             w("xp = x  # nothing to pad")
         w("# phase 2: register-blocked tiles")
-        count = lay.batch * lay.groups * lay.blocks * prod(lay.out[:-2]) * runs.row_tiles
-        with shares(w, loop, count):
-            decompose(w, "f", coords, [lay.batch, lay.groups] + (
-                [runs.row_tiles, lay.blocks] if coords[2] == "rt" else
-                [lay.blocks] + list(lay.out[:-2]) + [runs.row_tiles]))
-            call_tiles(w, lay, coords, tile_arrays(d, lay))
+        _emit_tiles(w, loop, d, lay, coords, runs, every_image=True)
+
+
+def _emit_tiles(w, loop, d, lay: Layout, coords, runs: Runs, every_image: bool) -> None:
+    """The tiles in one (p)range over ``coords`` (the row tiles before or after the channel
+    blocks, as ``coords`` has them): every image's, or (``every_image`` false) image ``n``'s
+    only, the loop around it giving ``n``."""
+    tiles = [lay.groups] + ([runs.row_tiles, lay.blocks] if coords[2] == "rt" else
+                            [lay.blocks] + list(lay.out[:-2]) + [runs.row_tiles])
+    names, sizes = (coords, [lay.batch] + tiles) if every_image else (coords[1:], tiles)
+    with shares(w, loop, prod(sizes)):
+        decompose(w, "f", names, sizes)
+        call_tiles(w, lay, coords, tile_arrays(d, lay))
 
 
 def _emit_woven_phase(w, loop, lay: Layout) -> None:
